@@ -1,0 +1,312 @@
+"""Building a knowledge base atomically, and embedding it resumably.
+
+A build writes everything into a sibling folder ``.<name>.build-<pid>`` and
+swaps it into place only when complete, so a failed or interrupted build
+leaves the previous KB intact. Embedding is the slow step (tens of passages
+a second on two cores); it runs after the swap, saves its work in chunks and
+resumes where it stopped, and re-uses the vectors of documents whose text did
+not change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gc
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from pyoxigraph import Literal, NamedNode, RdfFormat, Store, Triple, serialize
+
+from .config import Settings
+from .documents import NodeDocument, render_documents
+from .embeddings import DenseIndex, OnnxEncoder, write_dense_index
+from .errors import KqeError
+from .importers import Importer
+from .ontology import CORE, Schema
+from .progress import Progress
+from .rdfize import RecordWriter
+from .records import ImportReport
+from .text_index import build_text_index
+
+ONTOLOGY_GRAPH = "https://w3id.org/kqe/graph/ontology"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+DOCUMENTS = "documents.jsonl.gz"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def kb_lock(path: Path) -> Iterator[None]:
+    """One writer per KB at a time (a second build or embed fails fast with a clear message)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.parent / f".{path.name}.lock"
+    with open(lock_path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise KqeError(f"another build or embedding of {path} is running (lock {lock_path})") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def recover(path: Path) -> None:
+    """Finish a swap that was cut between its two renames, and drop dead build folders."""
+    old = path.parent / f".{path.name}.old"
+    if not path.exists() and old.is_dir():
+        os.rename(old, path)
+    elif old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+    for leftover in path.parent.glob(f".{path.name}.build-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _dataset_triples(importer: Importer, dataset_iri: str) -> Iterator[Triple]:
+    subject = NamedNode(dataset_iri)
+    yield Triple(subject, NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type"), NamedNode(CORE + "Dataset"))
+    for key, value in importer.dataset_info().items():
+        if value:
+            yield Triple(subject, NamedNode(CORE + key.replace(" ", "_")), Literal(str(value)))
+
+
+def build_kb(
+    importer: Importer,
+    path: Path,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Import, load, render documents and index them; swap the result into ``path``."""
+    settings = settings or Settings()
+    progress = progress or Progress.quiet()
+    path = Path(path)
+    with kb_lock(path):
+        recover(path)
+        work = path.parent / f".{path.name}.build-{os.getpid()}"
+        work.mkdir(parents=True)
+        try:
+            manifest = _build_into(importer, work, settings, progress, previous=path)
+            gc.collect()
+            old = path.parent / f".{path.name}.old"
+            if path.exists():
+                os.rename(path, old)
+            os.rename(work, path)
+            shutil.rmtree(old, ignore_errors=True)
+            return manifest
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+
+
+def _build_into(importer: Importer, work: Path, settings: Settings, progress: Progress, previous: Path) -> dict:
+    started = time.perf_counter()
+    report = ImportReport()
+    schema = importer.schema()
+    dataset_iri = f"https://w3id.org/kqe/{importer.domain}/dataset/{importer.name}"
+
+    def writer(imp: Importer) -> RecordWriter:
+        return RecordWriter(schema, imp.domain, report, settings.on_unknown_edge, dataset_iri)
+
+    triples_file = work / "import.nt"
+    counted = 0
+    with progress.task("importing", unit="triples") as tick, open(triples_file, "wb") as out:
+        def counting(triples):
+            nonlocal counted
+            for t in triples:
+                counted += 1
+                if counted % 20000 == 0:
+                    tick(20000)
+                yield t
+
+        serialize(counting(importer.triples(report, writer)), out, RdfFormat.N_TRIPLES)
+        serialize(_dataset_triples(importer, dataset_iri), out, RdfFormat.N_TRIPLES)
+    import_seconds = time.perf_counter() - started
+
+    store = Store(str(work / "store"))
+    with progress.task("loading store", total=None):
+        t0 = time.perf_counter()
+        store.bulk_load(path=str(triples_file), format=RdfFormat.N_TRIPLES)
+        for onto in importer.ontology_files():
+            store.bulk_load(path=str(onto), format=RdfFormat.TURTLE, to_graph=NamedNode(ONTOLOGY_GRAPH))
+        store.flush()
+        load_seconds = time.perf_counter() - t0
+    triples_file.unlink()
+    (work / "ontology").mkdir()
+    for onto in importer.ontology_files():
+        shutil.copy(onto, work / "ontology" / onto.name)
+
+    store_schema = Schema.from_store(store)
+    t0 = time.perf_counter()
+    with progress.task("rendering documents", total=None):
+        documents = list(render_documents(
+            store, store_schema, importer.extra_text_properties,
+            settings.doc_neighbours_per_relation, settings.doc_max_chars,
+        ))
+    if not documents:
+        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index "
+                       f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
+    write_documents(work / DOCUMENTS, documents)
+    docs_seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with progress.task("BM25 index", total=None):
+        build_text_index(work / "bm25", documents)
+    bm25_seconds = time.perf_counter() - t0
+    del store
+    gc.collect()
+
+    # Vectors of unchanged documents are carried over; `embed` re-uses them by content hash.
+    if (previous / "embeddings" / "index.json").is_file():
+        shutil.copytree(previous / "embeddings", work / "embeddings.previous")
+
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "importer": importer.name,
+        "domain": importer.domain,
+        "dataset": importer.dataset_info(),
+        "text_properties": list(importer.extra_text_properties),
+        "counts": {
+            "triples": counted, "nodes": report.nodes, "edges": report.edges, "documents": len(documents),
+            "skipped_edges": report.skipped_edges, "empty_nodes": report.empty_nodes,
+            "duplicate_nodes": report.duplicate_nodes,
+        },
+        "warnings": report.warnings,
+        "documents_sha256": _sha256(work / DOCUMENTS),
+        "settings": {"doc_neighbours_per_relation": settings.doc_neighbours_per_relation,
+                     "doc_max_chars": settings.doc_max_chars},
+        "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
+        "seconds": {"import": round(import_seconds, 2), "load": round(load_seconds, 2),
+                    "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2)},
+        "embeddings": None,
+    }
+    write_json_atomic(work / MANIFEST, manifest)
+    return manifest
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_documents(path: Path, documents: Sequence[NodeDocument]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
+        for doc in documents:
+            out.write(json.dumps({"iri": doc.iri, "identifier": doc.identifier, "name": doc.name,
+                                  "types": list(doc.types), "text": doc.text, "hash": doc.digest}) + "\n")
+
+
+def read_documents(path: Path) -> Iterator[NodeDocument]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            yield NodeDocument(row["iri"], row["identifier"], row["name"], tuple(row["types"]), row["text"])
+
+
+def _cached_vectors(kb: Path, model_id: str) -> dict[str, np.ndarray]:
+    """Content hash → vector from a previous index and from the chunks of an interrupted run."""
+    cache: dict[str, np.ndarray] = {}
+    for folder in (kb / "embeddings.previous", kb / "embeddings"):
+        if (folder / "index.json").is_file():
+            try:
+                index = DenseIndex(folder)
+            except (OSError, ValueError, KeyError):
+                continue
+            if index.model_id == model_id:
+                for row, digest in enumerate(index.hashes):
+                    cache[digest] = np.asarray(index.vectors[row])
+    for chunk in sorted((kb / "embeddings.partial").glob("chunk-*.npz")):
+        with np.load(chunk) as data:
+            if str(data["model_id"]) != model_id:
+                continue
+            for digest, vector in zip(data["hashes"], data["vectors"]):
+                cache[str(digest)] = vector
+    return cache
+
+
+def embed_kb(
+    path: Path,
+    settings: Settings | None = None,
+    types: Sequence[str] | None = None,
+    progress: Progress | None = None,
+    encoder: OnnxEncoder | None = None,
+    chunk_size: int = 512,
+    stop_after: int | None = None,
+) -> dict:
+    """Embed the KB's documents (optionally only nodes of ``types``); resumable.
+
+    ``types`` are class IRIs or local names. ``stop_after`` stops after that
+    many new documents (used to prove resumption; a Ctrl-C does the same).
+    """
+    from .kb import KnowledgeBase
+
+    settings = settings or Settings()
+    progress = progress or Progress.quiet()
+    path = Path(path)
+    with kb_lock(path):
+        kb = KnowledgeBase.open(path)
+        wanted = kb.resolve_types(types) if types else None
+        documents = [d for d in read_documents(path / DOCUMENTS) if wanted is None or wanted.intersection(d.types)]
+        if not documents:
+            raise KqeError(f"no documents of type {', '.join(types or [])} to embed")
+        encoder = encoder or OnnxEncoder.from_setting(settings.embedding_model, settings.embedding_max_tokens,
+                                                      settings.embedding_batch_size)
+        cache = _cached_vectors(path, encoder.model_id)
+        todo = [d for d in documents if d.digest not in cache]
+        if stop_after is not None:
+            todo = todo[:stop_after]
+        partial = path / "embeddings.partial"
+        partial.mkdir(exist_ok=True)
+        started = time.perf_counter()
+        with progress.task("embedding", total=len(todo), unit="docs") as tick:
+            existing = len(list(partial.glob("chunk-*.npz")))
+            for number, start in enumerate(range(0, len(todo), chunk_size), start=existing):
+                chunk = todo[start : start + chunk_size]
+                vectors = encoder.encode([d.text for d in chunk], progress=tick)
+                tmp = partial / f".chunk-{number:06d}.npz"
+                with open(tmp, "wb") as out:
+                    np.savez(out, hashes=np.array([d.digest for d in chunk]), vectors=vectors,
+                             model_id=np.array(encoder.model_id))
+                os.replace(tmp, partial / f"chunk-{number:06d}.npz")
+                for d, v in zip(chunk, vectors):
+                    cache[d.digest] = v
+        seconds = time.perf_counter() - started
+        missing = [d for d in documents if d.digest not in cache]
+        if missing:
+            return {"complete": False, "embedded": len(documents) - len(missing), "remaining": len(missing)}
+        vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
+        write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors, encoder.model_id,
+                          [d.types for d in documents], sorted(wanted) if wanted else None)
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
+        info = {"model_id": encoder.model_id, "count": len(documents), "types": sorted(wanted) if wanted else None,
+                "new": len(todo), "reused": len(documents) - len(todo), "seconds": round(seconds, 2),
+                "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None}
+        manifest = json.loads((path / MANIFEST).read_text())
+        manifest["embeddings"] = info
+        write_json_atomic(path / MANIFEST, manifest)
+        return {"complete": True, **info}

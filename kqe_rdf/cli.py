@@ -1,0 +1,246 @@
+"""The ``kqe-rdf`` command line.
+
+Heavy libraries (pyoxigraph, tantivy, onnxruntime) are imported inside the
+commands, so ``--help`` is instant. Errors a user can act on are printed as
+one message, without a traceback, and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+KB_OPTION = click.option("--kb", "kb_path", type=click.Path(path_type=Path), envvar="KQE_KB", default=None,
+                         help="Knowledge-base directory [default: data/kb/bio, or $KQE_KB].")
+
+
+def _settings(**overrides):
+    from .config import Settings
+
+    return Settings.load(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def _progress():
+    from .progress import Progress
+
+    return Progress(_console(), enabled=sys.stderr.isatty())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kqe-rdf")
+def cli() -> None:
+    """Semi-structured retrieval over RDF knowledge graphs (Oxigraph + Tantivy + ONNX)."""
+
+
+@cli.group()
+def kb() -> None:
+    """Build, embed and inspect knowledge bases."""
+
+
+def _importer_help() -> str:
+    from .importers import IMPORTERS
+
+    return ", ".join(IMPORTERS)
+
+
+@kb.command("build")
+@click.argument("importer")
+@click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
+@KB_OPTION
+@click.option("--limit", type=int, default=None, help="Import at most this many nodes (quick trials).")
+@click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Importer-specific option.")
+@click.option("--text-property", "text_properties", multiple=True, metavar="IRI|CURIE",
+              help="rdf importer: a property whose literals go into node documents (repeatable).")
+@click.option("--on-unknown-edge", type=click.Choice(["skip", "fail"]), default=None,
+              help="Edges to nodes that do not exist: skip and count them, or fail.")
+@click.option("--embed/--no-embed", default=False, help="Embed documents for dense search after the build.")
+@click.option("--embed-type", "embed_types", multiple=True, help="Embed only nodes of this class (repeatable).")
+def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types):
+    """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
+
+    Importers: jsonl, rdf, bio (the embedded default), metaqa, amazon, citeseer, scifact, passages.
+    """
+    from .build import build_kb, embed_kb
+    from .importers import get_importer
+
+    settings = _settings(kb=kb_path, on_unknown_edge=on_unknown_edge)
+    opts = {}
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--option")
+        opts[key.strip()] = value
+    if text_properties:
+        opts["text_properties"] = list(text_properties)
+    imp = get_importer(importer)(sources, limit=limit, **opts)
+    console = _console()
+    console.print(f"building [bold]{importer}[/] KB at {settings.kb} …")
+    manifest = build_kb(imp, settings.kb, settings, _progress())
+    counts = manifest["counts"]
+    console.print(f"built {settings.kb}: {counts['nodes']:,} nodes, {counts['edges']:,} edges, "
+                  f"{counts['triples']:,} triples; {counts['skipped_edges']:,} edges skipped, "
+                  f"{counts['empty_nodes']:,} empty nodes skipped")
+    for warning in manifest["warnings"][:5]:
+        console.print(f"  warning: {warning}")
+    if embed:
+        info = embed_kb(settings.kb, settings, embed_types or None, _progress())
+        console.print(f"embedded {info['count']:,} documents ({info['new']:,} new, {info['reused']:,} re-used)")
+
+
+@kb.command("embed")
+@KB_OPTION
+@click.option("--type", "types", multiple=True, help="Embed only nodes of this class (repeatable).")
+def kb_embed(kb_path, types):
+    """Embed node documents for dense search (resumable: interrupt and run again)."""
+    from .build import embed_kb
+
+    settings = _settings(kb=kb_path)
+    try:
+        info = embed_kb(settings.kb, settings, types or None, _progress())
+    except KeyboardInterrupt:
+        _console().print("interrupted: the work so far is saved; run the same command to resume")
+        sys.exit(130)
+    click.echo(json.dumps(info, indent=2))
+
+
+@kb.command("info")
+@KB_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def kb_info(kb_path, as_json):
+    """Show what a KB holds: counts per type and relation, sources, indexes."""
+    from .kb import KnowledgeBase
+
+    kb = KnowledgeBase.open(_settings(kb=kb_path).kb)
+    info = kb.info()
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    m = info["manifest"]
+    console = Console()
+    console.print(f"[bold]{info['path']}[/] — importer {m['importer']}, built {m['created']}")
+    console.print(f"dataset: {m['dataset']}")
+    emb = m.get("embeddings")
+    console.print("embeddings: " + (f"{emb['count']:,} documents, {emb['model_id']}" if emb else
+                                    "none yet (run `kqe-rdf kb embed`)"))
+    for title, rows in (("node type", info["types"]), ("relation", info["relations"])):
+        table = Table(title_justify="left")
+        table.add_column(title)
+        table.add_column("count", justify="right")
+        for name, count in rows:
+            table.add_row(name, f"{count:,}")
+        console.print(table)
+
+
+def _open_kb(kb_path):
+    from .kb import KnowledgeBase
+
+    settings = _settings(kb=kb_path)
+    return KnowledgeBase.open(settings.kb, settings), settings
+
+
+@cli.command()
+@click.argument("text")
+@KB_OPTION
+@click.option("--method", "-m", default="bm25", show_default=True, help="bm25, dense, hybrid or prf.")
+@click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
+@click.option("--k", "k", type=int, default=10, show_default=True, help="Number of results.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def search(text, kb_path, method, types, k, as_json):
+    """Search the KB for nodes matching TEXT."""
+    from .retrieval import pipeline
+
+    kb, settings = _open_kb(kb_path)
+    hits = pipeline(method, kb, settings, k, list(types) or None).search(text)
+    rows = []
+    for hit in hits:
+        doc = kb.document(hit.iri)
+        rows.append({"rank": hit.rank + 1, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
+                     "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
+                     "snippet": doc.text[:200]})
+    if as_json:
+        click.echo(json.dumps({"query": text, "method": method, "results": rows}, indent=2))
+        return
+    _print_results(text, method, rows)
+
+
+def _print_results(text, method, rows):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{method}: {text}", title_justify="left")
+    for col in ("#", "name", "type", "id", "score"):
+        table.add_column(col, justify="right" if col in ("#", "score") else "left")
+    for r in rows:
+        table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}")
+    Console().print(table if rows else f"no results for {text!r}")
+
+
+@cli.command()
+@click.argument("query")
+@KB_OPTION
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default="table", show_default=True)
+def sparql(query, kb_path, fmt):
+    """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared."""
+    from pyoxigraph import QueryBoolean, QueryResultsFormat, QuerySolutions, RdfFormat, serialize
+
+    path = Path(query)
+    if query.endswith((".rq", ".sparql")) or (len(query) < 256 and "\n" not in query and path.is_file()):
+        if not path.is_file():
+            raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
+        query = path.read_text(encoding="utf-8")
+    kb, _ = _open_kb(kb_path)
+    result = kb.query(query)
+    if isinstance(result, QueryBoolean):
+        click.echo(json.dumps({"boolean": bool(result)}) if fmt == "json" else str(bool(result)).lower())
+        return
+    if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
+        click.echo((serialize(result, format=RdfFormat.TURTLE) or b"").decode())
+        return
+    if fmt != "table":
+        formats = {"json": QueryResultsFormat.JSON, "csv": QueryResultsFormat.CSV, "tsv": QueryResultsFormat.TSV}
+        sys.stdout.write(result.serialize(format=formats[fmt]).decode())
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    variables = [v.value for v in result.variables]
+    table = Table()
+    for v in variables:
+        table.add_column(v)
+    count = 0
+    for solution in result:
+        table.add_row(*[(solution[v].value if solution[v] is not None else "") for v in variables])
+        count += 1
+    Console().print(table)
+    click.echo(f"{count} result(s)", err=True)
+
+
+def main() -> None:
+    from .errors import KqeError
+
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KqeError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,82 @@
+"""One typed configuration object for every knob a user may turn.
+
+Values come from (lowest to highest): defaults, a TOML file (``kqe-rdf.toml``
+in the working directory or ``$KQE_CONFIG``), ``KQE_*`` environment variables,
+then command-line options, which map one-to-one to these fields.
+
+>>> Settings().k
+10
+>>> Settings.load(env={"KQE_K": "20"}).k
+20
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from .errors import KqeError
+
+
+@dataclass(frozen=True)
+class Settings:
+    #: The knowledge-base directory (store, indexes, manifest).
+    kb: Path = Path("data/kb/bio")
+    #: Results per query.
+    k: int = 10
+    #: Neighbours listed per relation and direction in a node's document (STaRK's add_rel, capped).
+    doc_neighbours_per_relation: int = 25
+    #: Characters of a node document at most (documents are also truncated by the encoder).
+    doc_max_chars: int = 6000
+    #: Embedding model: a path to an ONNX file, or "minilm-int8" for the packaged all-MiniLM-L6-v2.
+    embedding_model: str = "minilm-int8"
+    #: Tokens per text the encoder sees (the packaged tokenizer says 128; the model takes 256).
+    embedding_max_tokens: int = 256
+    #: Texts per encoder batch (batches are formed from texts of similar length).
+    embedding_batch_size: int = 32
+    #: Candidates each side of a hybrid fusion contributes, and the RRF constant.
+    hybrid_depth: int = 100
+    rrf_k: int = 60
+    #: RM3 pseudo-relevance feedback: feedback documents, expansion terms, weight of the original query.
+    prf_docs: int = 10
+    prf_terms: int = 10
+    prf_original_weight: float = 0.5
+    #: What to do with an edge whose end is not a node of the KB: "skip" (counted) or "fail".
+    on_unknown_edge: str = "skip"
+
+    @classmethod
+    def load(cls, file: Path | None = None, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
+        env = os.environ if env is None else env
+        values: dict[str, object] = {}
+        path = file or (Path(env["KQE_CONFIG"]) if "KQE_CONFIG" in env else Path("kqe-rdf.toml"))
+        if path.is_file():
+            try:
+                data = tomllib.loads(path.read_text(encoding="utf-8"))
+            except tomllib.TOMLDecodeError as exc:
+                raise KqeError(f"{path}: not valid TOML ({exc})") from None
+            values.update(data.get("kqe-rdf", data))
+        for f in fields(cls):
+            key = f"KQE_{f.name.upper()}"
+            if key in env:
+                values[f.name] = env[key]
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls._coerce(values)
+
+    @classmethod
+    def _coerce(cls, values: Mapping[str, object]) -> Settings:
+        known = {f.name: f for f in fields(cls)}
+        out: dict[str, object] = {}
+        defaults = cls()
+        for name, value in values.items():
+            if name not in known:
+                raise KqeError(f"unknown setting {name!r}; known: {', '.join(sorted(known))}")
+            kind = type(getattr(defaults, name))
+            try:
+                out[name] = Path(str(value)) if issubclass(kind, Path) else kind(value)
+            except (TypeError, ValueError):
+                raise KqeError(f"setting {name} must be a {kind.__name__}, got {value!r}") from None
+        return dataclasses.replace(defaults, **out)

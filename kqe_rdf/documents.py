@@ -1,0 +1,104 @@
+"""Node documents, rendered from the store.
+
+A node's document is its name, types, aliases and text fields, plus — as
+STaRK's ``add_rel`` does — a capped verbalisation of its relations in both
+directions (neighbour names grouped by relation label), so relational facts
+are searchable as text. Everything is read by SPARQL from ``queries/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from pyoxigraph import NamedNode, Store
+
+from . import queries
+from .ontology import CORE, Schema, local_name
+
+ALIAS = CORE + "alias"
+
+
+@dataclass(frozen=True)
+class NodeDocument:
+    iri: str
+    identifier: str
+    name: str
+    types: tuple[str, ...]
+    text: str
+
+    @property
+    def digest(self) -> str:
+        """Content hash: unchanged documents keep their embeddings across rebuilds."""
+        return hashlib.sha1(self.text.encode("utf-8")).hexdigest()
+
+
+def _rows(store: Store, query: str):
+    return store.query(query, use_default_graph_as_union=True)
+
+
+def render_documents(
+    store: Store,
+    schema: Schema,
+    extra_text_properties: Iterable[str] = (),
+    neighbours_per_relation: int = 25,
+    max_chars: int = 6000,
+) -> Iterator[NodeDocument]:
+    """Yield one document per node, in a stable order (sorted by IRI)."""
+    nodes: set[str] = set()
+    names: dict[str, str] = {}
+    identifiers: dict[str, str] = {}
+    for row in _rows(store, queries.load("node_labels")):
+        iri = row["node"].value
+        nodes.add(iri)
+        if row["name"] is not None and iri not in names:
+            names[iri] = row["name"].value
+        if row["identifier"] is not None:
+            identifiers.setdefault(iri, row["identifier"].value)
+    types: dict[str, list[str]] = defaultdict(list)
+    for row in _rows(store, queries.load("node_types")):
+        types[row["node"].value].append(row["type"].value)
+
+    field_props = [ALIAS, *schema.fields, *extra_text_properties]
+    text: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    query = queries.with_values(queries.load("node_text"), property=[NamedNode(p) for p in dict.fromkeys(field_props)])
+    for row in _rows(store, query):
+        values = text[row["node"].value][row["property"].value]
+        if row["value"].value not in values:
+            values.append(row["value"].value)
+
+    out_edges: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    in_edges: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for row in _rows(store, queries.load("node_edges")):
+        head, rel, tail = row["head"].value, row["relation"].value, row["tail"].value
+        out_edges[head][rel].append(tail)
+        in_edges[tail][rel].append(head)
+
+    def neighbour_line(label: str, iris: list[str]) -> str:
+        shown = sorted({names.get(i, local_name(i)) for i in iris}, key=str.lower)
+        more = len(shown) - neighbours_per_relation
+        listed = ", ".join(shown[:neighbours_per_relation])
+        return f"{label}: {listed}" + (f" (and {more} more)" if more > 0 else "")
+
+    for iri in sorted(nodes):
+        name = names.get(iri) or local_name(iri)
+        node_types = tuple(sorted(types.get(iri, ())))
+        lines = [f"name: {name}"]
+        if node_types:
+            lines.append("type: " + ", ".join(schema.label(t) for t in node_types))
+        fields = text.get(iri, {})
+        if fields.get(ALIAS):
+            lines.append("aliases: " + "; ".join(fields[ALIAS]))
+        for prop, values in fields.items():
+            if prop != ALIAS:
+                lines.append(f"{schema.label(prop)}: " + " ".join(values))
+        for rel, tails in sorted(out_edges.get(iri, {}).items()):
+            lines.append(neighbour_line(schema.label(rel), tails))
+        for rel, heads in sorted(in_edges.get(iri, {}).items()):
+            lines.append(neighbour_line(schema.inverse_label(rel), heads))
+        body = "\n".join(lines)
+        if len(body) > max_chars:
+            body = body[:max_chars].rsplit(" ", 1)[0] + " …"
+        yield NodeDocument(iri, identifiers.get(iri, iri), name, node_types, body)

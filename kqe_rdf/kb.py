@@ -1,0 +1,132 @@
+"""A knowledge base on disk: the factory for everything built on it.
+
+``KnowledgeBase.open(path)`` reads the manifest and opens the parts lazily —
+the Oxigraph store (read-only), the schema, the BM25 index, the dense index
+and the encoder — so a command pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pyoxigraph import Literal, Store
+
+from . import queries
+from .build import DOCUMENTS, MANIFEST, read_documents, recover
+from .config import Settings
+from .documents import NodeDocument
+from .errors import KBNotFound, KqeError
+from .ontology import Schema, local_name
+from .sparql import run_query
+
+
+class KnowledgeBase:
+    def __init__(self, path: Path, manifest: dict, settings: Settings) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.settings = settings
+
+    @classmethod
+    def open(cls, path: Path | str, settings: Settings | None = None) -> KnowledgeBase:
+        path = Path(path)
+        if not path.exists() and (path.parent / f".{path.name}.old").is_dir():
+            recover(path)
+        manifest_path = path / MANIFEST
+        if not manifest_path.is_file():
+            raise KBNotFound(
+                f"no knowledge base at {path} (no {MANIFEST}); build one with "
+                f"`kqe-rdf kb build bio --kb {path}` or point --kb / KQE_KB at an existing one"
+            )
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise KqeError(f"{manifest_path} is damaged ({exc}); rebuild the KB") from None
+        return cls(path, manifest, settings or Settings())
+
+    @functools.cached_property
+    def store(self) -> Store:
+        return Store.read_only(str(self.path / "store"))
+
+    @functools.cached_property
+    def schema(self) -> Schema:
+        return Schema.from_store(self.store)
+
+    @functools.cached_property
+    def text_index(self):
+        from .text_index import TextIndex
+
+        return TextIndex(self.path / "bm25")
+
+    @functools.cached_property
+    def dense(self):
+        from .embeddings import DenseIndex
+
+        return DenseIndex(self.path / "embeddings")
+
+    @functools.cached_property
+    def encoder(self):
+        from .embeddings import OnnxEncoder
+
+        s = self.settings
+        encoder = OnnxEncoder.from_setting(s.embedding_model, s.embedding_max_tokens, s.embedding_batch_size)
+        if self.has_embeddings and self.dense.model_id != encoder.model_id:
+            raise KqeError(f"the KB was embedded with {self.dense.model_id}, but the configured model is "
+                           f"{encoder.model_id}; run `kqe-rdf kb embed` again or change embedding_model")
+        return encoder
+
+    @property
+    def has_embeddings(self) -> bool:
+        return (self.path / "embeddings" / "index.json").is_file()
+
+    @functools.cached_property
+    def prefixes(self) -> dict[str, str]:
+        """Default SPARQL prefixes: the common ones plus one per domain namespace."""
+        out = dict(queries.PREFIXES)
+        for iri in list(self.schema.classes) + list(self.schema.relations):
+            ns = iri.rsplit("#", 1)[0] + "#" if "#" in iri else None
+            if ns and ns.startswith("https://w3id.org/kqe/"):
+                out.setdefault(ns.rstrip("#").rsplit("/", 1)[-1], ns)
+        return out
+
+    def query(self, sparql: str, **options):
+        return run_query(self.store, sparql, prefixes=self.prefixes, **options)
+
+    def documents(self) -> Iterable[NodeDocument]:
+        return read_documents(self.path / DOCUMENTS)
+
+    @functools.cached_property
+    def _documents_by_iri(self) -> dict[str, NodeDocument]:
+        return {d.iri: d for d in self.documents()}
+
+    def document(self, iri: str) -> NodeDocument:
+        try:
+            return self._documents_by_iri[iri]
+        except KeyError:
+            raise KqeError(f"no node {iri} in this KB") from None
+
+    def resolve_types(self, names: Sequence[str]) -> set[str]:
+        """Class IRIs (with their subclasses) for local names like ``Disease`` or full IRIs."""
+        out: set[str] = set()
+        for name in names:
+            out |= self.schema.subclasses(self.schema.node_class(name).iri)
+        return out
+
+    def resolve_identifiers(self, identifiers: Iterable[str]) -> dict[str, list[str]]:
+        """Source ids (or cross-references) → node IRIs; unknown ids are absent from the result."""
+        ids = sorted(set(identifiers))
+        out: dict[str, list[str]] = {}
+        for start in range(0, len(ids), 5000):
+            q = queries.with_values(queries.load("nodes_by_identifier"), id=[Literal(i) for i in ids[start:start + 5000]])
+            for row in self.store.query(q, use_default_graph_as_union=True):
+                out.setdefault(row["id"].value, []).append(row["node"].value)
+        return out
+
+    def info(self) -> dict:
+        types = [(self.schema.label(r["type"].value), int(r["count"].value))
+                 for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
+        relations = [(local_name(r["relation"].value), int(r["count"].value))
+                     for r in self.store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)]
+        return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations}

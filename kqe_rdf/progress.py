@@ -1,0 +1,38 @@
+"""Progress for long work: rich bars on a terminal, nothing when quiet.
+
+>>> with Progress.quiet().task("counting", total=3) as tick:
+...     tick(3)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+
+class Progress:
+    def __init__(self, console=None, enabled: bool = True) -> None:
+        self.console = console
+        self.enabled = enabled
+
+    @classmethod
+    def quiet(cls) -> Progress:
+        return cls(enabled=False)
+
+    @contextlib.contextmanager
+    def task(self, description: str, total: int | None = None, unit: str = "") -> Iterator[Callable[[int], None]]:
+        if not self.enabled:
+            yield lambda n=1: None
+            return
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+
+        columns = [SpinnerColumn(), TextColumn("[bold]{task.description}")]
+        if total is not None:
+            columns += [BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+        else:
+            columns += [TextColumn("{task.completed:,} " + unit)]
+        columns.append(TimeElapsedColumn())
+        with Bar(*columns, console=self.console, transient=False) as bar:
+            task_id = bar.add_task(description, total=total)
+            yield lambda n=1: bar.advance(task_id, n)
