@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
@@ -104,6 +105,9 @@ def build_kb(
     path = Path(path)
     with kb_lock(path):
         recover(path)
+        if path.exists() and not (path / MANIFEST).is_file() and (not path.is_dir() or any(path.iterdir())):
+            raise KqeError(f"{path} exists and is not a kqe-rdf knowledge base (no {MANIFEST}); a build would "
+                           "replace it, so choose another --kb path or remove it yourself")
         work = path.parent / f".{path.name}.build-{os.getpid()}"
         work.mkdir(parents=True)
         try:
@@ -115,7 +119,11 @@ def build_kb(
             os.rename(work, path)
             shutil.rmtree(old, ignore_errors=True)
             return manifest
-        except BaseException:
+        except BaseException as exc:
+            # The traceback's frames hold the half-built Store; RocksDB would re-create its folder
+            # when that Store is dropped later, so drop it before removing the folder.
+            traceback.clear_frames(exc.__traceback__)
+            gc.collect()
             shutil.rmtree(work, ignore_errors=True)
             raise
 
@@ -150,6 +158,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         store.bulk_load(path=str(triples_file), format=RdfFormat.N_TRIPLES)
         for onto in importer.ontology_files():
             store.bulk_load(path=str(onto), format=RdfFormat.TURTLE, to_graph=NamedNode(ONTOLOGY_GRAPH))
+        importer.after_load(store)
         store.flush()
         load_seconds = time.perf_counter() - t0
     triples_file.unlink()

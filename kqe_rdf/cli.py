@@ -227,6 +227,114 @@ def sparql(query, kb_path, fmt):
     click.echo(f"{count} result(s)", err=True)
 
 
+@cli.command("eval")
+@click.argument("queryset")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@KB_OPTION
+@click.option("--method", "-m", "methods", multiple=True, default=["bm25"], show_default=True,
+              help="Retrieval method (repeatable): bm25, dense, hybrid, prf.")
+@click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
+@click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
+@click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query.")
+@click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
+@click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Write TREC run files here.")
+@click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None,
+              help="Write per-query metrics as JSON Lines here.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def eval_command(queryset, paths, kb_path, methods, limit, types, depth, rel, run_dir, per_query_path, as_json):
+    """Evaluate retrieval methods on a QUERYSET read from PATHS (STaRK and TREC metrics).
+
+    \b
+    Query sets: stark CSV [SPLIT_INDEX]; trec TOPICS QRELS; metaqa QUESTIONS;
+    phenopackets CASES.jsonl[.gz]; scifact CLAIMS QRELS.
+    """
+    from .evaluation import evaluate
+    from .querysets import load
+
+    kb, settings = _open_kb(kb_path)
+    qs = load(queryset, *paths, limit=limit)
+    result = evaluate(kb, qs, methods, settings, depth, list(types) or None, rel, progress=_progress(),
+                      run_dir=run_dir)
+    if per_query_path is not None:
+        with open(per_query_path, "w", encoding="utf-8") as out:
+            for r in result.results:
+                for qid, values in r.per_query.items():
+                    out.write(json.dumps({"method": r.method, "qid": qid, **values}) + "\n")
+    summary = {"queryset": qs.summary(), "kb": str(kb.path), "queries": result.queries,
+               "answerable": result.answerable, "gold_ids_not_in_kb": result.unresolved_answers,
+               "results": result.table()}
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(qs.summary())
+    console.print(f"{result.queries} queries, {result.answerable} with a gold answer in the KB "
+                  f"({result.unresolved_answers} gold ids not in the KB; those queries count as misses)")
+    rows = result.table()
+    table = Table(title_justify="left")
+    for col in rows[0]:
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for row in rows:
+        table.add_row(*[f"{v:.4f}" if isinstance(v, float) and k != "queries/s" else str(v) for k, v in row.items()])
+    console.print(table)
+
+
+DEMO_QUERIES = [
+    ("Which disease explains seizures, intellectual disability and a small head in a child?", ["Disease"]),
+    ("a phenotype meaning abnormally long and slender fingers", ["Phenotype"]),
+    ("genes associated with hypertrophic cardiomyopathy", ["Gene"]),
+]
+
+
+@cli.command()
+@KB_OPTION
+@click.option("--dense/--no-dense", default=False,
+              help="Also embed Disease documents (about 15 min on 2 cores; resumable) and show dense/hybrid results.")
+def demo(kb_path, dense):
+    """Build the biomedical KB if absent (HPO + Disease Ontology) and run a few searches."""
+    import time
+
+    from .build import build_kb, embed_kb
+    from .importers import get_importer
+    from .retrieval import pipeline
+
+    started = time.perf_counter()
+    settings = _settings(kb=kb_path)
+    console = _console()
+    from .kb import KnowledgeBase
+
+    if not (settings.kb / "manifest.json").is_file():
+        console.print(f"no KB at {settings.kb}: building the biomedical KB from the installed HPO files …")
+        manifest = build_kb(get_importer("bio")(), settings.kb, settings, _progress())
+        c = manifest["counts"]
+        console.print(f"built: {c['nodes']:,} nodes, {c['edges']:,} edges, {c['triples']:,} triples "
+                      f"in {time.perf_counter() - started:.0f} s")
+    kb = KnowledgeBase.open(settings.kb, settings)
+    methods = ["bm25", "prf"]
+    if dense:
+        if not kb.has_embeddings:
+            embed_kb(settings.kb, settings, ["Disease"], _progress())
+            kb = KnowledgeBase.open(settings.kb, settings)
+        methods += ["dense", "hybrid"]
+    for i, (text, types) in enumerate(DEMO_QUERIES):
+        for method in methods:
+            if method in ("dense", "hybrid") and types != ["Disease"]:
+                continue
+            hits = pipeline(method, kb, settings, 5, types).search(text)
+            rows = [{"rank": h.rank + 1, "iri": h.iri, "id": kb.document(h.iri).identifier,
+                     "name": kb.document(h.iri).name, "types": [kb.schema.label(t) for t in kb.document(h.iri).types],
+                     "score": h.score} for h in hits]
+            _print_results(text, method, rows)
+        if i == 0:
+            console.print(f"first answer {time.perf_counter() - started:.1f} s after start")
+    if not dense:
+        console.print("dense and hybrid search need embeddings: `kqe-rdf demo --dense` or "
+                      "`kqe-rdf kb embed --type Disease` (resumable)")
+
+
 def main() -> None:
     from .errors import KqeError
 

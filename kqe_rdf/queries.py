@@ -43,6 +43,15 @@ def load(name: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
+@functools.cache
+def load_update(name: str) -> str:
+    """The text of ``queries/<name>.ru`` (SPARQL Update)."""
+    path = resource_dir("queries") / f"{name}.ru"
+    if not path.is_file():
+        raise FileNotFoundError(f"no SPARQL update file queries/{name}.ru")
+    return path.read_text(encoding="utf-8")
+
+
 def with_values(query: str, **values: Sequence[Term] | Iterable[Term]) -> str:
     """Replace each ``#VALUES ?var`` marker line with a ``VALUES ?var { ... }`` block."""
     for var, terms in values.items():

@@ -67,6 +67,9 @@ class Importer:
         """Records through the shared writer; importers of raw RDF override this."""
         return writer_factory(self).triples(self.records(report))
 
+    def after_load(self, store) -> None:
+        """A hook run on the freshly loaded store, before documents are rendered."""
+
     def require_sources(self, count: int = 1, what: str = "a source file or folder") -> list[Path]:
         if len(self.sources) < count:
             raise KqeError(f"the {self.name} importer needs {what}: kqe-rdf kb build {self.name} PATH")
