@@ -32,7 +32,7 @@ def _console():
 def _progress():
     from .progress import Progress
 
-    return Progress(_console(), enabled=sys.stderr.isatty())
+    return Progress(_console())
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

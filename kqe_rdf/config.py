@@ -48,17 +48,36 @@ class Settings:
     #: What to do with an edge whose end is not a node of the KB: "skip" (counted) or "fail".
     on_unknown_edge: str = "skip"
 
+    def __post_init__(self) -> None:
+        # Checked here, not where a value is first used, so a bad value fails before a long build starts.
+        for name in ("k", "doc_neighbours_per_relation", "doc_max_chars", "embedding_max_tokens",
+                     "embedding_batch_size", "hybrid_depth", "prf_docs", "prf_terms"):
+            if getattr(self, name) < 1:
+                raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
+        if self.rrf_k < 0:
+            raise KqeError(f"setting rrf_k must not be negative, got {self.rrf_k!r}")
+        if not 0.0 <= self.prf_original_weight <= 1.0:
+            raise KqeError(f"setting prf_original_weight must be between 0 and 1, got {self.prf_original_weight!r}")
+        if self.on_unknown_edge not in ("skip", "fail"):
+            raise KqeError(f"setting on_unknown_edge must be 'skip' or 'fail', got {self.on_unknown_edge!r}")
+
     @classmethod
     def load(cls, file: Path | None = None, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         env = os.environ if env is None else env
         values: dict[str, object] = {}
-        path = file or (Path(env["KQE_CONFIG"]) if "KQE_CONFIG" in env else Path("kqe-rdf.toml"))
+        named = Path(file) if file is not None else Path(env["KQE_CONFIG"]) if "KQE_CONFIG" in env else None
+        path = named or Path("kqe-rdf.toml")
+        if named is not None and not named.is_file():
+            raise KqeError(f"config file {named} not found" + ("" if file is not None else " (named by KQE_CONFIG)"))
         if path.is_file():
             try:
                 data = tomllib.loads(path.read_text(encoding="utf-8"))
             except tomllib.TOMLDecodeError as exc:
                 raise KqeError(f"{path}: not valid TOML ({exc})") from None
-            values.update(data.get("kqe-rdf", data))
+            section = data.get("kqe-rdf", data)
+            if not isinstance(section, dict):
+                raise KqeError(f"{path}: [kqe-rdf] must be a table of settings")
+            values.update(section)
         for f in fields(cls):
             key = f"KQE_{f.name.upper()}"
             if key in env:
@@ -76,6 +95,10 @@ class Settings:
                 raise KqeError(f"unknown setting {name!r}; known: {', '.join(sorted(known))}")
             kind = type(getattr(defaults, name))
             try:
+                # No silent truncation or re-typing of TOML values: `k = 2.5` or `k = true` is an error.
+                if isinstance(value, bool) or (kind is int and isinstance(value, float)) or (
+                        kind is str and not isinstance(value, str)):
+                    raise TypeError(value)
                 out[name] = Path(str(value)) if issubclass(kind, Path) else kind(value)
             except (TypeError, ValueError):
                 raise KqeError(f"setting {name} must be a {kind.__name__}, got {value!r}") from None

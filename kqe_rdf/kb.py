@@ -15,7 +15,7 @@ from pathlib import Path
 from pyoxigraph import Literal, Store
 
 from . import queries
-from .build import DOCUMENTS, MANIFEST, read_documents, recover
+from .build import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover
 from .config import Settings
 from .documents import NodeDocument
 from .errors import KBNotFound, KqeError
@@ -33,7 +33,11 @@ class KnowledgeBase:
     def open(cls, path: Path | str, settings: Settings | None = None) -> KnowledgeBase:
         path = Path(path)
         if not path.exists() and (path.parent / f".{path.name}.old").is_dir():
-            recover(path)
+            try:  # finish a swap cut short by a crash, unless a build holds the lock right now
+                with kb_lock(path):
+                    recover(path)
+            except KqeError:
+                pass
         manifest_path = path / MANIFEST
         if not manifest_path.is_file():
             raise KBNotFound(

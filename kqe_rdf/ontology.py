@@ -106,10 +106,14 @@ class Schema:
     def _resolve(self, kind: str, table: dict[str, Term], name: str) -> Term:
         if name in table:
             return table[name]
+        cache = self.__dict__.setdefault("_resolved", {})
+        if (kind, name) in cache:
+            return cache[(kind, name)]
         matches = [t for t in table.values() if t.name == name]
         if len(matches) > 1:  # a domain term overrides a core term of the same name
             matches = [t for t in matches if not t.iri.startswith(CORE)] or matches
         if len(matches) == 1:
+            cache[(kind, name)] = matches[0]
             return matches[0]
         if len(matches) > 1:
             raise SchemaError(f"{kind} name {name!r} is ambiguous: {', '.join(t.iri for t in matches)}")

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import contextlib
+import sys
+import time
 from collections.abc import Callable, Iterator
 
 
@@ -24,6 +26,10 @@ class Progress:
         if not self.enabled:
             yield lambda n=1: None
             return
+        if self.console is not None and not self.console.is_terminal:
+            with contextlib.contextmanager(self._plain)(description, total, unit) as tick:
+                yield tick
+            return
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress as Bar, SpinnerColumn, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
 
@@ -36,3 +42,22 @@ class Progress:
         with Bar(*columns, console=self.console, transient=False) as bar:
             task_id = bar.add_task(description, total=total)
             yield lambda n=1: bar.advance(task_id, n)
+
+    def _plain(self, description: str, total: int | None, unit: str) -> Iterator[Callable[[int], None]]:
+        """Without a terminal (logs, CI): a line at most every 30 s, and one at the end."""
+        done, started, last = 0, time.monotonic(), time.monotonic()
+
+        def line() -> None:
+            elapsed = time.monotonic() - started
+            of = f"/{total:,}" if total is not None else ""
+            print(f"{description}: {done:,}{of} {unit} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
+
+        def tick(n: int = 1) -> None:
+            nonlocal done, last
+            done += n
+            if time.monotonic() - last >= 30:
+                last = time.monotonic()
+                line()
+
+        yield tick
+        line()

@@ -11,6 +11,7 @@ both rankings by reciprocal rank fusion, ``a % 20`` keeps the top 20.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections import Counter
@@ -73,7 +74,15 @@ class Stage:
         return RRFusion([self, other])
 
     def __mod__(self, k: int) -> Stage:
-        return Pipeline([self, Cutoff(k)])
+        return Pipeline([self.with_depth(k) or self, Cutoff(k)])
+
+    def with_depth(self, k: int) -> Stage | None:
+        """A copy that ranks only ``k`` results itself, for stages that can (retrievers absorb cut-offs)."""
+        if not hasattr(self, "k"):
+            return None
+        clone = copy.copy(self)
+        clone.k = min(self.k, k)
+        return clone
 
 
 class Pipeline(Stage):

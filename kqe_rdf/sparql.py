@@ -34,15 +34,16 @@ def explain_syntax_error(query: str, message: str) -> str:
         close = difflib.get_close_matches(first.upper(), _FORMS, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         cause = f"a query starts with SELECT, CONSTRUCT, ASK or DESCRIBE after its PREFIX lines, not {first!r}{hint}"
-    elif line_no >= len(lines) and col_no > len(line.rstrip()):
-        cause = "the query ends before it is complete: check for a missing '}' or ')' or an unfinished expression"
     elif "Prefix not found" in detail:
         before = line[: max(col_no - 1, 0)]
         prefix = re.search(r"([A-Za-z][\w-]*)?:[\w-]*$", before)
         name = prefix.group(1) if prefix and prefix.group(1) else ""
         cause = f"unknown prefix '{name}:' — declare it with PREFIX {name}: <...>"
     elif "variable that is unbound" in detail:
+        # Reported at the end of the query, so it must be checked before the end-of-input guess below.
         cause = "a selected variable is not bound: with GROUP BY, select only grouped variables or aggregates"
+    elif line_no >= len(lines) and col_no > len(line.rstrip()):
+        cause = "the query ends before it is complete: check for a missing '}' or ')' or an unfinished expression"
     else:
         wanted = [a or b for a, b in _QUOTED.findall(detail) if (a or b) not in ("IF", "TZ")]
         cause = ("expected " + ", ".join(dict.fromkeys(wanted))) if wanted else "unexpected input"
@@ -59,7 +60,5 @@ def run_query(store, query: str, prefixes: dict[str, str] | None = None, **optio
         return store.query(query, prefixes=prefixes, use_default_graph_as_union=True, **options)
     except SyntaxError as exc:
         raise SparqlError(explain_syntax_error(query, str(exc))) from None
-    except OSError as exc:
-        raise SparqlError(f"SPARQL evaluation failed: {exc}") from None
-    except ValueError as exc:
+    except (OSError, ValueError, RuntimeError) as exc:  # pyoxigraph raises RuntimeError for bad substitutions
         raise SparqlError(f"SPARQL evaluation failed: {exc}") from None

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +41,18 @@ KQE = "https://w3id.org/kqe/core#"
 def readable(name: str) -> str:
     """``hasBrand`` / ``has_brand`` → ``has brand``."""
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").strip().lower()
+
+
+_NAME = re.compile(r"[\w.-]+")
+
+
+def _ontology_name(name: str, what: str, where: str) -> str:
+    """A type, field or relation name becomes the local name of an ontology IRI, so it must be one word."""
+    if not _NAME.fullmatch(name):
+        suggestion = "_".join(_NAME.findall(name)) or "name"
+        raise InputError(f"{what} {name!r} cannot be an ontology name: use letters, digits, '_', '-' or '.' "
+                         f"(e.g. {suggestion!r})", where)
+    return name
 
 
 def _strings(value: object, what: str, where: str) -> tuple[str, ...]:
@@ -121,15 +135,19 @@ class JsonlImporter(Importer):
         qualifiers: set[str] = set()
         node_type: dict[str, str] = {}
         edges = []
-        for _where, obj in self._parsed():
+        for where, obj in self._parsed():
             if (obj.get("kind") or ("edge" if "relation" in obj else "node")) == "node":
                 if obj.get("type") is not None and obj.get("id") is not None:
-                    types.setdefault(str(obj["type"]), "")
+                    types.setdefault(_ontology_name(str(obj["type"]), "type", where), "")
                     node_type.setdefault(str(obj["id"]), str(obj["type"]))
-                fields.update((obj.get("fields") or {}).keys() if isinstance(obj.get("fields"), dict) else ())
+                if isinstance(obj.get("fields"), dict):
+                    fields.update(_ontology_name(str(f), "field name", where) for f in obj["fields"])
             else:
+                if obj.get("relation") is not None:
+                    _ontology_name(str(obj["relation"]), "relation", where)
                 edges.append((str(obj.get("head")), str(obj.get("relation")), str(obj.get("tail"))))
-                qualifiers.update((obj.get("qualifiers") or {}).keys() if isinstance(obj.get("qualifiers"), dict) else ())
+                if isinstance(obj.get("qualifiers"), dict):
+                    qualifiers.update(_ontology_name(str(q), "qualifier", where) for q in obj["qualifiers"])
         for head, rel, tail in edges:
             relations.setdefault(rel, (node_type.get(head, ""), node_type.get(tail, "")))
         a, label, sub = NamedNode(RDF + "type"), NamedNode(RDFS + "label"), NamedNode(RDFS + "subPropertyOf")
@@ -154,6 +172,8 @@ class JsonlImporter(Importer):
                 triples.append(Triple(iri, NamedNode(RDFS + "domain"), NamedNode(ns + dom)))
             if rng:
                 triples.append(Triple(iri, NamedNode(RDFS + "range"), NamedNode(ns + rng)))
-        path = Path(tempfile.mkdtemp(prefix="kqe-jsonl-")) / f"{self.domain}.ttl"
+        folder = tempfile.mkdtemp(prefix="kqe-jsonl-")
+        weakref.finalize(self, shutil.rmtree, folder, True)  # a build copies the file into the KB
+        path = Path(folder) / f"{self.domain}.ttl"
         path.write_bytes(serialize(triples, format=RdfFormat.TURTLE) or b"")
         return path

@@ -1,0 +1,107 @@
+"""Settings: defaults < TOML file < KQE_* environment < explicit options, with every bad value refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kqe_rdf.config import Settings
+from kqe_rdf.errors import KqeError
+
+
+@pytest.fixture(autouse=True)
+def in_empty_dir(tmp_path, monkeypatch):
+    """Settings.load reads ./kqe-rdf.toml; run every test where there is none unless the test writes one."""
+    monkeypatch.chdir(tmp_path)
+
+
+def toml(text: str, name: str = "kqe-rdf.toml") -> Path:
+    path = Path(name)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults():
+    settings = Settings.load(env={})
+    assert settings == Settings()
+    assert (settings.k, settings.embedding_model, settings.on_unknown_edge) == (10, "minilm-int8", "skip")
+
+
+def test_environment_variables_are_typed():
+    settings = Settings.load(env={"KQE_K": "20", "KQE_PRF_ORIGINAL_WEIGHT": "0.3", "KQE_KB": "/data/kb/amazon",
+                                  "KQE_ON_UNKNOWN_EDGE": "fail", "KQE_UNRELATED": "ignored"})
+    assert settings.k == 20
+    assert settings.prf_original_weight == 0.3
+    assert settings.kb == Path("/data/kb/amazon")
+    assert settings.on_unknown_edge == "fail"
+
+
+def test_a_toml_file_in_the_working_directory_is_read():
+    toml('[kqe-rdf]\nk = 5\nhybrid_depth = 50\nkb = "data/kb/metaqa"\n')
+    settings = Settings.load(env={})
+    assert (settings.k, settings.hybrid_depth, settings.kb) == (5, 50, Path("data/kb/metaqa"))
+
+
+def test_a_toml_file_may_hold_settings_at_the_top_level():
+    assert Settings.load(file=toml("rrf_k = 30\n", "flat.toml"), env={}).rrf_k == 30
+
+
+def test_kqe_config_names_the_file():
+    path = toml("[kqe-rdf]\nprf_docs = 3\n", "elsewhere.toml")
+    assert Settings.load(env={"KQE_CONFIG": str(path)}).prf_docs == 3
+
+
+def test_environment_beats_file_and_options_beat_both():
+    toml("[kqe-rdf]\nk = 5\nprf_terms = 7\nrrf_k = 30\n")
+    settings = Settings.load(env={"KQE_K": "15", "KQE_PRF_TERMS": "8"}, k=25, rrf_k=None)
+    assert (settings.k, settings.prf_terms, settings.rrf_k) == (25, 8, 30)  # None means "not given"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"KQE_K": "ten"}, "setting k must be a int, got 'ten'"),
+    ({"KQE_K": "2.5"}, "setting k must be a int, got '2.5'"),
+    ({"KQE_PRF_ORIGINAL_WEIGHT": "half"}, "setting prf_original_weight must be a float"),
+    ({"KQE_K": "0"}, "setting k must be at least 1, got 0"),
+    ({"KQE_EMBEDDING_BATCH_SIZE": "-4"}, "setting embedding_batch_size must be at least 1"),
+    ({"KQE_RRF_K": "-1"}, "setting rrf_k must not be negative"),
+    ({"KQE_PRF_ORIGINAL_WEIGHT": "1.5"}, "setting prf_original_weight must be between 0 and 1"),
+    ({"KQE_ON_UNKNOWN_EDGE": "sometimes"}, "setting on_unknown_edge must be 'skip' or 'fail', got 'sometimes'"),
+])
+def test_bad_environment_values_are_refused(env, message):
+    with pytest.raises(KqeError, match=message.replace("(", r"\(")):
+        Settings.load(env=env)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[kqe-rdf]\nk = 2.5\n", "setting k must be a int, got 2.5"),
+    ("[kqe-rdf]\nk = true\n", "setting k must be a int, got True"),
+    ("[kqe-rdf]\nembedding_model = 7\n", "setting embedding_model must be a str, got 7"),
+    ('[kqe-rdf]\nk = "many"\n', "setting k must be a int, got 'many'"),
+    ("[kqe-rdf]\nk = \n", r"kqe-rdf.toml: not valid TOML \("),
+    ("kqe-rdf = 3\n", r"kqe-rdf.toml: \[kqe-rdf\] must be a table of settings"),
+])
+def test_bad_file_values_are_refused(text, message):
+    toml(text)
+    with pytest.raises(KqeError, match=message):
+        Settings.load(env={})
+
+
+def test_unknown_keys_are_refused_with_the_known_ones():
+    with pytest.raises(KqeError, match="unknown setting 'top_k'"):
+        Settings.load(env={}, top_k=3)
+    toml("[kqe-rdf]\ntop_k = 5\n")
+    with pytest.raises(KqeError, match=r"unknown setting 'top_k'; known: .*\bk\b.*prf_docs"):
+        Settings.load(env={})
+
+
+def test_a_named_config_file_must_exist():
+    with pytest.raises(KqeError, match=r"config file missing\.toml not found \(named by KQE_CONFIG\)"):
+        Settings.load(env={"KQE_CONFIG": "missing.toml"})
+    with pytest.raises(KqeError, match=r"config file missing\.toml not found$"):
+        Settings.load(file=Path("missing.toml"), env={})
+
+
+def test_settings_built_in_code_are_checked_too():
+    with pytest.raises(KqeError, match="on_unknown_edge must be 'skip' or 'fail'"):
+        Settings(on_unknown_edge="ignore")

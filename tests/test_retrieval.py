@@ -1,0 +1,138 @@
+"""Retrieval stages on the product KB: named pipelines, type filters, composition, and awkward query text."""
+
+from __future__ import annotations
+
+import pytest
+
+from kqe_rdf.build import build_kb
+from kqe_rdf.config import Settings
+from kqe_rdf.errors import KqeError, SchemaError
+from kqe_rdf.importers.jsonl import JsonlImporter
+from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.retrieval import BM25, Batch, Cutoff, Dense, Hit, Pipeline, Query, RRFusion, Stage, pipeline, ranking
+
+METHODS = ["bm25", "dense", "hybrid", "prf"]
+
+QUERIES = {
+    "a camera for wildlife photography compatible with my Nikon F-mount lenses": "B001",
+    "tripod that folds small for travel": "B007",
+    "mirrorless camera for vlogging and 4K video": "B003",
+    "cheap portrait lens with background blur for my Canon": "B006",
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("text, expected", QUERIES.items(), ids=list(QUERIES.values()))
+def test_each_method_ranks_the_right_product_first(kb, ids, method, text, expected):
+    hits = pipeline(method, kb, Settings(), k=5).search(text)
+    assert ids(hits)[0] == expected
+    assert [h.rank for h in hits] == list(range(len(hits)))
+    assert all(h.qid == "q" for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_k_caps_the_number_of_hits(kb, method):
+    assert len(pipeline(method, kb, Settings(), k=3).search("camera")) == 3
+
+
+def test_a_batch_answers_every_query(kb, ids):
+    batch = Batch([Query("wildlife", "camera for birds in flight"), Query("tripod", "folding travel tripod")])
+    out = BM25(kb, k=2)(batch)
+    assert out.queries == batch.queries
+    assert ids(out.ranked("wildlife"))[0] == "B001"
+    assert ids(out.ranked("tripod"))[0] == "B007"
+    assert out.ranked("not-asked") == []
+
+
+@pytest.mark.parametrize("method", ["bm25", "dense", "hybrid", "prf"])
+def test_a_type_filter_keeps_only_nodes_of_that_type(kb, ids, method):
+    hits = pipeline(method, kb, Settings(), k=10, types=["Brand"]).search("Nikon F-mount lenses")
+    assert ids(hits)[0] == "nikon"
+    assert set(ids(hits)) <= {"nikon", "canon", "sony", "manfrotto"}
+
+
+def test_an_unknown_type_or_method_is_refused_with_a_suggestion(kb):
+    with pytest.raises(SchemaError, match="did you mean Product"):
+        pipeline("bm25", kb, Settings(), k=5, types=["Prodcut"])
+    with pytest.raises(KqeError, match="no retrieval method 'splade'; available: bm25, dense, hybrid, prf"):
+        pipeline("splade", kb, Settings(), k=5)
+
+
+def test_cutoff_keeps_the_top_of_the_ranking(kb):
+    full = BM25(kb, k=10).search("camera")
+    assert (BM25(kb, k=10) % 2).search("camera") == full[:2]
+
+
+def test_plus_fuses_two_rankings_by_reciprocal_rank(kb, ids):
+    fused = BM25(kb, k=10) + Dense(kb, k=10)
+    assert isinstance(fused, RRFusion)
+    hits = fused.search("tripod that folds small for travel")
+    assert ids(hits)[0] == "B007"
+    assert hits[0].score == pytest.approx(2 / 61)  # first in both lists, RRF constant 60
+
+
+class KeepProducts(Stage):
+    """A re-ranking stage written against the protocol: drop hits that are not products."""
+
+    def __init__(self, kb) -> None:
+        self.kb = kb
+
+    def transform(self, batch: Batch) -> Batch:
+        product = self.kb.schema.node_class("Product").iri
+        kept = {qid: [h for h in hits if product in self.kb.document(h.iri).types] for qid, hits in batch.hits.items()}
+        return Batch(batch.queries, {qid: ranking(qid, [(h.iri, h.score) for h in hits]) for qid, hits in kept.items()})
+
+
+def test_stages_compose_with_rshift(kb, ids):
+    plain = ids(BM25(kb, k=10).search("Nikon"))
+    assert "nikon" in plain
+
+    composed = BM25(kb, k=10) >> KeepProducts(kb) >> Cutoff(2)
+    assert isinstance(composed, Pipeline) and len(composed.stages) == 3  # flattened
+    assert ids(composed.search("Nikon")) == [i for i in plain if i.startswith("B")][:2]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("text", ["HP:0001250 AND (", '"unclosed', "-x", "*", "name:foo^", "a OR", "NOT", "[1 TO"])
+def test_query_syntax_characters_never_raise(kb, method, text):
+    hits = pipeline(method, kb, Settings(), k=5).search(text)
+    assert isinstance(hits, list)
+
+
+def test_raw_tantivy_syntax_is_still_available_to_those_who_ask(kb):
+    hits = kb.text_index.search('"travel tripod"', k=5, raw=True)
+    assert [iri.rsplit("/", 1)[-1] for iri, _ in hits][:1] == ["B007"]
+
+
+@pytest.mark.parametrize("text", ["", "   \n"])
+def test_an_empty_query_is_an_error(kb, text):
+    with pytest.raises(KqeError, match="the query is empty"):
+        pipeline("bm25", kb, Settings(), k=5).search(text)
+
+
+def test_a_stage_called_with_something_else_than_a_batch_says_what_to_do():
+    with pytest.raises(TypeError, match=r"takes a Batch, not list; use \.search\(text\) for one query"):
+        Stage()(["not a batch"])
+
+
+def test_ties_are_ranked_by_iri():
+    hits = ranking("q", [("b", 1.0), ("c", 2.0), ("a", 1.0)])
+    assert hits == [Hit("q", "c", 2.0, 0), Hit("q", "a", 1.0, 1), Hit("q", "b", 1.0, 2)]
+
+
+@pytest.mark.parametrize("method", ["bm25", "dense"])
+def test_identical_products_tie_and_keep_a_stable_order(kb, ids, method):
+    stage = pipeline(method, kb, Settings(), k=2)
+    first = stage.search("snap-on lens cap")
+    assert ids(first) == ["B008", "B009"]
+    assert first[0].score == pytest.approx(first[1].score)
+    assert stage.search("snap-on lens cap") == first
+
+
+def test_dense_search_on_a_kb_without_embeddings_says_how_to_embed(tmp_path, jsonl, products_text):
+    build_kb(JsonlImporter([jsonl(products_text)]), tmp_path / "kb")
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    assert BM25(kb, k=1).search("tripod")  # BM25 needs no embeddings
+    with pytest.raises(KqeError, match="no dense embeddings .*run `kqe-rdf kb embed"):
+        pipeline("dense", kb, Settings(), k=5).search("tripod")
