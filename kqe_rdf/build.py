@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 from pyoxigraph import Literal, NamedNode, RdfFormat, Store, Triple, serialize
 
+from . import queries
 from .config import Settings
 from .documents import NodeDocument, render_documents
 from .embeddings import DenseIndex, OnnxEncoder, write_dense_index
@@ -167,6 +168,8 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         shutil.copy(onto, work / "ontology" / onto.name)
 
     store_schema = Schema.from_store(store)
+    relation_counts = {r["relation"].value: int(r["count"].value) for r in
+                       store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
     t0 = time.perf_counter()
     with progress.task("rendering documents", total=None):
         documents = list(render_documents(
@@ -201,6 +204,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             "skipped_edges": report.skipped_edges, "empty_nodes": report.empty_nodes,
             "duplicate_nodes": report.duplicate_nodes,
         },
+        "relation_counts": relation_counts,
         "warnings": report.warnings,
         "documents_sha256": _sha256(work / DOCUMENTS),
         "settings": {"doc_neighbours_per_relation": settings.doc_neighbours_per_relation,

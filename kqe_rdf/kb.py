@@ -56,7 +56,17 @@ class KnowledgeBase:
 
     @functools.cached_property
     def schema(self) -> Schema:
-        return Schema.from_store(self.store)
+        schema = Schema.from_store(self.store)
+        schema.stored_relations = {iri for iri, count in self.relation_counts.items() if count}
+        return schema
+
+    @functools.cached_property
+    def relation_counts(self) -> dict[str, int]:
+        """Edges per relation IRI (recorded at build time; counted now for older KBs)."""
+        if "relation_counts" in self.manifest:
+            return self.manifest["relation_counts"]
+        rows = self.store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)
+        return {r["relation"].value: int(r["count"].value) for r in rows}
 
     @functools.cached_property
     def text_index(self):
@@ -131,6 +141,5 @@ class KnowledgeBase:
     def info(self) -> dict:
         types = [(self.schema.label(r["type"].value), int(r["count"].value))
                  for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
-        relations = [(local_name(r["relation"].value), int(r["count"].value))
-                     for r in self.store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)]
+        relations = sorted(((local_name(iri), n) for iri, n in self.relation_counts.items()), key=lambda x: -x[1])
         return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations}

@@ -46,6 +46,7 @@ class Relation(Term):
     domain: str | None = None
     range: str | None = None
     inverse: str | None = None
+    transitive: bool = False
 
 
 @dataclass
@@ -55,6 +56,10 @@ class Schema:
     fields: dict[str, Term] = field(default_factory=dict)
     relations: dict[str, Relation] = field(default_factory=dict)
     qualifiers: dict[str, Term] = field(default_factory=dict)
+    #: Words naming each class in questions (its label and skos:altLabel values).
+    class_cues: dict[str, list[str]] = field(default_factory=dict)
+    #: Relations the data actually uses (set by the KB from its edge counts); their inverses are virtual.
+    stored_relations: set[str] = field(default_factory=set)
 
     @classmethod
     def from_files(cls, domains: Iterable[str | Path]) -> Schema:
@@ -96,7 +101,12 @@ class Schema:
                 domain=text(row["domain"]) or None,
                 range=text(row["range"]) or None,
                 inverse=text(row["inverse"]) or None,
+                transitive=row["transitive"] is not None,
             )
+        for row in rows("schema_class_cues"):
+            cues = schema.class_cues.setdefault(row["class"].value, [])
+            if row["cue"].value.lower() not in cues:
+                cues.append(row["cue"].value.lower())
         for row in rows("schema_qualifiers"):
             iri = row["property"].value
             schema.qualifiers.setdefault(iri, Term(iri, text(row["label"]) or local_name(iri)))

@@ -50,7 +50,8 @@ class Progress:
         def line() -> None:
             elapsed = time.monotonic() - started
             of = f"/{total:,}" if total is not None else ""
-            print(f"{description}: {done:,}{of} {unit} ({elapsed:.0f} s)", file=sys.stderr, flush=True)
+            count = f"{done:,}{of} {unit} " if done or total is not None else ""
+            print(f"{description}: {count}({elapsed:.0f} s)", file=sys.stderr, flush=True)
 
         def tick(n: int = 1) -> None:
             nonlocal done, last

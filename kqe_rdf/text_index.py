@@ -80,6 +80,14 @@ class TextIndex:
         query, _errors = self.index.parse_query_lenient(source, _FIELDS)
         return query
 
+    def _restricted(self, query, types: Sequence[str] | None):
+        """Only nodes of ``types``, without changing scores (a zero-score filter clause)."""
+        if not types:
+            return query
+        q, occur = self._tantivy.Query, self._tantivy.Occur
+        only = q.const_score_query(q.term_set_query(self.index.schema, "types", list(types)), 0.0)
+        return q.boolean_query([(occur.Must, query), (occur.Must, only)])
+
     def search(
         self, text: str, k: int = 10, types: Sequence[str] | None = None, raw: bool = False
     ) -> list[tuple[str, float]]:
@@ -87,15 +95,20 @@ class TextIndex:
         query = self.parse(text, raw=raw)
         if query is None or k <= 0:
             return []
-        if types:
-            q = self._tantivy.Query
-            occur = self._tantivy.Occur
-            query = q.boolean_query([(occur.Must, query), (occur.Must, q.const_score_query(q.term_set_query(self.index.schema, "types", list(types)), 0.0))])
-        result = self.searcher.search(query, limit=k, count=False)
+        result = self.searcher.search(self._restricted(query, types), limit=k, count=False)
         out = []
         for score, address in result.hits:
             out.append((self.searcher.doc(address)["iri"][0], float(score)))
         return out
+
+    def search_names(self, text: str, k: int = 5, types: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """BM25 over node names only (entity linking)."""
+        source = plain_query(text)
+        if not source:
+            return []
+        query, _errors = self.index.parse_query_lenient(source, ["name"])
+        hits = self.searcher.search(self._restricted(query, types), limit=k, count=False).hits
+        return [(self.searcher.doc(a)["iri"][0], float(s)) for s, a in hits]
 
     def document(self, iri: str) -> dict[str, object] | None:
         """The stored fields of one node (name, types, body), or None."""
