@@ -1,0 +1,213 @@
+"""Triplets → one SPARQL SELECT over the KB (4StepFocus's candidate substitution).
+
+Constants become variables bound by ``VALUES`` to their linked IRIs (a few
+alternatives each); relations are oriented by the ontology (an inverse
+property is rewritten to ``^forward``; a stored relation whose ends' types
+contradict its domain/range is matched in both directions); where the
+ontology declares a hierarchy (an ``owl:TransitiveProperty`` on the class at
+a constant's end) the pattern follows it, so "seizure" also finds diseases
+annotated with "focal seizure". Types become ``VALUES`` over the class and
+its subclasses. The query always has a ``LIMIT``; :func:`run` adds a timeout.
+
+*Strict* mode is the paper's substitution: one basic graph pattern, all
+triplets must hold. *Soft* mode splits the triplets into paths from the answer
+to each constant and returns which paths each candidate satisfies.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from string import Template
+from dataclasses import dataclass, field
+
+from pyoxigraph import NamedNode
+
+from . import queries
+from .errors import SparqlError
+from .ontology import Schema
+from .triplets import Triplet, TripletQuery
+
+
+@dataclass
+class Unit:
+    """One path of triplets from the answer variable to a constant."""
+
+    triplets: list[Triplet]
+    constant: str
+    negated: bool = False
+
+
+@dataclass
+class Compiled:
+    sparql: str
+    mode: str
+    answer: str
+    units: list[Unit] = field(default_factory=list)
+    constants: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _var(name: str) -> str:
+    return "?" + re.sub(r"\W", "_", name.lstrip("?"))
+
+
+def constant_var(index: int) -> str:
+    return f"?c{index}"
+
+
+def relation_path(schema: Schema, relation_iri: str, head_type: str | None, tail_type: str | None,
+                  tail_is_constant: bool, head_is_constant: bool) -> str:
+    """The property path for one triplet, oriented and hierarchy-aware."""
+    rel = schema.relations.get(relation_iri)
+    iri, reverse = relation_iri, False
+    if rel is not None and rel.inverse and rel.inverse in schema.relations and not _declared_forward(schema, rel):
+        iri, reverse = rel.inverse, True
+    forward = schema.relations.get(iri)
+    dom, rng = (forward.domain, forward.range) if forward else (None, None)
+    h_type, t_type = (tail_type, head_type) if reverse else (head_type, tail_type)
+    h_const, t_const = (tail_is_constant, head_is_constant) if reverse else (head_is_constant, tail_is_constant)
+    path = f"<{iri}>"
+    tail_h = _hierarchy(schema, rng) if t_const else None
+    head_h = _hierarchy(schema, dom) if h_const else None
+    if tail_h:
+        path = f"{path}/<{tail_h}>*"
+    if head_h:
+        path = f"^<{head_h}>*/{path}"
+    contradicts = (h_type and dom and not _compatible(schema, h_type, dom)) or (
+        t_type and rng and not _compatible(schema, t_type, rng))
+    if contradicts:
+        path = f"({path})|^({path})"
+    return f"^({path})" if reverse else path
+
+
+def _declared_forward(schema: Schema, rel) -> bool:
+    """Of a relation and its inverse, the stored one is the one the KB uses (``forward`` set by usage)."""
+    return rel.iri in schema.stored_relations if schema.stored_relations else rel.iri < (rel.inverse or "")
+
+
+def _compatible(schema: Schema, a: str, b: str) -> bool:
+    return a in schema.subclasses(b) or b in schema.subclasses(a)
+
+
+def _hierarchy(schema: Schema, class_iri: str | None) -> str | None:
+    """A transitive relation from a class to itself (e.g. bio:isA on Phenotype), if the ontology has one."""
+    if not class_iri:
+        return None
+    for r in schema.relations.values():
+        if r.transitive and r.domain == class_iri and r.range == class_iri:
+            return r.iri
+    return None
+
+
+def _triplet_pattern(schema: Schema, t: Triplet, names: dict[tuple[str, str | None], str]) -> str:
+    def term(end) -> str:
+        return _var(end.text) if end.is_variable else names[(end.text, end.type)]
+
+    path = relation_path(schema, t.relation, t.head.type, t.tail.type, not t.tail.is_variable, not t.head.is_variable)
+    return f"  {term(t.head)} {path} {term(t.tail)} ."
+
+
+def _types(schema: Schema, tq: TripletQuery) -> str:
+    wanted: dict[str, str] = {}
+    for t in tq.triplets:
+        for end in (t.head, t.tail):
+            if end.is_variable and end.type:
+                wanted.setdefault(_var(end.text), end.type)
+    if tq.answer_type:
+        wanted[_var(tq.answer)] = tq.answer_type
+    lines = []
+    for i, (var, cls) in enumerate(sorted(wanted.items())):
+        classes = " ".join(str(NamedNode(c)) for c in sorted(schema.subclasses(cls)))
+        lines.append(f"  VALUES ?type{i} {{ {classes} }} {var} a ?type{i} .")
+    return "\n".join(lines)
+
+
+def units(tq: TripletQuery) -> list[Unit]:
+    """Paths from the answer variable to each constant through shared variables."""
+    out = []
+    for t in tq.triplets:
+        for end in (t.head, t.tail):
+            if end.is_variable:
+                continue
+            path = _path_to(tq, t, tq.answer)
+            if path is not None:
+                out.append(Unit(path, end.text, t.negated))
+    return out
+
+
+def _path_to(tq: TripletQuery, start: Triplet, answer: str) -> list[Triplet] | None:
+    """Breadth-first search over triplets sharing variables, from ``start`` to one mentioning ``answer``."""
+    frontier = [[start]]
+    seen = {id(start)}
+    while frontier:
+        path = frontier.pop(0)
+        if answer in path[-1].variables():
+            return path
+        for t in tq.triplets:
+            if id(t) not in seen and set(t.variables()) & set(path[-1].variables()):
+                seen.add(id(t))
+                frontier.append(path + [t])
+    return None
+
+
+def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str | None], list[str]],
+                  mode: str = "soft", limit: int = 10000) -> Compiled:
+    """One SELECT for ``tq``; ``linked`` maps each constant (text, type) to candidate IRIs."""
+    if mode not in ("strict", "soft"):
+        raise ValueError("mode must be 'strict' or 'soft'")
+    names = {key: constant_var(i) for i, key in enumerate(sorted(linked, key=lambda k: (k[0], k[1] or "")))}
+    usable = [t for t in tq.triplets
+              if all(e.is_variable or linked.get((e.text, e.type)) for e in (t.head, t.tail))]
+    used_keys = {(e.text, e.type) for t in usable for e in (t.head, t.tail) if not e.is_variable}
+    values = "\n".join(
+        f"  VALUES {names[k]} {{ {' '.join(str(NamedNode(i)) for i in linked[k])} }}" for k in sorted(used_keys, key=lambda k: names[k]))
+    answer = _var(tq.answer)
+    select = " ".join([answer] + [names[k] for k in sorted(used_keys, key=lambda k: names[k])])
+    sub = TripletQuery(tq.query, usable, tq.answer, tq.answer_type, tq.source)
+    constants = {names[k]: linked[k] for k in used_keys}
+    if mode == "strict":
+        patterns = "\n".join(_triplet_pattern(schema, t, names) for t in usable if not t.negated)
+        negations = "\n".join("  FILTER NOT EXISTS {" + _triplet_pattern(schema, t, names) + " }" for t in usable if t.negated)
+        text = Template(queries.load("fourstep_strict")).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
+                                                      types=_types(schema, sub), limit=limit)
+        return Compiled(_strip_comments(text), mode, answer, units(sub), constants)
+    unit_list = [u for u in units(sub) if not u.negated]
+    blocks = []
+    for i, unit in enumerate(unit_list):
+        body = "\n".join(_triplet_pattern(schema, t, names) for t in unit.triplets)
+        blocks.append(f"  {{\n{body}\n    BIND({i} AS ?unit)\n  }}")
+    text = Template(queries.load("fourstep_soft")).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
+                                                types=_types(schema, sub), limit=limit)
+    return Compiled(_strip_comments(text), mode, answer, unit_list, constants)
+
+
+def _strip_comments(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip()
+
+
+def run(store, compiled: Compiled, timeout: float = 10.0) -> list[dict[str, str]]:
+    """Solutions as dicts of variable → IRI; a query still running after ``timeout`` seconds is an error.
+
+    pyoxigraph cannot cancel a running query, so it runs in a worker thread and
+    we stop waiting for it; the LIMIT keeps such a query bounded.
+    """
+    rows: list[dict[str, str]] = []
+    error: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result = store.query(compiled.sparql, use_default_graph_as_union=True)
+            names = [v.value for v in result.variables]
+            for solution in result:
+                rows.append({n: solution[n].value for n in names if solution[n] is not None})
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            error.append(exc)
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise SparqlError(f"the compiled query did not finish within {timeout:g} s (LIMIT is still applied)")
+    if error:
+        raise SparqlError(f"the compiled query failed: {error[0]}\n{compiled.sparql}")
+    return rows

@@ -1,0 +1,171 @@
+"""Entity linking: from a name as a user wrote it to nodes of the KB.
+
+Constants are linked in four steps, each used only when the previous finds
+nothing good: exact match on a normalised name or alias, fuzzy match
+(rapidfuzz), BM25 over names, then embedding similarity over node documents —
+always restricted to a type when one is known, and keeping a few scored
+alternatives rather than only the best. The same name index powers the
+offline mention finder: n-grams of the query matched against names.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from . import queries
+from .retrieval import STOPWORDS
+
+_TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
+
+
+def normalise_name(text: str) -> str:
+    """Case, accents and punctuation folded: "Crohn's disease" → "crohn s disease"."""
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode() or text
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    iri: str
+    name: str
+    score: float
+    how: str  # exact | fuzzy | bm25 | dense
+
+
+@dataclass(frozen=True)
+class Mention:
+    text: str
+    start: int
+    end: int
+    candidates: tuple[Candidate, ...]
+    negated: bool = False
+
+
+class NameIndex:
+    """Normalised names and aliases → node IRIs, read once from the store."""
+
+    def __init__(self, kb) -> None:
+        self.kb = kb
+        self.by_name: dict[str, set[str]] = defaultdict(set)
+        self.display: dict[str, str] = {}
+        for row in kb.store.query(queries.load("node_names"), use_default_graph_as_union=True):
+            iri, name = row["node"].value, row["name"].value
+            key = normalise_name(name)
+            if key:
+                self.by_name[key].add(iri)
+                self.display.setdefault(key, name)
+        self.keys = list(self.by_name)
+        self.types: dict[str, frozenset[str]] = {}
+        for row in kb.store.query(queries.load("node_types"), use_default_graph_as_union=True):
+            iri = row["node"].value
+            self.types[iri] = self.types.get(iri, frozenset()) | {row["type"].value}
+
+    def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
+        iris = self.by_name.get(key, ())
+        return sorted(i for i in iris if types is None or self.types.get(i, frozenset()) & types)
+
+
+class Linker:
+    def __init__(self, kb, alternatives: int = 3, fuzzy_cutoff: float = 90.0) -> None:
+        self.kb = kb
+        self.alternatives = alternatives
+        self.fuzzy_cutoff = fuzzy_cutoff
+        self._index: NameIndex | None = None
+
+    @property
+    def index(self) -> NameIndex:
+        if self._index is None:
+            self._index = NameIndex(self.kb)
+        return self._index
+
+    def _name(self, iri: str) -> str:
+        return self.kb.document(iri).name
+
+    def link(self, text: str, types: Iterable[str] | None = None) -> list[Candidate]:
+        """Scored candidate nodes for a name; empty when nothing plausible exists."""
+        wanted = set(types) if types else None
+        key = normalise_name(text)
+        if not key:
+            return []
+        exact = self.index.nodes(key, wanted)
+        if exact:
+            return [Candidate(i, self._name(i), 1.0, "exact") for i in exact[: self.alternatives]]
+        from rapidfuzz import fuzz, process
+
+        out: list[Candidate] = []
+        for match, score, _ in process.extract(key, self.index.keys, scorer=fuzz.ratio, limit=self.alternatives * 3,
+                                               score_cutoff=self.fuzzy_cutoff):
+            for iri in self.index.nodes(match, wanted):
+                out.append(Candidate(iri, self._name(iri), score / 100.0, "fuzzy"))
+        if out:
+            return sorted(out, key=lambda c: (-c.score, c.iri))[: self.alternatives]
+        type_list = sorted(wanted) if wanted else None
+        hits = self.kb.text_index.search_names(text, self.alternatives, type_list)
+        if hits:
+            top = hits[0][1] or 1.0
+            return [Candidate(i, self._name(i), s / top * 0.8, "bm25") for i, s in hits]
+        if self.kb.has_embeddings:
+            mask = self.kb.dense.type_mask(wanted) if wanted else None
+            found = self.kb.dense.search(self.kb.encoder.encode([text]), self.alternatives, mask)[0]
+            return [Candidate(i, self._name(i), s * 0.7, "dense") for i, s in found if s > 0.5]
+        return []
+
+    def mentions(self, query: str, max_words: int = 8, skip_words: Iterable[str] = ()) -> list[Mention]:
+        """Longest non-overlapping n-grams of ``query`` that name nodes (exact, then fuzzy).
+
+        An n-gram made only of stopwords or schema words ("movie", "disease",
+        "directed") is never a mention on its own. Mentions after a negation
+        cue in the same sentence ("... were not observed", "no ...") are
+        marked negated.
+        """
+        skip = STOPWORDS | {w.lower() for w in skip_words}
+        tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(query)]
+        taken = [False] * len(tokens)
+        found: list[Mention] = []
+        from rapidfuzz import fuzz, process
+
+        # Exact names first; fuzzy matching (slow over a large index) only when nothing matched exactly.
+        for fuzzy in (False, True):
+            if fuzzy and found:
+                break
+            for n in range(min(max_words, len(tokens)), 0, -1):
+                for i in range(len(tokens) - n + 1):
+                    if any(taken[i : i + n]):
+                        continue
+                    words = [t[0] for t in tokens[i : i + n]]
+                    if all(w.lower() in skip or (w.isdigit() and len(w) < 4) for w in words):
+                        continue
+                    if fuzzy and (n < 2 or words[0].lower() in STOPWORDS or words[-1].lower() in STOPWORDS):
+                        continue
+                    text = query[tokens[i][1] : tokens[i + n - 1][2]]
+                    key = normalise_name(text)
+                    if not key:
+                        continue
+                    iris, how, score = self.index.nodes(key), "exact", 1.0
+                    if fuzzy and len(key) >= 8:
+                        match = process.extractOne(key, self.index.keys, scorer=fuzz.ratio, score_cutoff=92)
+                        if match:
+                            iris, how, score = self.index.nodes(match[0]), "fuzzy", match[1] / 100.0
+                    if not iris:
+                        continue
+                    for j in range(i, i + n):
+                        taken[j] = True
+                    cands = tuple(Candidate(iri, self._name(iri), score, how) for iri in iris[: self.alternatives * 2])
+                    found.append(Mention(text, tokens[i][1], tokens[i + n - 1][2], cands,
+                                         _negated(query, tokens[i][1])))
+        return sorted(found, key=lambda m: m.start)
+
+
+_NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)
+
+
+def _negated(query: str, position: int) -> bool:
+    """A mention is negated when its sentence has a negation cue ("... were not observed")."""
+    start = max(query.rfind(".", 0, position), query.rfind("?", 0, position), query.rfind("!", 0, position)) + 1
+    end_candidates = [i for i in (query.find(".", position), query.find("?", position)) if i != -1]
+    end = min(end_candidates) if end_candidates else len(query)
+    return bool(_NEGATION.search(query[start:end]))
