@@ -45,8 +45,30 @@ class Settings:
     prf_docs: int = 10
     prf_terms: int = 10
     prf_original_weight: float = 0.5
+    #: 4StepFocus: "soft" (rank by satisfied triplet paths) or "strict" (all triplets must hold).
+    fourstep_mode: str = "soft"
     #: What to do with an edge whose end is not a node of the KB: "skip" (counted) or "fail".
     on_unknown_edge: str = "skip"
+    #: The LLM: an OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama). With neither a base URL nor a
+    #: model there is no LLM and LLM-based methods run their offline variants. OPENAI_BASE_URL and
+    #: OPENAI_API_KEY are read too (below the TOML file and KQE_* variables). An empty model with a base URL
+    #: means the first model the server lists; an empty base URL with a model means api.openai.com.
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = dataclasses.field(default="", repr=False)
+    #: Seconds per request; retries on timeouts, connection errors, 429 and 5xx, with exponential backoff
+    #: starting at llm_backoff seconds.
+    llm_timeout: float = 60.0
+    llm_max_retries: int = 4
+    llm_backoff: float = 1.0
+    #: Sampling temperature, and completion tokens per call (0: the server's default, max_tokens not sent).
+    llm_temperature: float = 0.0
+    llm_max_output_tokens: int = 0
+    #: SQLite response cache, so evaluations are reproducible and re-runs free ("off" disables it).
+    llm_cache: Path = Path("data/cache/llm.sqlite")
+    #: Per-query budget that `LLM.budget()` opens: calls and prompt+completion tokens (0: unlimited).
+    llm_max_calls_per_query: int = 0
+    llm_max_tokens_per_query: int = 0
 
     def __post_init__(self) -> None:
         # Checked here, not where a value is first used, so a bad value fails before a long build starts.
@@ -60,11 +82,25 @@ class Settings:
             raise KqeError(f"setting prf_original_weight must be between 0 and 1, got {self.prf_original_weight!r}")
         if self.on_unknown_edge not in ("skip", "fail"):
             raise KqeError(f"setting on_unknown_edge must be 'skip' or 'fail', got {self.on_unknown_edge!r}")
+        for name in ("llm_max_retries", "llm_max_output_tokens", "llm_max_calls_per_query",
+                     "llm_max_tokens_per_query", "llm_backoff"):
+            if getattr(self, name) < 0:
+                raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
+        if not self.llm_timeout > 0:
+            raise KqeError(f"setting llm_timeout must be a positive number of seconds, got {self.llm_timeout!r}")
+        if not 0.0 <= self.llm_temperature <= 2.0:
+            raise KqeError(f"setting llm_temperature must be between 0 and 2, got {self.llm_temperature!r}")
+        if self.llm_base_url and not self.llm_base_url.startswith(("http://", "https://")):
+            raise KqeError(f"setting llm_base_url must be an http(s) URL such as http://localhost:8000/v1, "
+                           f"got {self.llm_base_url!r}")
 
     @classmethod
     def load(cls, file: Path | None = None, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:
         env = os.environ if env is None else env
         values: dict[str, object] = {}
+        # The OpenAI client's own variables, as users set them for every tool; the file and KQE_* beat them.
+        values.update({name: env[key] for key, name in (("OPENAI_BASE_URL", "llm_base_url"),
+                                                        ("OPENAI_API_KEY", "llm_api_key")) if env.get(key)})
         named = Path(file) if file is not None else Path(env["KQE_CONFIG"]) if "KQE_CONFIG" in env else None
         path = named or Path("kqe-rdf.toml")
         if named is not None and not named.is_file():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chat_server import chat_server  # noqa: F401  (scripted OpenAI-compatible server for every test file)
 import pytest
 
 from kqe_rdf.build import build_kb, embed_kb
