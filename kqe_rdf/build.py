@@ -168,6 +168,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         shutil.copy(onto, work / "ontology" / onto.name)
 
     store_schema = Schema.from_store(store)
+    signatures = relation_signatures(store)
     relation_counts = {r["relation"].value: int(r["count"].value) for r in
                        store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
     t0 = time.perf_counter()
@@ -205,6 +206,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             "duplicate_nodes": report.duplicate_nodes,
         },
         "relation_counts": relation_counts,
+        "relation_signatures": signatures,
         "warnings": report.warnings,
         "documents_sha256": _sha256(work / DOCUMENTS),
         "settings": {"doc_neighbours_per_relation": settings.doc_neighbours_per_relation,
@@ -216,6 +218,13 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     }
     write_json_atomic(work / MANIFEST, manifest)
     return manifest
+
+
+def relation_signatures(store: Store) -> list[list]:
+    """[head class, relation, tail class, edges] for every combination in the data, most used first."""
+    rows = store.query(queries.load("relation_usage"), use_default_graph_as_union=True)
+    found = [[r["domain"].value, r["relation"].value, r["range"].value, int(r["count"].value)] for r in rows]
+    return sorted(found, key=lambda x: -x[3])
 
 
 def _sha256(path: Path) -> str:

@@ -143,10 +143,10 @@ def kb_info(kb_path, as_json):
         console.print(table)
 
 
-def _open_kb(kb_path):
+def _open_kb(kb_path, **overrides):
     from .kb import KnowledgeBase
 
-    settings = _settings(kb=kb_path)
+    settings = _settings(kb=kb_path, **overrides)
     return KnowledgeBase.open(settings.kb, settings), settings
 
 
@@ -156,13 +156,19 @@ def _open_kb(kb_path):
 @click.option("--method", "-m", default="bm25", show_default=True, help="bm25, dense, hybrid or prf.")
 @click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
 @click.option("--k", "k", type=int, default=10, show_default=True, help="Number of results.")
+@click.option("--strict/--soft", "strict", default=None,
+              help="4step: every triplet must hold (strict) or rank by satisfied triplets (soft, default).")
+@click.option("--explain", is_flag=True, help="Show how the results were reached (triplets, SPARQL, bindings).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def search(text, kb_path, method, types, k, as_json):
-    """Search the KB for nodes matching TEXT."""
+def search(text, kb_path, method, types, k, strict, explain, as_json):
+    """Search the KB for nodes matching TEXT (methods: bm25, dense, hybrid, prf, 4step)."""
     from .retrieval import pipeline
 
-    kb, settings = _open_kb(kb_path)
-    hits = pipeline(method, kb, settings, k, list(types) or None).search(text)
+    mode = None if strict is None else ("strict" if strict else "soft")
+    kb, settings = _open_kb(kb_path, fourstep_mode=mode)
+    batch = pipeline(method, kb, settings, k, list(types) or None).run(text)
+    hits = batch.ranked("q")
+    how = batch.explain.get("q")
     rows = []
     for hit in hits:
         doc = kb.document(hit.iri)
@@ -170,9 +176,66 @@ def search(text, kb_path, method, types, k, as_json):
                      "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
                      "snippet": doc.text[:200]})
     if as_json:
-        click.echo(json.dumps({"query": text, "method": method, "results": rows}, indent=2))
+        out = {"query": text, "method": method, "results": rows}
+        if explain:
+            out["explain"] = how
+        click.echo(json.dumps(out, indent=2))
         return
     _print_results(text, method, rows)
+    if explain:
+        _print_explain(how)
+
+
+def _print_explain(how):
+    from rich.console import Console
+    from rich.syntax import Syntax
+
+    console = Console()
+    if not how:
+        console.print("(this method keeps no explanation beyond the scores)")
+        return
+    t = how.get("triplets", {})
+    console.print(f"[bold]triplets[/] ({t.get('source')}; answer {t.get('answer')}"
+                  f"{', type ' + t['answer_type'] if t.get('answer_type') else ''}):")
+    for tr in t.get("triplets", []):
+        neg = "NOT " if tr.get("negated") else ""
+        console.print(f"  {neg}({tr['head']}, {tr['relation']}, {tr['tail']})")
+    for note in t.get("notes", []):
+        console.print(f"  note: {note}")
+    for mention, cands in how.get("linked", {}).items():
+        shown = "; ".join(f"{c['name']} <{c['iri']}> {c['score']} ({c['how']})" for c in cands) or "nothing"
+        console.print(f"[bold]linked[/] {mention!r} → {shown}")
+    if how.get("sparql"):
+        console.print("[bold]SPARQL[/]")
+        console.print(Syntax(how["sparql"], "sparql", word_wrap=True))
+    console.print(f"{how.get('candidates', 0)} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the fallback")
+    for iri, rows in list(how.get("support", {}).items())[:5]:
+        console.print(f"  {iri}: {rows}")
+    if how.get("error"):
+        console.print(f"[red]error[/]: {how['error']}")
+
+
+@cli.command()
+@click.argument("text")
+@KB_OPTION
+@click.option("--strict/--soft", "strict", default=False, help="Compile for strict or soft substitution.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def triplets(text, kb_path, strict, as_json):
+    """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
+    from .compiler import compile_query
+    from .fourstep import FourStep
+    from .triplets import normalise
+
+    kb, settings = _open_kb(kb_path)
+    stage = FourStep(kb, mode="strict" if strict else "soft")
+    tq = normalise(stage.generator(text), kb.schema)
+    linked, shown = stage.link(tq)
+    compiled = compile_query(kb.schema, tq, linked, stage.mode, stage.sparql_limit)
+    how = {"triplets": tq.to_json(), "linked": shown, "sparql": compiled.sparql if tq.triplets else None}
+    if as_json:
+        click.echo(json.dumps(how, indent=2))
+    else:
+        _print_explain(how)
 
 
 def _print_results(text, method, rows):

@@ -67,12 +67,17 @@ def relation_path(schema: Schema, relation_iri: str, head_type: str | None, tail
     h_type, t_type = (tail_type, head_type) if reverse else (head_type, tail_type)
     h_const, t_const = (tail_is_constant, head_is_constant) if reverse else (head_is_constant, tail_is_constant)
     path = f"<{iri}>"
-    tail_h = _hierarchy(schema, rng) if t_const else None
-    head_h = _hierarchy(schema, dom) if h_const else None
-    if tail_h:
-        path = f"{path}/<{tail_h}>*"
-    if head_h:
-        path = f"^<{head_h}>*/{path}"
+    if forward is not None and forward.transitive and (h_const or t_const):
+        # The hierarchy relation itself: its closure. Expanding the constant's end instead would
+        # make "seizure is a ?x" answer seizure itself (the parent of its own subtypes).
+        path = f"<{iri}>+"
+    else:
+        tail_h = _hierarchy(schema, rng) if t_const else None
+        head_h = _hierarchy(schema, dom) if h_const else None
+        if tail_h:
+            path = f"{path}/<{tail_h}>*"
+        if head_h:
+            path = f"^<{head_h}>*/{path}"
     contradicts = (h_type and dom and not _compatible(schema, h_type, dom)) or (
         t_type and rng and not _compatible(schema, t_type, rng))
     if contradicts:
@@ -150,14 +155,53 @@ def _path_to(tq: TripletQuery, start: Triplet, answer: str) -> list[Triplet] | N
     return None
 
 
+def _anchored(triplets: list[Triplet]) -> list[Triplet]:
+    """The triplets joined, through shared variables, to one that has a constant.
+
+    When a constant links to nothing its triplet is dropped; the triplets it
+    joined to must go too, or ``?m starred_actors ?x`` alone would make every
+    actor an answer.
+    """
+    keep = [t for t in triplets if len(t.variables()) < 2]
+    reached = {v for t in keep for v in t.variables()}
+    rest = [t for t in triplets if len(t.variables()) == 2]
+    grew = True
+    while grew:
+        grew = False
+        for t in list(rest):
+            if reached & set(t.variables()):
+                rest.remove(t)
+                keep.append(t)
+                reached |= set(t.variables())
+                grew = True
+    return [t for t in triplets if any(t is k for k in keep)]
+
+
+def _groups(negated: list[Triplet], bound: set[str]) -> list[list[Triplet]]:
+    """Negated triplets joined by variables the positive patterns do not bind: one ``NOT EXISTS`` each.
+
+    A negated path ("not directed by Kismet's director") must be negated as a
+    whole; negating each of its triplets alone would test ``Kismet directed_by ?d``
+    without the answer, which removes every answer.
+    """
+    groups: list[list[Triplet]] = []
+    for t in negated:
+        free = set(t.variables()) - bound
+        joined = [g for g in groups if any(free & set(u.variables()) for u in g)]
+        merged = [t] + [u for g in joined for u in g]
+        groups = [g for g in groups if not any(g is j for j in joined)] + [merged]
+    order = {id(t): i for i, t in enumerate(negated)}
+    return sorted((sorted(g, key=lambda t: order[id(t)]) for g in groups), key=lambda g: order[id(g[0])])
+
+
 def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str | None], list[str]],
                   mode: str = "soft", limit: int = 10000) -> Compiled:
     """One SELECT for ``tq``; ``linked`` maps each constant (text, type) to candidate IRIs."""
     if mode not in ("strict", "soft"):
         raise ValueError("mode must be 'strict' or 'soft'")
     names = {key: constant_var(i) for i, key in enumerate(sorted(linked, key=lambda k: (k[0], k[1] or "")))}
-    usable = [t for t in tq.triplets
-              if all(e.is_variable or linked.get((e.text, e.type)) for e in (t.head, t.tail))]
+    usable = _anchored([t for t in tq.triplets
+                        if all(e.is_variable or linked.get((e.text, e.type)) for e in (t.head, t.tail))])
     used_keys = {(e.text, e.type) for t in usable for e in (t.head, t.tail) if not e.is_variable}
     values = "\n".join(
         f"  VALUES {names[k]} {{ {' '.join(str(NamedNode(i)) for i in linked[k])} }}" for k in sorted(used_keys, key=lambda k: names[k]))
@@ -166,19 +210,22 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
     sub = TripletQuery(tq.query, usable, tq.answer, tq.answer_type, tq.source)
     constants = {names[k]: linked[k] for k in used_keys}
     if mode == "strict":
-        patterns = "\n".join(_triplet_pattern(schema, t, names) for t in usable if not t.negated)
-        negations = "\n".join("  FILTER NOT EXISTS {" + _triplet_pattern(schema, t, names) + " }" for t in usable if t.negated)
-        text = Template(queries.load("fourstep_strict")).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
+        patterns = "\n".join(_triplet_pattern(schema, t, names) for t in usable if not t.negated) if usable else "  FILTER(false)"
+        bound = {v for t in usable if not t.negated for v in t.variables()} | {tq.answer}
+        negations = "\n".join(
+            "  FILTER NOT EXISTS {\n" + "\n".join("  " + _triplet_pattern(schema, t, names) for t in group) + "\n  }"
+            for group in _groups([t for t in usable if t.negated], bound))
+        text = Template(_strip_comments(queries.load("fourstep_strict"))).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
                                                       types=_types(schema, sub), limit=limit)
-        return Compiled(_strip_comments(text), mode, answer, units(sub), constants)
+        return Compiled(text.strip(), mode, answer, units(sub), constants)
     unit_list = [u for u in units(sub) if not u.negated]
     blocks = []
     for i, unit in enumerate(unit_list):
         body = "\n".join(_triplet_pattern(schema, t, names) for t in unit.triplets)
         blocks.append(f"  {{\n{body}\n    BIND({i} AS ?unit)\n  }}")
-    text = Template(queries.load("fourstep_soft")).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
+    text = Template(_strip_comments(queries.load("fourstep_soft"))).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
                                                 types=_types(schema, sub), limit=limit)
-    return Compiled(_strip_comments(text), mode, answer, unit_list, constants)
+    return Compiled(text.strip(), mode, answer, unit_list, constants)
 
 
 def _strip_comments(text: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from pyoxigraph import Literal, Store
 
 from . import queries
-from .build import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover
+from .build import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relation_signatures
 from .config import Settings
 from .documents import NodeDocument
 from .errors import KBNotFound, KqeError
@@ -91,6 +91,11 @@ class KnowledgeBase:
                            f"{encoder.model_id}; run `kqe-rdf kb embed` again or change embedding_model")
         return encoder
 
+    @functools.lru_cache(maxsize=4096)
+    def embed_query(self, text: str):
+        """One query's vector, cached: several stages of one pipeline embed the same text."""
+        return self.encoder.encode([text])[0]
+
     @property
     def has_embeddings(self) -> bool:
         return (self.path / "embeddings" / "index.json").is_file()
@@ -104,6 +109,21 @@ class KnowledgeBase:
             if ns and ns.startswith("https://w3id.org/kqe/"):
                 out.setdefault(ns.rstrip("#").rsplit("/", 1)[-1], ns)
         return out
+
+    @functools.cached_property
+    def relation_signatures(self) -> list[tuple[str, str, str]]:
+        """(head class, relation, tail class) combinations the data holds, most used first.
+
+        Recorded at build time. Combinations with under 2% of their relation's
+        edges are left out: they are typing noise in the source, not schema.
+        """
+        found = self.manifest.get("relation_signatures")
+        if found is None:
+            found = relation_signatures(self.store)
+        totals: dict[str, int] = {}
+        for _d, rel, _r, n in found:
+            totals[rel] = totals.get(rel, 0) + n
+        return [(d, rel, rng) for d, rel, rng, n in found if n >= 0.02 * totals[rel]]
 
     def query(self, sparql: str, **options):
         return run_query(self.store, sparql, prefixes=self.prefixes, **options)

@@ -40,6 +40,8 @@ class Hit(NamedTuple):
 class Batch:
     queries: list[Query]
     hits: dict[str, list[Hit]] = field(default_factory=dict)
+    #: Per query, how a stage reached its results (triplets, SPARQL, bindings), for ``--explain``.
+    explain: dict[str, dict] = field(default_factory=dict)
 
     def ranked(self, qid: str) -> list[Hit]:
         return self.hits.get(qid, [])
@@ -63,9 +65,13 @@ class Stage:
         return self.transform(batch)
 
     def search(self, text: str, qid: str = "q") -> list[Hit]:
+        return self.run(text, qid).ranked(qid)
+
+    def run(self, text: str, qid: str = "q") -> Batch:
+        """One query through the stage, keeping the explanation."""
         if not text or not text.strip():
             raise KqeError("the query is empty: give some words to search for")
-        return self(Batch([Query(qid, text)])).ranked(qid)
+        return self(Batch([Query(qid, text)]))
 
     def __rshift__(self, other: Stage) -> Stage:
         return Pipeline([self, other])
@@ -105,7 +111,7 @@ class Cutoff(Stage):
         self.k = k
 
     def transform(self, batch: Batch) -> Batch:
-        return Batch(batch.queries, {q: hits[: self.k] for q, hits in batch.hits.items()})
+        return Batch(batch.queries, {q: hits[: self.k] for q, hits in batch.hits.items()}, batch.explain)
 
     def __repr__(self) -> str:
         return f"% {self.k}"
@@ -157,7 +163,10 @@ class Dense(Stage):
         self.mask = kb.dense.type_mask(kb.resolve_types(types)) if types else None
 
     def transform(self, batch: Batch) -> Batch:
-        vectors = self.kb.encoder.encode([q.text for q in batch.queries])
+        if len(batch.queries) == 1:  # single queries share the KB's cache with other stages
+            vectors = self.kb.embed_query(batch.queries[0].text)[None, :]
+        else:
+            vectors = self.kb.encoder.encode([q.text for q in batch.queries])
         results = self.kb.dense.search(vectors, self.k, self.mask)
         return Batch(batch.queries, {q.qid: ranking(q.qid, r) for q, r in zip(batch.queries, results)})
 
@@ -250,8 +259,15 @@ def _prf(kb, settings, k, types):
     return RM3(kb, k, types, settings.prf_docs, settings.prf_terms, settings.prf_original_weight)
 
 
+def _fourstep(kb, settings, k, types, mode=None):
+    from .fourstep import FourStep
+
+    fallback = _hybrid(kb, settings, k, types) if kb.has_embeddings else BM25(kb, k, types)
+    return FourStep(kb, mode=mode or settings.fourstep_mode, k=k, types=types, fallback=fallback)
+
+
 #: Method name → pipeline factory ``(kb, settings, k, types) -> Stage``.
-METHODS: dict[str, Callable] = {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid, "prf": _prf}
+METHODS: dict[str, Callable] = {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid, "prf": _prf, "4step": _fourstep}
 
 
 def pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> Stage:

@@ -1,0 +1,282 @@
+"""4StepFocus (Boer et al.) on the RDF store: triplets → SPARQL candidates → ranking.
+
+1. *Triplet generation*: an LLM (``kqe_rdf.llm``) or, offline, :class:`OfflineTriplets`
+   reads the query as triplets over the ontology's relations.
+2. *Constant linking*: :class:`~kqe_rdf.linking.Linker` maps each constant to nodes.
+3. *Candidate substitution*: :mod:`kqe_rdf.compiler` turns the triplets into one
+   SPARQL SELECT; soft mode scores candidates by the (specificity-weighted) paths
+   they satisfy.
+4. *Ranking*: candidates are ordered by that structural score, then by dense
+   similarity to the query, and topped up with plain retrieval results, always
+   below the structurally supported ones. An optional reranker reorders the top.
+
+Every answer keeps its provenance (triplets, linked constants, SPARQL, the
+paths and bindings that made it a candidate): see :attr:`Batch.explain`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from .compiler import Compiled, compile_query, run
+from .errors import KqeError
+from .linking import Linker, Mention
+from .ontology import local_name
+from .retrieval import Batch, Hit, Stage, ranking
+from .triplets import End, Triplet, TripletQuery, normalise
+
+
+class OfflineTriplets:
+    """Triplets without an LLM: mentions from the name index, relations by embedding similarity.
+
+    Mentions are the longest n-grams of the query that name nodes. For each
+    mention, the relations its node type takes part in (as stored in the KB)
+    are phrased from the ontology — the relation's label when the mention is
+    the head, its inverse label when it is the tail — and the phrase most
+    similar to the query (mentions removed) wins; paths of up to ``max_hops``
+    relations are considered, and a class named in the question ("which
+    disease", "who", "when") decides the answer type.
+    """
+
+    name = "offline"
+
+    def __init__(self, kb, linker: Linker | None = None, max_hops: int = 3, hop_penalty: float = 0.15) -> None:
+        self.kb = kb
+        self.linker = linker or Linker(kb)
+        self.max_hops = max_hops
+        self.hop_penalty = hop_penalty
+        self._phrase_vectors: dict[str, np.ndarray] = {}
+        schema = kb.schema
+        words = set()
+        for cues in schema.class_cues.values():
+            for cue in cues:
+                words.update(cue.split())
+        for r in schema.relations.values():
+            words.update(r.label.lower().split())
+        self.schema_words = words
+        # (head class, relation, tail class) the data actually has, from the KB's edge usage.
+        self.edges = kb.relation_signatures
+
+    def _vectors(self, phrases: Sequence[str]) -> np.ndarray:
+        missing = [p for p in phrases if p not in self._phrase_vectors]
+        if missing:
+            for p, v in zip(missing, self.kb.encoder.encode(missing)):
+                self._phrase_vectors[p] = v
+        return np.stack([self._phrase_vectors[p] for p in phrases])
+
+    def answer_types(self, query: str) -> set[str]:
+        """The class a question asks for: the class word right after its wh-word ("which years",
+        "what genre"), or the wh-word itself ("who", "when"); else every class it names."""
+        words = re.findall(r"[a-z0-9]+", query.lower())
+        cues = self.kb.schema.class_cues
+
+        def classes_at(i: int, span: int = 3) -> set[str]:
+            found = set()
+            for j in range(i, min(i + span, len(words))):
+                for n in (2, 1):
+                    phrase = " ".join(words[j : j + n])
+                    found |= {c for c, cs in cues.items() if phrase in cs}
+                if found:
+                    return found
+            return found
+
+        for i, w in enumerate(words):
+            if w in ("what", "which", "who", "whom", "whose", "when", "where", "how"):
+                found = classes_at(i, 4)
+                if found:
+                    return found
+        everywhere = set()
+        for i in range(len(words)):
+            everywhere |= classes_at(i, 1)
+        return everywhere
+
+    def paths(self, start_types: set[str]) -> list[tuple[list[tuple[str, bool]], str, str]]:
+        """Relation paths from a mention's types: ([(relation, mention-side-is-head)], phrase, answer type)."""
+        out = []
+        frontier = [([], t, "") for t in start_types]
+        schema = self.kb.schema
+        for _hop in range(self.max_hops):
+            nxt = []
+            for steps, cls, phrase in frontier:
+                for head, rel, tail in self.edges:
+                    if head == cls:
+                        label, new = schema.relations[rel].label if rel in schema.relations else local_name(rel), tail
+                        step = (rel, True)
+                    elif tail == cls:
+                        label, new = schema.inverse_label(rel), head
+                        step = (rel, False)
+                    else:
+                        continue
+                    if steps and steps[-1][0] == rel and steps[-1][1] != step[1] and len(self.edges) > 1 and new == cls:
+                        pass  # "movies sharing X's director": same relation back, allowed
+                    text = (phrase + " " + label).strip()
+                    nxt.append((steps + [step], new, text))
+            out += [(s, p, c) for s, c, p in nxt]
+            frontier = nxt
+        return out
+
+    def __call__(self, query: str) -> TripletQuery:
+        mentions = self.linker.mentions(query, skip_words=self.schema_words)
+        notes = []
+        if not mentions:
+            return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
+        stripped = query
+        for m in sorted(mentions, key=lambda m: -m.start):
+            stripped = stripped[: m.start] + stripped[m.end :]
+        qvec = self.kb.embed_query(stripped)
+        wanted = self.answer_types(stripped)
+        # Mentions that share types share the relation choice (phenotype lists have dozens).
+        choice: dict[frozenset, tuple] = {}
+        triplets: list[Triplet] = []
+        answer_type = None
+        index = self.linker.index
+        for n, mention in enumerate(mentions):
+            types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
+            if not types:
+                continue
+            if types not in choice:
+                options = self.paths(set(types))
+                if not options:
+                    choice[types] = None
+                    continue
+                sims = self._vectors([p for _, p, _ in options]) @ qvec
+                best, best_score = None, -math.inf
+                for (steps, phrase, cls), sim in zip(options, sims):
+                    if wanted and cls not in wanted:
+                        continue
+                    score = float(sim) - self.hop_penalty * (len(steps) - 1)
+                    if score > best_score:
+                        best, best_score = (steps, phrase, cls), score
+                choice[types] = best
+                if best:
+                    notes.append(f"mentions of type {', '.join(sorted(local_name(t) for t in types))}: "
+                                 f"relation path '{best[1]}' → {local_name(best[2])} (score {best_score:.2f})")
+            best = choice[types]
+            if best is None:
+                continue
+            steps, _phrase, cls = best
+            answer_type = answer_type or cls
+            if cls != answer_type:
+                continue  # a mention leading to another answer type is not about the answer
+            const = End(mention.text)
+            prev: End = const
+            for i, (rel, mention_is_head) in enumerate(steps):
+                nxt = End("?x") if i == len(steps) - 1 else End(f"?m{n}_{i}")
+                head, tail = (prev, nxt) if mention_is_head else (nxt, prev)
+                triplets.append(Triplet(head, rel, tail, negated=mention.negated))
+                prev = nxt
+        return TripletQuery(query, triplets, "?x", answer_type, "offline", notes)
+
+
+class FourStep(Stage):
+    """4StepFocus as a retrieval stage (``--method 4step``)."""
+
+    def __init__(self, kb, generator=None, mode: str = "soft", k: int = 100, types: Sequence[str] | None = None,
+                 fallback: Stage | None = None, reranker=None, linker: Linker | None = None,
+                 sparql_limit: int = 20000, timeout: float = 10.0) -> None:
+        if mode not in ("soft", "strict"):
+            raise KqeError("4StepFocus mode must be soft or strict")
+        self.kb = kb
+        self.linker = linker or Linker(kb)
+        self.generator = generator or OfflineTriplets(kb, self.linker)
+        self.mode = mode
+        self.k = k
+        self.types = sorted(kb.resolve_types(types)) if types else None
+        self.fallback = fallback
+        self.reranker = reranker
+        self.sparql_limit = sparql_limit
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"FourStep({getattr(self.generator, 'name', 'llm')}, {self.mode})"
+
+    def link(self, tq: TripletQuery) -> tuple[dict[tuple[str, str | None], list[str]], dict[str, list[dict]]]:
+        linked, shown = {}, {}
+        for const in tq.constants():
+            types = self.kb.schema.subclasses(const.type) if const.type else None
+            cands = self.linker.link(const.text, types)
+            linked[(const.text, const.type)] = [c.iri for c in cands]
+            shown[const.text] = [{"iri": c.iri, "name": c.name, "score": round(c.score, 3), "how": c.how} for c in cands]
+        return linked, shown
+
+    def candidates(self, tq: TripletQuery, compiled: Compiled) -> tuple[dict[str, float], dict[str, list]]:
+        rows = run(self.kb.store, compiled, self.timeout)
+        answer = compiled.answer.lstrip("?")
+        if compiled.mode == "strict":
+            support = {r[answer]: [r] for r in rows if answer in r}
+            return {iri: 1.0 for iri in support}, support
+        by_unit: dict[int, set[str]] = defaultdict(set)
+        bindings: dict[str, list] = defaultdict(list)
+        for r in rows:
+            if answer in r:
+                by_unit[int(r["unit"])].add(r[answer])
+                bindings[r[answer]].append(r)
+        total = max(len(self.kb.manifest.get("counts", {})) and self.kb.manifest["counts"].get("nodes", 1), 1)
+        scores: dict[str, float] = defaultdict(float)
+        for unit, iris in by_unit.items():
+            weight = math.log(1 + total / len(iris))  # rarer paths say more (an IDF over candidates)
+            sign = -0.5 if compiled.units[unit].negated else 1.0
+            for iri in iris:
+                scores[iri] += sign * weight
+        return dict(scores), dict(bindings)
+
+    def similarity(self, text: str, iris: list[str]) -> dict[str, float]:
+        if not iris:
+            return {}
+        if self.kb.has_embeddings:
+            rows = [(i, self.kb.dense.row.get(i)) for i in iris]
+            rows = [(i, r) for i, r in rows if r is not None]
+            if rows:
+                q = self.kb.embed_query(text)
+                sims = np.asarray(self.kb.dense.vectors)[[r for _, r in rows]] @ q
+                return {i: float(s) for (i, _), s in zip(rows, sims)}
+        bm25 = dict(self.kb.text_index.search(text, 2000, self.types))
+        top = max(bm25.values(), default=1.0) or 1.0
+        return {i: bm25.get(i, 0.0) / top for i in iris}
+
+    def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
+        tq = normalise(self.generator(text), self.kb.schema)
+        explain: dict = {"triplets": tq.to_json(), "mode": self.mode}
+        scores: dict[str, float] = {}
+        support: dict[str, list] = {}
+        if tq.triplets:
+            linked, shown = self.link(tq)
+            explain["linked"] = shown
+            compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
+            explain["sparql"] = compiled.sparql
+            try:
+                scores, support = self.candidates(tq, compiled)
+            except KqeError as exc:
+                explain["error"] = str(exc)
+        if self.types and scores:
+            allowed = set(self.types)
+            index = self.linker.index
+            scores = {i: s for i, s in scores.items() if index.types.get(i, frozenset()) & allowed}
+        sims = self.similarity(text, list(scores))
+        ordered = sorted(scores, key=lambda i: (-round(scores[i], 9), -sims.get(i, 0.0), i))[: self.k]
+        hits = [Hit(qid, iri, scores[iri] + sims.get(iri, 0.0) * 1e-3, rank) for rank, iri in enumerate(ordered)]
+        explain["candidates"] = len(scores)
+        explain["support"] = {iri: support.get(iri, [])[:5] for iri in ordered[:20]}
+        if self.fallback is not None and len(hits) < self.k:
+            seen = set(ordered)
+            extra = [h for h in self.fallback.search(text, qid) if h.iri not in seen][: self.k - len(hits)]
+            floor = min((h.score for h in hits), default=0.0) - 1.0
+            hits += [Hit(qid, h.iri, floor - (j + 1) / (len(extra) + 1), len(hits) + j) for j, h in enumerate(extra)]
+            explain["topped_up"] = len(extra)
+        if self.reranker is not None and hits:
+            hits, note = self.reranker.rerank(text, hits)
+            explain["rerank"] = note
+        return hits, explain
+
+    def transform(self, batch: Batch) -> Batch:
+        out = Batch(batch.queries, {}, dict(batch.explain))
+        for q in batch.queries:
+            hits, explain = self._one(q.qid, q.text)
+            out.hits[q.qid] = hits
+            out.explain[q.qid] = explain
+        return out
