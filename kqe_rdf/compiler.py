@@ -86,8 +86,9 @@ def relation_path(schema: Schema, relation_iri: str, head_type: str | None, tail
 
 
 def _declared_forward(schema: Schema, rel) -> bool:
-    """Of a relation and its inverse, the stored one is the one the KB uses (``forward`` set by usage)."""
-    return rel.iri in schema.stored_relations if schema.stored_relations else rel.iri < (rel.inverse or "")
+    """Of a relation and its inverse, the stored one: what the KB's edges use, else the one the ontology
+    does not declare as ``owl:inverseOf`` the other."""
+    return rel.iri in schema.stored_relations if schema.stored_relations else not rel.virtual
 
 
 def _compatible(schema: Schema, a: str, b: str) -> bool:
@@ -112,9 +113,10 @@ def _triplet_pattern(schema: Schema, t: Triplet, names: dict[tuple[str, str | No
     return f"  {term(t.head)} {path} {term(t.tail)} ."
 
 
-def _types(schema: Schema, tq: TripletQuery) -> str:
+def _types(schema: Schema, tq: TripletQuery, answer_only: bool = False) -> str:
+    """Type constraints; soft mode constrains only the answer (other variables live inside one path)."""
     wanted: dict[str, str] = {}
-    for t in tq.triplets:
+    for t in [] if answer_only else tq.triplets:
         for end in (t.head, t.tail):
             if end.is_variable and end.type:
                 wanted.setdefault(_var(end.text), end.type)
@@ -210,7 +212,9 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
     sub = TripletQuery(tq.query, usable, tq.answer, tq.answer_type, tq.source)
     constants = {names[k]: linked[k] for k in used_keys}
     if mode == "strict":
-        patterns = "\n".join(_triplet_pattern(schema, t, names) for t in usable if not t.negated) if usable else "  FILTER(false)"
+        patterns = "\n".join(_triplet_pattern(schema, t, names) for t in usable if not t.negated)
+        if not usable:
+            patterns = "  FILTER(false)"
         bound = {v for t in usable if not t.negated for v in t.variables()} | {tq.answer}
         negations = "\n".join(
             "  FILTER NOT EXISTS {\n" + "\n".join("  " + _triplet_pattern(schema, t, names) for t in group) + "\n  }"
@@ -218,13 +222,13 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
         text = Template(_strip_comments(queries.load("fourstep_strict"))).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
                                                       types=_types(schema, sub), limit=limit)
         return Compiled(text.strip(), mode, answer, units(sub), constants)
-    unit_list = [u for u in units(sub) if not u.negated]
+    unit_list = units(sub)
     blocks = []
     for i, unit in enumerate(unit_list):
         body = "\n".join(_triplet_pattern(schema, t, names) for t in unit.triplets)
         blocks.append(f"  {{\n{body}\n    BIND({i} AS ?unit)\n  }}")
     text = Template(_strip_comments(queries.load("fourstep_soft"))).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
-                                                types=_types(schema, sub), limit=limit)
+                                                types=_types(schema, sub, answer_only=True), limit=limit)
     return Compiled(text.strip(), mode, answer, unit_list, constants)
 
 

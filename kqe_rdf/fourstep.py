@@ -25,7 +25,7 @@ import numpy as np
 
 from .compiler import Compiled, compile_query, run
 from .errors import KqeError
-from .linking import Linker, Mention
+from .linking import _NEGATION, Linker
 from .ontology import local_name
 from .retrieval import Batch, Hit, Stage, ranking
 from .triplets import End, Triplet, TripletQuery, normalise
@@ -95,43 +95,63 @@ class OfflineTriplets:
             everywhere |= classes_at(i, 1)
         return everywhere
 
-    def paths(self, start_types: set[str]) -> list[tuple[list[tuple[str, bool]], str, str]]:
-        """Relation paths from a mention's types: ([(relation, mention-side-is-head)], phrase, answer type)."""
-        out = []
-        frontier = [([], t, "") for t in start_types]
+    def paths(self, start_types: set[str]) -> list[tuple[list[tuple[str, bool]], list[str], str]]:
+        """Relation paths from a mention's types: ([(relation, mention side is head)], hop phrases, answer type).
+
+        A hop is phrased by the relation's label when the walk follows the
+        stored direction, by its inverse label otherwise ("directed by" vs
+        "directed"), so a path's phrases say its direction.
+        """
         schema = self.kb.schema
+        out = []
+        frontier: list[tuple[list, str, list[str]]] = [([], t, []) for t in start_types]
         for _hop in range(self.max_hops):
             nxt = []
-            for steps, cls, phrase in frontier:
+            for steps, cls, phrases in frontier:
                 for head, rel, tail in self.edges:
-                    if head == cls:
-                        label, new = schema.relations[rel].label if rel in schema.relations else local_name(rel), tail
-                        step = (rel, True)
-                    elif tail == cls:
-                        label, new = schema.inverse_label(rel), head
-                        step = (rel, False)
-                    else:
-                        continue
-                    if steps and steps[-1][0] == rel and steps[-1][1] != step[1] and len(self.edges) > 1 and new == cls:
-                        pass  # "movies sharing X's director": same relation back, allowed
-                    text = (phrase + " " + label).strip()
-                    nxt.append((steps + [step], new, text))
-            out += [(s, p, c) for s, c, p in nxt]
+                    for forward in (True, False):
+                        if (head if forward else tail) != cls:
+                            continue
+                        if forward:
+                            label = schema.relations[rel].label if rel in schema.relations else local_name(rel)
+                        else:
+                            label = schema.inverse_label(rel)
+                        nxt.append((steps + [(rel, forward)], tail if forward else head, phrases + [label]))
+            out += [(st, ph, c) for st, c, ph in nxt]
             frontier = nxt
         return out
+
+    def choose_path(self, types: frozenset, qvec: np.ndarray, wanted: set[str]):
+        """The best path: every hop must fit the question (minimum hop similarity), fewer hops preferred."""
+        best, best_score = None, -math.inf
+        options = [o for o in self.paths(set(types)) if not wanted or o[2] in wanted]
+        if not options:
+            return None, best_score
+        phrases = sorted({p for _, ph, _ in options for p in ph} | {" ".join(ph) for _, ph, _ in options})
+        sims = dict(zip(phrases, self._vectors(phrases) @ qvec))
+        for steps, hop_phrases, cls in options:
+            # Every hop must fit (the weakest hop) and the whole path should cover the question.
+            weakest = min(float(sims[p]) for p in hop_phrases)
+            score = (weakest + float(sims[" ".join(hop_phrases)])) / 2 - self.hop_penalty * (len(steps) - 1)
+            if score > best_score:
+                best, best_score = (steps, " / ".join(hop_phrases), cls), score
+        return best, best_score
 
     def __call__(self, query: str) -> TripletQuery:
         mentions = self.linker.mentions(query, skip_words=self.schema_words)
         notes = []
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
+        # The relation is read from what the query says about its positive mentions:
+        # mentions and negated sentences ("D and E were not observed") are taken out.
         stripped = query
         for m in sorted(mentions, key=lambda m: -m.start):
             stripped = stripped[: m.start] + stripped[m.end :]
-        qvec = self.kb.embed_query(stripped)
+        positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
+        qvec = self.kb.embed_query(positive)
         wanted = self.answer_types(stripped)
         # Mentions that share types share the relation choice (phenotype lists have dozens).
-        choice: dict[frozenset, tuple] = {}
+        choice: dict[frozenset, tuple | None] = {}
         triplets: list[Triplet] = []
         answer_type = None
         index = self.linker.index
@@ -140,22 +160,11 @@ class OfflineTriplets:
             if not types:
                 continue
             if types not in choice:
-                options = self.paths(set(types))
-                if not options:
-                    choice[types] = None
-                    continue
-                sims = self._vectors([p for _, p, _ in options]) @ qvec
-                best, best_score = None, -math.inf
-                for (steps, phrase, cls), sim in zip(options, sims):
-                    if wanted and cls not in wanted:
-                        continue
-                    score = float(sim) - self.hop_penalty * (len(steps) - 1)
-                    if score > best_score:
-                        best, best_score = (steps, phrase, cls), score
+                best, score = self.choose_path(types, qvec, wanted)
                 choice[types] = best
                 if best:
                     notes.append(f"mentions of type {', '.join(sorted(local_name(t) for t in types))}: "
-                                 f"relation path '{best[1]}' → {local_name(best[2])} (score {best_score:.2f})")
+                                 f"relation path '{best[1]}' → {local_name(best[2])} (score {score:.2f})")
             best = choice[types]
             if best is None:
                 continue

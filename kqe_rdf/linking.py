@@ -28,6 +28,15 @@ def normalise_name(text: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
+def singular(key: str) -> str:
+    """English plural of the last word undone ("seizures" → "seizure", "allergies" → "allergy")."""
+    if key.endswith("ies") and len(key) > 4:
+        return key[:-3] + "y"
+    if key.endswith("s") and not key.endswith("ss") and len(key) > 3:
+        return key[:-1]
+    return key
+
+
 @dataclass(frozen=True)
 class Candidate:
     iri: str
@@ -65,7 +74,7 @@ class NameIndex:
             self.types[iri] = self.types.get(iri, frozenset()) | {row["type"].value}
 
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
-        iris = self.by_name.get(key, ())
+        iris = self.by_name.get(key) or self.by_name.get(singular(key), ())
         return sorted(i for i in iris if types is None or self.types.get(i, frozenset()) & types)
 
 

@@ -47,6 +47,8 @@ class Relation(Term):
     range: str | None = None
     inverse: str | None = None
     transitive: bool = False
+    #: Declared as ``owl:inverseOf`` another property: a reading direction, not stored in the data.
+    virtual: bool = False
 
 
 @dataclass
@@ -102,6 +104,7 @@ class Schema:
                 range=text(row["range"]) or None,
                 inverse=text(row["inverse"]) or None,
                 transitive=row["transitive"] is not None,
+                virtual=row["virtual"] is not None,
             )
         for row in rows("schema_class_cues"):
             cues = schema.class_cues.setdefault(row["class"].value, [])

@@ -1,0 +1,180 @@
+"""Entity linking: names as users (or an LLM) write them → nodes of the tiny movie and disease KBs.
+
+``Linker.link`` links one constant (exact name or alias, then fuzzy, then BM25
+over names); ``Linker.mentions`` finds the names inside a whole question, for
+the offline triplet generator.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures_kb import bio_kb, movie_kb, names, node  # noqa: F401 - fixtures
+from kqe_rdf.fourstep import OfflineTriplets
+from kqe_rdf.linking import Linker, normalise_name
+
+M = "https://w3id.org/kqe/metaqa#"
+
+
+@pytest.fixture(scope="module")
+def movies(movie_kb) -> Linker:
+    return Linker(movie_kb)
+
+
+@pytest.fixture(scope="module")
+def diseases(bio_kb) -> Linker:
+    return Linker(bio_kb)
+
+
+def linked(kb, candidates) -> list[tuple[str, str]]:
+    """(source id, how) of each candidate, best first."""
+    return [(names(kb, [c.iri])[0], c.how) for c in candidates]
+
+
+# ------------------------------------------------------------------- link()
+
+
+def test_names_are_normalised_for_matching():
+    assert normalise_name("Crohn's disease") == "crohn s disease"
+    assert normalise_name("  AMÉLIE!! ") == "amelie"
+    assert normalise_name("?!") == ""
+
+
+@pytest.mark.parametrize("written", ["Kismet", "KISMET!", "kismet.", "  Kismet  "])
+def test_an_exact_name_links_whatever_its_case_and_punctuation(movie_kb, movies, written):
+    [candidate] = movies.link(written)
+    assert candidate.iri == node(movie_kb, "Kismet")
+    assert (candidate.name, candidate.score, candidate.how) == ("Kismet", 1.0, "exact")
+
+
+def test_accents_are_folded(movie_kb, movies):
+    assert linked(movie_kb, movies.link("amelie")) == [("Amélie", "exact")]
+    assert linked(movie_kb, movies.link("AMÉLIE")) == [("Amélie", "exact")]
+
+
+def test_an_alias_links_like_the_name(bio_kb, diseases):
+    # HPO EXACT synonyms become aliases
+    assert linked(bio_kb, diseases.link("tall forehead")) == [("HP:0000348", "exact")]
+    [candidate] = diseases.link("Epileptic seizure")
+    assert candidate.iri == node(bio_kb, "HP:0001250") and candidate.name == "Seizure"
+
+
+@pytest.mark.parametrize("typo, name", [("Unforgivn", "Unforgiven"), ("Blade Runer", "Blade Runner")])
+def test_a_typo_links_by_fuzzy_match(movie_kb, movies, typo, name):
+    [candidate] = movies.link(typo)
+    assert candidate.iri == node(movie_kb, name) and candidate.how == "fuzzy"
+    assert 0.9 <= candidate.score < 1.0
+
+
+@pytest.mark.parametrize("partial, name", [("Seventh Seal", "The Seventh Seal"),
+                                           ("Hunchback", "The Hunchback of Notre Dame")])
+def test_part_of_a_name_falls_back_to_bm25_over_names(movie_kb, movies, partial, name):
+    candidates = movies.link(partial)
+    assert linked(movie_kb, candidates)[0] == (name, "bm25")
+    assert candidates[0].score == pytest.approx(0.8)  # BM25 is trusted less than a name match
+
+
+@pytest.mark.parametrize("text", ["zzzz qqqq", "", "!!!"])
+def test_text_that_names_nothing_links_to_nothing(movies, text):
+    assert movies.link(text) == []
+
+
+def test_a_type_restricts_the_candidates(movie_kb, movies):
+    # "Heat" is a movie, "heat" a user tag: both kept as alternatives unless a type says which
+    assert sorted(linked(movie_kb, movies.link("heat"))) == [("Heat", "exact"), ("heat", "exact")]
+    assert linked(movie_kb, movies.link("heat", [f"{M}Movie"])) == [("Heat", "exact")]
+    assert linked(movie_kb, movies.link("heat", [f"{M}Tag"])) == [("heat", "exact")]
+    # the restriction holds in every step: no person found through BM25 when a movie is wanted
+    assert linked(movie_kb, movies.link("Dieterle")) == [("William Dieterle", "bm25")]
+    assert movies.link("Dieterle", [f"{M}Movie"]) == []
+    assert movies.link("Unforgivn", [f"{M}Person"]) == []
+
+
+def test_several_alternatives_are_kept_up_to_the_limit(movie_kb):
+    both = Linker(movie_kb).link("Clint Eastwood")
+    assert sorted(linked(movie_kb, both)) == [("Clint Eastwood", "exact"), ("clint eastwood", "exact")]
+    assert len(Linker(movie_kb, alternatives=1).link("Clint Eastwood")) == 1
+    # BM25 keeps its runners-up too, scored below the best
+    scores = [c.score for c in Linker(movie_kb, alternatives=3).link("the seventh")]
+    assert len(scores) > 1 and scores == sorted(scores, reverse=True)
+
+
+# --------------------------------------------------------------- mentions()
+
+
+def test_mentions_are_the_longest_names_in_the_question(movie_kb, movies):
+    query = "who wrote Taxi Driver"
+    [mention] = movies.mentions(query)
+    assert (mention.text, query[mention.start : mention.end]) == ("Taxi Driver", "Taxi Driver")
+    assert linked(movie_kb, mention.candidates) == [("Taxi Driver", "exact")]  # not the tag "taxi"
+    assert [m.text for m in movies.mentions("movies tagged taxi")] == ["taxi"]
+    # stopwords inside a name are part of it
+    assert [m.text for m in movies.mentions("when was the hunchback of notre dame released")] == [
+        "the hunchback of notre dame"
+    ]
+
+
+def test_mentions_come_in_the_order_of_the_question(movies):
+    query = "movies with Al Pacino and Robert De Niro"
+    found = movies.mentions(query)
+    assert [m.text for m in found] == ["Al Pacino", "Robert De Niro"]
+    assert [query[m.start : m.end] for m in found] == ["Al Pacino", "Robert De Niro"]
+    assert not any(m.negated for m in found)
+
+
+def test_a_mention_keeps_every_node_of_its_name(movie_kb, movies):
+    [mention] = movies.mentions("what genre is Heat")
+    assert sorted(linked(movie_kb, mention.candidates)) == [("Heat", "exact"), ("heat", "exact")]
+
+
+def test_schema_words_alone_are_not_mentions(movie_kb, movies):
+    words = OfflineTriplets(movie_kb).schema_words  # class cues and relation labels of the ontology
+    assert {"director", "movies", "who", "directed"} <= words
+    query = "who is the director of Kismet"
+    assert [m.text for m in movies.mentions(query)] == ["director", "Kismet"]  # the tag "director"
+    assert [m.text for m in movies.mentions(query, skip_words=words)] == ["Kismet"]
+
+
+def test_a_mistyped_name_of_several_words_is_found_by_fuzzy_match(movie_kb, movies):
+    [mention] = movies.mentions("who directed Blade Runer")
+    assert mention.text == "Blade Runer"
+    assert linked(movie_kb, mention.candidates) == [("Blade Runner", "fuzzy")]
+
+
+def test_a_negation_cue_marks_the_mentions_of_its_sentence_negated(diseases):
+    found = diseases.mentions("High forehead. Seizure and intellectual disability were not observed.")
+    assert [(m.text, m.negated) for m in found] == [
+        ("High forehead", False), ("Seizure", True), ("intellectual disability", True)]
+    assert [(m.text, m.negated) for m in diseases.mentions("No seizure. Tall forehead.")] == [
+        ("seizure", True), ("Tall forehead", False)]
+    assert [m.negated for m in diseases.mentions("Seen without intellectual disability")] == [True]
+
+
+def test_a_question_naming_nothing_has_no_mentions(movies):
+    assert movies.mentions("tell me something nice") == []
+    assert movies.mentions("") == []
+
+
+# ------------------------------------------------ known weaknesses (offline)
+
+
+@pytest.mark.xfail(strict=True, reason="a negation cue negates its whole sentence, also mentions before it")
+def test_a_negation_cue_negates_only_what_follows_it(diseases):
+    found = diseases.mentions("High forehead but no seizure")
+    assert [(m.text, m.negated) for m in found] == [("High forehead", False), ("seizure", True)]
+
+
+def test_a_plural_names_the_node(diseases):
+    assert [m.text for m in diseases.mentions("Seizures were not observed.")] == ["Seizures"]
+
+
+@pytest.mark.xfail(strict=True, reason="fuzzy mentions need two words, and are only tried when no name matched exactly")
+@pytest.mark.parametrize("query", ["who directed Unforgivn", "Kismet and Blade Runer"])
+def test_every_mistyped_name_is_found(movies, query):
+    assert len(movies.mentions(query)) == len(query.split(" and "))
+
+
+@pytest.mark.xfail(strict=True, reason="BM25 over names matches stopwords such as 'the', and scores are relative to "
+                   "the best hit, so the best of nothing still scores 0.8")
+def test_bm25_linking_ignores_stopwords(movies):
+    assert movies.link("the one with a pilot") == []
