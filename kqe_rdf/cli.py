@@ -35,7 +35,28 @@ def _progress():
     return Progress(_console())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _UserError(click.ClickException):
+    """A :class:`~kqe_rdf.errors.KqeError`: one line on stderr, no traceback, exit status 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class _Commands(click.Group):
+    # Here rather than only in main(), so that every way of running the group (the console script,
+    # CliRunner, cli() from Python) reports errors a user can act on the same way.
+    def invoke(self, ctx):
+        from .errors import KqeError
+
+        try:
+            return super().invoke(ctx)
+        except KqeError as exc:
+            raise _UserError(str(exc)) from None
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="kqe-rdf")
 def cli() -> None:
     """Semi-structured retrieval over RDF knowledge graphs (Oxigraph + Tantivy + ONNX)."""
@@ -153,7 +174,8 @@ def _open_kb(kb_path, **overrides):
 @cli.command()
 @click.argument("text")
 @KB_OPTION
-@click.option("--method", "-m", default="bm25", show_default=True, help="bm25, dense, hybrid or prf.")
+@click.option("--method", "-m", default="bm25", show_default=True,
+              help="bm25, dense, hybrid, prf, 4step or 4step-offline.")
 @click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
 @click.option("--k", "k", type=int, default=10, show_default=True, help="Number of results.")
 @click.option("--strict/--soft", "strict", default=None,
@@ -208,7 +230,8 @@ def _print_explain(how):
     if how.get("sparql"):
         console.print("[bold]SPARQL[/]")
         console.print(Syntax(how["sparql"], "sparql", word_wrap=True))
-    console.print(f"{how.get('candidates', 0)} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the fallback")
+    if "candidates" in how:  # `triplets` only compiles the query; it does not run it
+        console.print(f"{how['candidates']} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the fallback")
     for iri, rows in list(how.get("support", {}).items())[:5]:
         console.print(f"  {iri}: {rows}")
     if how.get("error"):
@@ -223,11 +246,11 @@ def _print_explain(how):
 def triplets(text, kb_path, strict, as_json):
     """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
     from .compiler import compile_query
-    from .fourstep import FourStep
+    from .retrieval import pipeline
     from .triplets import normalise
 
-    kb, settings = _open_kb(kb_path)
-    stage = FourStep(kb, mode="strict" if strict else "soft")
+    kb, settings = _open_kb(kb_path, fourstep_mode="strict" if strict else "soft")
+    stage = pipeline("4step", kb, settings, settings.k)  # the reader `search --method 4step` uses (LLM or offline)
     tq = normalise(stage.generator(text), kb.schema)
     linked, shown = stage.link(tq)
     compiled = compile_query(kb.schema, tq, linked, stage.mode, stage.sparql_limit)
@@ -295,7 +318,7 @@ def sparql(query, kb_path, fmt):
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @KB_OPTION
 @click.option("--method", "-m", "methods", multiple=True, default=["bm25"], show_default=True,
-              help="Retrieval method (repeatable): bm25, dense, hybrid, prf.")
+              help="Retrieval method (repeatable): bm25, dense, hybrid, prf, 4step, 4step-offline.")
 @click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
 @click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query.")

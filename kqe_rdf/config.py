@@ -47,6 +47,9 @@ class Settings:
     prf_original_weight: float = 0.5
     #: 4StepFocus: "soft" (rank by satisfied triplet paths) or "strict" (all triplets must hold).
     fourstep_mode: str = "soft"
+    #: 4StepFocus: let the LLM rerank the top ``rerank_depth`` results (needs an LLM).
+    rerank: bool = False
+    rerank_depth: int = 10
     #: What to do with an edge whose end is not a node of the KB: "skip" (counted) or "fail".
     on_unknown_edge: str = "skip"
     #: The LLM: an OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama). With neither a base URL nor a
@@ -130,6 +133,9 @@ class Settings:
             if name not in known:
                 raise KqeError(f"unknown setting {name!r}; known: {', '.join(sorted(known))}")
             kind = type(getattr(defaults, name))
+            if kind is bool:
+                out[name] = _boolean(name, value)
+                continue
             try:
                 # No silent truncation or re-typing of TOML values: `k = 2.5` or `k = true` is an error.
                 if isinstance(value, bool) or (kind is int and isinstance(value, float)) or (
@@ -139,3 +145,15 @@ class Settings:
             except (TypeError, ValueError):
                 raise KqeError(f"setting {name} must be a {kind.__name__}, got {value!r}") from None
         return dataclasses.replace(defaults, **out)
+
+
+def _boolean(name: str, value: object) -> bool:
+    """true/false from TOML, or yes/no, true/false, 1/0, on/off from the environment."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise KqeError(f"setting {name} must be true or false, got {value!r}")

@@ -29,6 +29,9 @@ class MethodResult:
     per_query: dict[str, dict[str, float]]
     seconds: float
     run: list[ScoredHit] = field(repr=False, default_factory=list)
+    #: LLM calls and tokens of this method's run (None for methods that use no LLM).
+    llm_usage: dict | None = None
+    described: str = ""
 
 
 @dataclass
@@ -41,8 +44,16 @@ class Evaluation:
     results: list[MethodResult]
 
     def table(self) -> list[dict[str, object]]:
-        return [{"method": r.method, **{k: round(v, 4) for k, v in r.metrics.items()},
-                 "queries/s": round(self.queries / r.seconds, 2) if r.seconds else None} for r in self.results]
+        rows = []
+        for r in self.results:
+            row = {"method": r.method, **{k: round(v, 4) for k, v in r.metrics.items()},
+                   "queries/s": round(self.queries / r.seconds, 2) if r.seconds else None}
+            if r.llm_usage is not None:
+                n = max(self.queries, 1)
+                row["llm calls/query"] = round(r.llm_usage["calls"] / n, 2)
+                row["llm tokens/query"] = round((r.llm_usage["prompt_tokens"] + r.llm_usage["completion_tokens"]) / n, 1)
+            rows.append(row)
+        return rows
 
 
 def gold_qrels(kb, queryset: QuerySet) -> tuple[dict[str, dict[str, int]], int]:
@@ -86,6 +97,8 @@ def evaluate(
     results = []
     for method in methods:
         stage = pipeline(method, kb, settings, depth, types)
+        llm = getattr(stage, "llm", None)
+        before = llm.usage.as_dict() if llm is not None else None
         run: list[ScoredHit] = []
         started = time.perf_counter()
         with progress.task(f"{method} on {queryset.name}", total=len(queries), unit="queries") as tick:
@@ -104,5 +117,9 @@ def evaluate(
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             write_trec_run(run, run_dir / f"{queryset.name}.{method}.run", tag=f"kqe-{method}")
-        results.append(MethodResult(method, metrics, per_query, seconds, run))
+        usage = None
+        if llm is not None:
+            after = llm.usage.as_dict()
+            usage = {key: after[key] - before.get(key, 0) for key in after if isinstance(after[key], (int, float))}
+        results.append(MethodResult(method, metrics, per_query, seconds, run, usage, repr(stage)))
     return Evaluation(queryset.name, len(queries), answerable, unresolved, dict(queryset.skipped), results)

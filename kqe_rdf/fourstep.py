@@ -182,6 +182,81 @@ class OfflineTriplets:
         return TripletQuery(query, triplets, "?x", answer_type, "offline", notes)
 
 
+class LLMTriplets:
+    """Triplets from an LLM given the ontology's document structure; the offline reading when the
+    LLM fails or says nothing usable (the explanation says which happened)."""
+
+    def __init__(self, kb, llm, offline: OfflineTriplets | None = None) -> None:
+        self.kb = kb
+        self.llm = llm
+        self.offline = offline or OfflineTriplets(kb)
+        self.name = f"llm:{llm.model}"
+
+    def __call__(self, query: str) -> TripletQuery:
+        from .llm import LLMError
+        from .prompts import triplet_messages
+        from .triplets import TRIPLETS_SCHEMA, from_json
+
+        try:
+            with self.llm.budget():
+                result = self.llm.json(triplet_messages(self.kb.schema.describe_for_prompt(), query),
+                                       TRIPLETS_SCHEMA, name="triplets")
+        except LLMError as exc:
+            return self._fallback(query, f"LLM failed ({exc})")
+        if not result.ok:
+            return self._fallback(query, f"LLM answer unusable ({result.error})")
+        tq = from_json(result.value, query, self.name)
+        usable = normalise(tq, self.kb.schema)
+        if not usable.triplets:
+            why = "; ".join(usable.notes) or "it gave no triplets"
+            return self._fallback(query, f"LLM gave no triplet the ontology can express ({why})")
+        return tq
+
+    def _fallback(self, query: str, why: str) -> TripletQuery:
+        tq = self.offline(query)
+        tq.notes.insert(0, why + "; the offline reading is used")
+        tq.source = "offline (after LLM failure)"
+        return tq
+
+
+class LLMReranker:
+    """An LLM orders the top ``depth`` results by their documents; any failure keeps the order."""
+
+    def __init__(self, kb, llm, depth: int = 10) -> None:
+        self.kb, self.llm, self.depth = kb, llm, depth
+
+    def rerank(self, query: str, hits: list[Hit]) -> tuple[list[Hit], str]:
+        from .llm import LLMError
+        from .prompts import rerank_messages
+
+        top, rest = hits[: self.depth], hits[self.depth :]
+        schema = {"type": "object", "required": ["ranking"],
+                  "properties": {"ranking": {"type": "array", "items": {"type": "integer"}}}}
+        try:
+            with self.llm.budget():
+                result = self.llm.json(rerank_messages(query, [self.kb.document(h.iri).text for h in top]), schema,
+                                       name="ranking")
+        except LLMError as exc:
+            return hits, f"reranker failed ({exc}); order kept"
+        if not result.ok:
+            return hits, f"reranker answer unusable ({result.error}); order kept"
+        order = []
+        for number in result.value["ranking"]:
+            if isinstance(number, float) and number.is_integer():
+                number = int(number)
+            if isinstance(number, int) and 1 <= number <= len(top) and number - 1 not in order:
+                order.append(number - 1)
+        if not order:
+            return hits, "reranker named no shown candidate; order kept"
+        order += [i for i in range(len(top)) if i not in order]
+        reranked = [top[i] for i in order] + rest
+        qid = hits[0].qid
+        top_score = max(h.score for h in hits)
+        out = [Hit(qid, h.iri, top_score + (len(reranked) - r) if r < len(top) else h.score, r)
+               for r, h in enumerate(reranked)]
+        return out, f"reranked the top {len(top)} by {self.llm.model}"
+
+
 class FourStep(Stage):
     """4StepFocus as a retrieval stage (``--method 4step``)."""
 
@@ -200,6 +275,7 @@ class FourStep(Stage):
         self.reranker = reranker
         self.sparql_limit = sparql_limit
         self.timeout = timeout
+        self.llm = getattr(generator, "llm", None)
 
     def __repr__(self) -> str:
         return f"FourStep({getattr(self.generator, 'name', 'llm')}, {self.mode})"

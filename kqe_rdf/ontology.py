@@ -181,6 +181,21 @@ class Schema:
                     changed = True
         return out
 
+    def describe_for_prompt(self) -> str:
+        """The document structure an LLM needs: node types, and the stored relations with their
+        direction and how they read backwards."""
+        lines = ["Node types:"]
+        lines += [f"- {c.name}: {c.comment or c.label}" for c in self.classes.values()]
+        lines.append("Relations (name: head type -> tail type; meaning):")
+        for r in self.relations.values():
+            if r.virtual or (self.stored_relations and r.iri not in self.stored_relations):
+                continue
+            dom = local_name(r.domain) if r.domain else "Node"
+            rng = local_name(r.range) if r.range else "Node"
+            lines.append(f"- {r.name}: {dom} -> {rng}; \"{dom} {r.label} {rng}\" "
+                         f"(read backwards: \"{rng} {self.inverse_label(r.iri)} {dom}\")")
+        return "\n".join(lines)
+
     def describe(self) -> str:
         """The document structure as text: node types, fields, relations with direction."""
         lines = ["Node types:"]

@@ -122,7 +122,7 @@ class RRFusion(Stage):
 
     def __init__(self, stages: Sequence[Stage], k: int = 60, depth: int | None = None) -> None:
         self.stages = list(stages)
-        self.k = k
+        self.constant = k  # the RRF constant, not a result count
         self.depth = depth
 
     def transform(self, batch: Batch) -> Batch:
@@ -131,7 +131,7 @@ class RRFusion(Stage):
             out = stage(Batch(batch.queries, dict(batch.hits)))
             for q in batch.queries:
                 for hit in out.ranked(q.qid)[: self.depth]:
-                    fused[q.qid][hit.iri] += 1.0 / (self.k + hit.rank + 1)
+                    fused[q.qid][hit.iri] += 1.0 / (self.constant + hit.rank + 1)
         return Batch(batch.queries, {qid: ranking(qid, list(c.items())) for qid, c in fused.items()})
 
     def __repr__(self) -> str:
@@ -259,15 +259,28 @@ def _prf(kb, settings, k, types):
     return RM3(kb, k, types, settings.prf_docs, settings.prf_terms, settings.prf_original_weight)
 
 
-def _fourstep(kb, settings, k, types, mode=None):
-    from .fourstep import FourStep
+def _fourstep(kb, settings, k, types, offline: bool = False):
+    """4StepFocus: with the configured LLM if there is one (else, and for ``4step-offline``, offline)."""
+    from .fourstep import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
+    from .llm import LLM
 
     fallback = _hybrid(kb, settings, k, types) if kb.has_embeddings else BM25(kb, k, types)
-    return FourStep(kb, mode=mode or settings.fourstep_mode, k=k, types=types, fallback=fallback)
+    llm = None if offline else LLM.from_settings(settings)
+    generator = LLMTriplets(kb, llm) if llm else OfflineTriplets(kb)
+    reranker = LLMReranker(kb, llm, settings.rerank_depth) if llm and settings.rerank else None
+    stage = FourStep(kb, generator, mode=settings.fourstep_mode, k=k, types=types, fallback=fallback,
+                     reranker=reranker)
+    stage.llm = llm
+    return stage
+
+
+def _fourstep_offline(kb, settings, k, types):
+    return _fourstep(kb, settings, k, types, offline=True)
 
 
 #: Method name → pipeline factory ``(kb, settings, k, types) -> Stage``.
-METHODS: dict[str, Callable] = {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid, "prf": _prf, "4step": _fourstep}
+METHODS: dict[str, Callable] = {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid, "prf": _prf, "4step": _fourstep,
+                                 "4step-offline": _fourstep_offline}
 
 
 def pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> Stage:

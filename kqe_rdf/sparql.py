@@ -14,7 +14,8 @@ import re
 from .errors import SparqlError
 
 _POSITION = re.compile(r"error at (\d+):(\d+): (.*)", re.S)
-_FORMS = ["SELECT", "CONSTRUCT", "ASK", "DESCRIBE", "INSERT", "DELETE", "WITH", "LOAD", "CLEAR", "DROP", "CREATE", "ADD", "MOVE", "COPY"]
+_FORMS = ["SELECT", "CONSTRUCT", "ASK", "DESCRIBE"]
+_UPDATES = ["INSERT", "DELETE", "WITH", "LOAD", "CLEAR", "DROP", "CREATE", "ADD", "MOVE", "COPY"]
 _QUOTED = re.compile(r'"([^"]+)"|\b([A-Z]{2,})\b')
 
 
@@ -30,7 +31,9 @@ def explain_syntax_error(query: str, message: str) -> str:
     near = word.group(0) if word else ""
     body = re.sub(r"(?is)^\s*((PREFIX\s+[\w-]*:\s*<[^>]*>|BASE\s*<[^>]*>)\s*)*", "", query)
     first = (re.match(r"\w+", body) or [""])[0]
-    if first and first.upper() not in _FORMS:
+    if first and first.upper() in _UPDATES:
+        cause = "this is a SPARQL update; only queries (SELECT, CONSTRUCT, ASK, DESCRIBE) run here — the KB is read-only"
+    elif first and first.upper() not in _FORMS:
         close = difflib.get_close_matches(first.upper(), _FORMS, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         cause = f"a query starts with SELECT, CONSTRUCT, ASK or DESCRIBE after its PREFIX lines, not {first!r}{hint}"
