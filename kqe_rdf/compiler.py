@@ -205,30 +205,46 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
     usable = _anchored([t for t in tq.triplets
                         if all(e.is_variable or linked.get((e.text, e.type)) for e in (t.head, t.tail))])
     used_keys = {(e.text, e.type) for t in usable for e in (t.head, t.tail) if not e.is_variable}
-    values = "\n".join(
-        f"  VALUES {names[k]} {{ {' '.join(str(NamedNode(i)) for i in linked[k])} }}" for k in sorted(used_keys, key=lambda k: names[k]))
+    # Each constant's VALUES sits right before the first pattern that uses it, inside that pattern's
+    # group: top-level VALUES for many constants would be joined as a cartesian product first.
+    def with_values(triplets: list[Triplet], declared: set) -> str:
+        lines = []
+        for t in triplets:
+            for e in (t.head, t.tail):
+                key = (e.text, e.type)
+                if not e.is_variable and key not in declared:
+                    declared.add(key)
+                    lines.append(f"  VALUES {names[key]} {{ {' '.join(str(NamedNode(i)) for i in linked[key])} }}")
+            lines.append(_triplet_pattern(schema, t, names))
+        return "\n".join(lines)
+
+    values = ""
     answer = _var(tq.answer)
     select = " ".join([answer] + [names[k] for k in sorted(used_keys, key=lambda k: names[k])])
     sub = TripletQuery(tq.query, usable, tq.answer, tq.answer_type, tq.source)
     constants = {names[k]: linked[k] for k in used_keys}
     if mode == "strict":
-        patterns = "\n".join(_triplet_pattern(schema, t, names) for t in usable if not t.negated)
+        declared: set = set()
+        patterns = with_values([t for t in usable if not t.negated], declared)
         if not usable:
             patterns = "  FILTER(false)"
         bound = {v for t in usable if not t.negated for v in t.variables()} | {tq.answer}
         negations = "\n".join(
-            "  FILTER NOT EXISTS {\n" + "\n".join("  " + _triplet_pattern(schema, t, names) for t in group) + "\n  }"
+            "  FILTER NOT EXISTS {\n" + with_values(group, set(declared)) + "\n  }"
             for group in _groups([t for t in usable if t.negated], bound))
         text = Template(_strip_comments(queries.load("fourstep_strict"))).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
                                                       types=_types(schema, sub), limit=limit)
         return Compiled(text.strip(), mode, answer, units(sub), constants)
     unit_list = units(sub)
+    answer_types = _types(schema, sub, answer_only=True)
     blocks = []
     for i, unit in enumerate(unit_list):
-        body = "\n".join(_triplet_pattern(schema, t, names) for t in unit.triplets)
+        body = with_values(unit.triplets, set())
+        if answer_types:  # inside each path: outside, the type join would drive the paths from every node
+            body += "\n" + answer_types
         blocks.append(f"  {{\n{body}\n    BIND({i} AS ?unit)\n  }}")
     text = Template(_strip_comments(queries.load("fourstep_soft"))).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
-                                                types=_types(schema, sub, answer_only=True), limit=limit)
+                                                types="", limit=limit)
     return Compiled(text.strip(), mode, answer, unit_list, constants)
 
 

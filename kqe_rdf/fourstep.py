@@ -262,7 +262,7 @@ class FourStep(Stage):
 
     def __init__(self, kb, generator=None, mode: str = "soft", k: int = 100, types: Sequence[str] | None = None,
                  fallback: Stage | None = None, reranker=None, linker: Linker | None = None,
-                 sparql_limit: int = 20000, timeout: float = 10.0) -> None:
+                 sparql_limit: int = 20000, timeout: float = 10.0, negation_weight: float = 0.1) -> None:
         if mode not in ("soft", "strict"):
             raise KqeError("4StepFocus mode must be soft or strict")
         self.kb = kb
@@ -275,6 +275,9 @@ class FourStep(Stage):
         self.reranker = reranker
         self.sparql_limit = sparql_limit
         self.timeout = timeout
+        #: How much a satisfied negated path ("X was not observed") costs, relative to a positive one.
+        #: Small: a disease's annotations list what *can* occur, so a patient's absent sign is weak evidence.
+        self.negation_weight = negation_weight
         self.llm = getattr(generator, "llm", None)
 
     def __repr__(self) -> str:
@@ -283,11 +286,27 @@ class FourStep(Stage):
     def link(self, tq: TripletQuery) -> tuple[dict[tuple[str, str | None], list[str]], dict[str, list[dict]]]:
         linked, shown = {}, {}
         for const in tq.constants():
-            types = self.kb.schema.subclasses(const.type) if const.type else None
+            cls = const.type or self.expected_type(tq, const)
+            types = self.kb.schema.subclasses(cls) if cls else None
             cands = self.linker.link(const.text, types)
             linked[(const.text, const.type)] = [c.iri for c in cands]
             shown[const.text] = [{"iri": c.iri, "name": c.name, "score": round(c.score, 3), "how": c.how} for c in cands]
         return linked, shown
+
+    def expected_type(self, tq: TripletQuery, const: End) -> str | None:
+        """The class the ontology expects at a constant's end of its triplet (range for a tail,
+        domain for a head; swapped for an inverse relation), so "ectopia lentis" as the tail of
+        hasPhenotype links to the phenotype, not to the disease of the same name."""
+        schema = self.kb.schema
+        for t in tq.triplets:
+            rel = schema.relations.get(t.relation)
+            if rel is None:
+                continue
+            if t.tail == const:
+                return rel.range
+            if t.head == const:
+                return rel.domain
+        return None
 
     def candidates(self, tq: TripletQuery, compiled: Compiled) -> tuple[dict[str, float], dict[str, list]]:
         rows = run(self.kb.store, compiled, self.timeout)
@@ -305,7 +324,7 @@ class FourStep(Stage):
         scores: dict[str, float] = defaultdict(float)
         for unit, iris in by_unit.items():
             weight = math.log(1 + total / len(iris))  # rarer paths say more (an IDF over candidates)
-            sign = -0.5 if compiled.units[unit].negated else 1.0
+            sign = -self.negation_weight if compiled.units[unit].negated else 1.0
             for iri in iris:
                 scores[iri] += sign * weight
         return dict(scores), dict(bindings)
