@@ -438,6 +438,9 @@ class LLM:
         if schema is not None and "json_schema" not in self._unsupported:
             formats.append(("json_schema", {"type": "json_schema", "json_schema": {
                 "name": re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "answer", "schema": dict(schema)}}))
+        if schema is not None and "json_object+schema" not in self._unsupported:
+            # llama.cpp's servers constrain generation to a schema given beside json_object.
+            formats.append(("json_object+schema", {"type": "json_object", "schema": dict(schema)}))
         if "json_object" not in self._unsupported:
             formats.append(("json_object", {"type": "json_object"}))
         formats.append(("text", None))
@@ -450,7 +453,7 @@ class LLM:
             try:
                 return self._call(request, budget, count_failure=False)
             except LLMError as exc:
-                if kind == "text" or exc.status not in (400, 415, 422) or not _FORMAT_REJECTED.search(exc.detail):
+                if kind == "text" or exc.status not in (400, 415, 422, 500) or not _FORMAT_REJECTED.search(exc.detail):
                     self._account(Usage(failures=1), budget)
                     raise
                 log.info("%s does not take response_format %s (%s); falling back", self.base_url, kind, exc)
@@ -523,7 +526,11 @@ class LLM:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 message = _error_message(exc)
-                if not (status in (408, 409, 425, 429) or status >= 500):
+                # Some servers (llama-cpp-python) answer an unsupported response_format with a 500:
+                # that is a refusal, not a transient fault, so it is not retried.
+                format_refused = "response_format" in request and "response_format" in message \
+                    and _FORMAT_REJECTED.search(message) is not None
+                if format_refused or not (status in (408, 409, 425, 429) or status >= 500):
                     raise LLMError(self._explain(status, message), status, message) from None
                 problem = f"HTTP {status}: {message}"
                 retry_after = _retry_after(exc)

@@ -159,19 +159,30 @@ def test_json_schema_unsupported_falls_back_to_json_object(llm, chat_server):
     assert llm.json(PROMPT, SCHEMA).value == {"diseases": ["Marfan syndrome"]}
     assert [r["response_format"]["type"] for r in chat_server.requests] == ["json_schema", "json_object"]
     assert llm.usage.calls == 1 and llm.usage.failures == 0
-    # Remembered: the next structured call goes straight to JSON mode.
+    # JSON mode carries the schema (llama.cpp's servers constrain generation with it) ...
+    assert chat_server.requests[1]["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    # ... and the refusal is remembered: the next structured call goes straight to JSON mode.
     assert llm.json("Which disease explains joint hypermobility?", SCHEMA).ok
-    assert chat_server.requests[2]["response_format"] == {"type": "json_object"}
+    assert chat_server.requests[2]["response_format"]["type"] == "json_object"
 
 
 def test_no_json_mode_at_all_falls_back_to_an_instruction(llm, chat_server):
     chat_server.script(error(400, "Unsupported value: 'response_format.type' json_schema"),
+                       error(400, "Unrecognized field 'schema' in response_format"),
                        error(400, "json_object response format not supported"),
                        'Here it is: {"diseases": ["Marfan syndrome"]}')
     result = llm.json(PROMPT, SCHEMA)
     assert result.ok and result.value == {"diseases": ["Marfan syndrome"]}
-    assert "response_format" not in chat_server.requests[2]
-    assert "conforms to this JSON Schema" in chat_server.requests[2]["messages"][-1]["content"]
+    assert "response_format" not in chat_server.requests[3]
+    assert "conforms to this JSON Schema" in chat_server.requests[3]["messages"][-1]["content"]
+
+
+def test_a_500_refusing_the_response_format_is_not_retried_but_falls_back(llm, chat_server):
+    """llama-cpp-python answers an unsupported json_schema with HTTP 500 and a validation error."""
+    chat_server.script(error(500, "1 validation error: ('body', 'response_format', 'type') Input should be "
+                                  "'text' or 'json_object'"), '{"diseases": ["Marfan syndrome"]}')
+    assert llm.json(PROMPT, SCHEMA).value == {"diseases": ["Marfan syndrome"]}
+    assert [r["response_format"]["type"] for r in chat_server.requests] == ["json_schema", "json_object"]
 
 
 def test_a_cached_fallback_answer_is_found_by_a_new_instance(make_llm, chat_server):
