@@ -320,6 +320,8 @@ def sparql(query, kb_path, fmt):
 @click.option("--method", "-m", "methods", multiple=True, default=["bm25"], show_default=True,
               help="Retrieval method (repeatable): bm25, dense, hybrid, prf, 4step, 4step-offline.")
 @click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
+@click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
 @click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query.")
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
@@ -327,7 +329,8 @@ def sparql(query, kb_path, fmt):
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None,
               help="Write per-query metrics as JSON Lines here.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def eval_command(queryset, paths, kb_path, methods, limit, types, depth, rel, run_dir, per_query_path, as_json):
+def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, depth, rel, run_dir, per_query_path,
+                 as_json):
     """Evaluate retrieval methods on a QUERYSET read from PATHS (STaRK and TREC metrics).
 
     \b
@@ -339,6 +342,12 @@ def eval_command(queryset, paths, kb_path, methods, limit, types, depth, rel, ru
 
     kb, settings = _open_kb(kb_path)
     qs = load(queryset, *paths, limit=limit)
+    if sample is not None and sample < len(qs):
+        import random
+
+        picked = sorted(random.Random(seed).sample(range(len(qs)), sample))
+        qs.queries = [qs.queries[i] for i in picked]
+        qs.name += f" (random sample of {sample}, seed {seed})"
     result = evaluate(kb, qs, methods, settings, depth, list(types) or None, rel, progress=_progress(),
                       run_dir=run_dir)
     if per_query_path is not None:
