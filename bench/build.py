@@ -207,8 +207,9 @@ def main() -> None:
           f"{ratio(rdflib_rate, sub_bulk_rate)} (Oxigraph is {sub_bulk_rate / rdflib_rate:.1f}× faster)")
 
     if args.doc:
+        quick_note = ", first 5,000 names (--quick)" if limit else ""
         body = f"""{env.markdown(harness.command_line())}
-- Data: MetaQA WikiMovies KB (`../shared/data/metaqa/kb_reconstructed.txt.gz`{', first 5,000 names (--quick)' if limit else ''}) through
+- Data: MetaQA WikiMovies KB (`../shared/data/metaqa/kb_reconstructed.txt.gz`{quick_note}) through
   `MetaQAImporter`: {facts}.
 - Runs: {runs} per row, interleaved (build, bulk load, subset bulk load, rdflib, then again); each
   run builds or loads into a fresh folder under the system temp dir. Ratios are of medians.

