@@ -93,8 +93,12 @@ class KnowledgeBase:
 
     @functools.lru_cache(maxsize=4096)
     def embed_query(self, text: str):
-        """One query's vector, cached: several stages of one pipeline embed the same text."""
-        return self.encoder.encode([text])[0]
+        """One query's vector, cached: several stages of one pipeline embed the same text.
+
+        The cached array is read-only, so no caller can change what the next one gets."""
+        vector = self.encoder.encode([text])[0]
+        vector.setflags(write=False)
+        return vector
 
     @property
     def has_embeddings(self) -> bool:
