@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path

@@ -189,14 +189,8 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
     batch = pipeline(method, kb, settings, k, list(types) or None).run(text)
-    hits = batch.ranked("q")
     how = batch.explain.get("q")
-    rows = []
-    for hit in hits:
-        doc = kb.document(hit.iri)
-        rows.append({"rank": hit.rank + 1, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
-                     "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
-                     "snippet": doc.text[:200]})
+    rows = _result_rows(kb, batch.ranked("q"))
     if as_json:
         out = {"query": text, "method": method, "results": rows}
         if explain:
@@ -206,6 +200,17 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
     _print_results(text, method, rows)
     if explain:
         _print_explain(how)
+
+
+def _result_rows(kb, hits) -> list[dict]:
+    """What a person or a program needs to know of each hit."""
+    rows = []
+    for hit in hits:
+        doc = kb.document(hit.iri)
+        rows.append({"rank": hit.rank + 1, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
+                     "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
+                     "snippet": doc.text[:200]})
+    return rows
 
 
 def _print_explain(how):
@@ -418,11 +423,7 @@ def demo(kb_path, dense):
         for method in methods:
             if method in ("dense", "hybrid") and types != ["Disease"]:
                 continue
-            hits = pipeline(method, kb, settings, 5, types).search(text)
-            rows = [{"rank": h.rank + 1, "iri": h.iri, "id": kb.document(h.iri).identifier,
-                     "name": kb.document(h.iri).name, "types": [kb.schema.label(t) for t in kb.document(h.iri).types],
-                     "score": h.score} for h in hits]
-            _print_results(text, method, rows)
+            _print_results(text, method, _result_rows(kb, pipeline(method, kb, settings, 5, types).search(text)))
         if i == 0:
             console.print(f"first answer {time.perf_counter() - started:.1f} s after start")
     if not dense:

@@ -27,7 +27,7 @@ from .compiler import Compiled, compile_query, run
 from .errors import KqeError
 from .linking import _NEGATION, Linker
 from .ontology import local_name
-from .retrieval import Batch, Hit, Stage, ranking
+from .retrieval import Batch, Hit, Stage
 from .triplets import End, Triplet, TripletQuery, normalise
 
 
@@ -320,7 +320,7 @@ class FourStep(Stage):
             if answer in r:
                 by_unit[int(r["unit"])].add(r[answer])
                 bindings[r[answer]].append(r)
-        total = max(len(self.kb.manifest.get("counts", {})) and self.kb.manifest["counts"].get("nodes", 1), 1)
+        total = max(self.kb.manifest.get("counts", {}).get("nodes", 1), 1)
         scores: dict[str, float] = defaultdict(float)
         for unit, iris in by_unit.items():
             weight = math.log(1 + total / len(iris))  # rarer paths say more (an IDF over candidates)

@@ -34,22 +34,23 @@ PREFIXES = {
 Term = NamedNode | Literal | BlankNode
 
 
+def _read(name: str, suffix: str) -> str:
+    path = resource_dir("queries") / f"{name}{suffix}"
+    if not path.is_file():
+        raise FileNotFoundError(f"no SPARQL file queries/{name}{suffix}")
+    return path.read_text(encoding="utf-8")
+
+
 @functools.cache
 def load(name: str) -> str:
     """The text of ``queries/<name>.rq``."""
-    path = resource_dir("queries") / f"{name}.rq"
-    if not path.is_file():
-        raise FileNotFoundError(f"no SPARQL file queries/{name}.rq")
-    return path.read_text(encoding="utf-8")
+    return _read(name, ".rq")
 
 
 @functools.cache
 def load_update(name: str) -> str:
     """The text of ``queries/<name>.ru`` (SPARQL Update)."""
-    path = resource_dir("queries") / f"{name}.ru"
-    if not path.is_file():
-        raise FileNotFoundError(f"no SPARQL update file queries/{name}.ru")
-    return path.read_text(encoding="utf-8")
+    return _read(name, ".ru")
 
 
 def with_values(query: str, **values: Sequence[Term] | Iterable[Term]) -> str:

@@ -12,7 +12,6 @@ both rankings by reciprocal rank fusion, ``a % 20`` keeps the top 20.
 from __future__ import annotations
 
 import copy
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
