@@ -221,6 +221,9 @@ def _print_explain(how):
     if not how:
         console.print("(this method keeps no explanation beyond the scores)")
         return
+    if "expansion" in how:
+        _print_expansion(how["expansion"])
+        return
     t = how.get("triplets", {})
     console.print(f"[bold]triplets[/] ({t.get('source')}; answer {t.get('answer')}"
                   f"{', type ' + t['answer_type'] if t.get('answer_type') else ''}):")
@@ -241,6 +244,8 @@ def _print_explain(how):
         console.print(f"  {iri}: {rows}")
     if how.get("error"):
         console.print(f"[red]error[/]: {how['error']}")
+    if how.get("seconds"):
+        console.print("time: " + ", ".join(f"{step} {sec * 1000:.1f} ms" for step, sec in how["seconds"].items()))
 
 
 @cli.command()
@@ -429,6 +434,229 @@ def demo(kb_path, dense):
     if not dense:
         console.print("dense and hybrid search need embeddings: `kqe-rdf demo --dense` or "
                       "`kqe-rdf kb embed --type Disease` (resumable)")
+
+
+# ---------------------------------------------------------------- question answering (kqe_rdf.answering)
+
+
+@cli.command()
+@click.argument("question")
+@KB_OPTION
+@click.option("--sources", default=None, metavar="kg,text,tables",
+              help="Evidence sources, comma-separated [default: qa_sources, i.e. kg,text,tables].")
+@click.option("--offline", is_flag=True, help="Read the intent and the answer without the LLM even if one is set.")
+@click.option("--evidence", "shown", type=int, default=5, show_default=True, help="Top evidence pieces to print.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (what the /answer endpoint returns).")
+def ask(question, kb_path, sources, offline, shown, as_json):
+    """Answer QUESTION from the KG, node text and registered tables, with the evidence it rests on."""
+    from .answering import answer
+
+    kb, settings = _open_kb(kb_path, qa_sources=sources)
+    result = answer(kb, settings, question, settings.qa_sources, offline=offline)
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    from rich.console import Console
+
+    console = Console()
+    console.print(f"[bold]answer[/]: {result.answer if result.answer is not None else '(none found)'}"
+                  + (f"  <{result.nodes[0]}>" if result.nodes else "") + f"  [dim]({result.method})[/]")
+    for piece in result.evidence:
+        console.print(f"  because [{piece.id}] {piece.text}", markup=False)
+    for flag in result.flags:
+        console.print(f"[yellow]flag[/]: {flag}")
+    intent = result.as_dict()["intent"]
+    console.print(f"[bold]intent[/] ({intent['source']}): answer type {', '.join(intent['answer_types']) or '?'}; "
+                  f"entities {', '.join(e['text'] for e in intent['entities']) or 'none'}; "
+                  f"relation {intent['relation']!r}"
+                  + (f"; time {', '.join(intent['time'])}" if intent["time"] else "")
+                  + (f"; location {', '.join(intent['location'])}" if intent["location"] else ""))
+    for note in intent["notes"]:
+        console.print(f"  note: {note}", markup=False)
+    stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items())
+    console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages}")
+    for rank, r in enumerate(result.top[:shown], start=1):
+        console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
+    others = ", ".join(f"{c.name} ({c.score:.2f})" for c in result.candidates[1:5])
+    if others:
+        console.print(f"other candidates: {others}", markup=False)
+
+
+@cli.group()
+def tables() -> None:
+    """Register CSV/TSV tables with a KB as evidence for `kqe-rdf ask`."""
+
+
+@tables.command("add")
+@click.argument("file", type=click.Path(path_type=Path))
+@KB_OPTION
+@click.option("--entity-column", required=True, help="The column whose cells name KG nodes (by id or name).")
+@click.option("--name", default=None, help="Name to register the table under [default: the file name].")
+@click.option("--delimiter", default=None, help="Cell separator [default: tab for .tsv/.tab, else comma].")
+@click.option("--replace", is_flag=True, help="Replace a table registered under the same name.")
+def tables_add(file, kb_path, entity_column, name, delimiter, replace):
+    """Register FILE (atomic: a failed add leaves the registered tables as they were)."""
+    from .answering.tables import register_table
+
+    kb, _settings = _open_kb(kb_path)
+    info = register_table(kb, file, entity_column, name, delimiter, replace)
+    click.echo(f"registered table {info['name']!r}: {info['rows']:,} rows, {info['linked_rows']:,} linked to KG "
+               f"nodes through {info['entity_column']!r}")
+    if info["unlinked_examples"]:
+        click.echo(f"  not linked (first {len(info['unlinked_examples'])}): {', '.join(info['unlinked_examples'])}")
+
+
+@tables.command("list")
+@KB_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def tables_list(kb_path, as_json):
+    """List the tables registered with the KB."""
+    from .answering.tables import list_tables
+
+    kb, _settings = _open_kb(kb_path)
+    found = list_tables(kb.path)
+    if as_json:
+        click.echo(json.dumps(found, indent=2))
+        return
+    if not found:
+        click.echo("no tables registered; add one with `kqe-rdf tables add FILE --entity-column C`")
+    for info in found:
+        click.echo(f"{info['name']}: {info['rows']:,} rows ({info['linked_rows']:,} linked), columns "
+                   f"{', '.join(info['columns'])}; entity column {info['entity_column']!r}; from {info['source']}")
+
+
+# ---------------------------------------------------------------- the knowledge service and external links
+
+
+@cli.command()
+@KB_OPTION
+@click.option("--host", default=None, help="Address to listen on [default: server_host, 127.0.0.1].")
+@click.option("--port", type=int, default=None, help="Port [default: server_port, 7878].")
+@click.option("--query-timeout", type=float, default=None, help="Seconds per query before a 503 [default: 30].")
+@click.option("--result-cap", type=int, default=None, help="Most rows per SPARQL response [default: 10000].")
+@click.option("--update-token", default=None, envvar="KQE_SERVER_UPDATE_TOKEN",
+              help="Enable /update for requests sending `Authorization: Bearer TOKEN` (off without it).")
+@click.option("--service-allow", default=None, metavar="URLS",
+              help="SERVICE endpoints queries may call, space- or comma-separated (none by default).")
+@click.option("--cors", "cors_origins", default=None, metavar="ORIGINS", help="CORS origins to allow (off by default).")
+def serve(kb_path, host, port, query_timeout, result_cap, update_token, service_allow, cors_origins):
+    """Serve the KB: SPARQL 1.1 endpoint (/sparql), REST API (/search, /triplets, ...) and a web page (/)."""
+    from .server import serve as run_server
+
+    kb, settings = _open_kb(kb_path, server_host=host, server_port=port, server_query_timeout=query_timeout,
+                            server_result_cap=result_cap, server_update_token=update_token,
+                            server_service_allow=service_allow, server_cors_origins=cors_origins)
+    _console().print(f"serving {kb.path} on http://{settings.server_host}:{settings.server_port}/ "
+                     f"(SPARQL at /sparql; updates {'on' if settings.server_update_token else 'off'})")
+    run_server(kb, settings)
+
+
+@cli.command()
+@KB_OPTION
+@click.option("--endpoint", required=True, help="SPARQL 1.1 query URL of the external KG.")
+@click.option("--type", "types", multiple=True, help="Link only nodes of this local class (repeatable).")
+@click.option("--match", type=click.Choice(["label", "label+type"]), default="label", show_default=True,
+              help="Match by label alone, or require the external item to have a --target-type class.")
+@click.option("--target-type", "targets", multiple=True, metavar="IRI",
+              help="External class a good match has, e.g. http://www.wikidata.org/entity/Q12136 (repeatable).")
+@click.option("--predicate", type=click.Choice(["exactMatch", "sameAs"]), default="exactMatch", show_default=True,
+              help="Write links as skos:exactMatch or owl:sameAs.")
+@click.option("--language", default="en", show_default=True, help="Language tag of external labels ('' for none).")
+@click.option("--min-confidence", type=float, default=None, help="Confidence a link needs [default: 0.8].")
+@click.option("--rate", type=float, default=None, help="Requests per second to the endpoint [default: 2].")
+@click.option("--limit", type=int, default=None, help="Look up at most N more nodes in this run.")
+@click.option("--restart", is_flag=True, help="Forget earlier progress for this endpoint and start over.")
+@click.option("--write/--no-write", default=True, show_default=True,
+              help="Write the accepted links into the KB's links graph (one transaction).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def link(kb_path, endpoint, types, match, targets, predicate, language, min_confidence, rate, limit, restart, write,
+         as_json):
+    """Find owl:sameAs / skos:exactMatch links from KB nodes to an external SPARQL endpoint (resumable)."""
+    from datetime import datetime, timezone
+
+    from .links import PREDICATES, accepted_links, find_links, link_quads, write_links
+
+    started = datetime.now(timezone.utc)
+    kb, settings = _open_kb(kb_path, link_rate=rate, link_min_confidence=min_confidence)
+    run = find_links(kb, endpoint, types, match, targets, language, limit, settings, restart)
+    accepted = accepted_links(Path(run.progress_file), settings.link_min_confidence)
+    run.accepted = len(accepted)
+    run.examples = [{"node": n, **best} for n, best in accepted[:5]]
+    if write and accepted:
+        command = " ".join(["kqe-rdf link --endpoint", endpoint, "--match", match, *(f"--type {t}" for t in types),
+                            *(f"--target-type {t}" for t in targets), "--predicate", predicate])
+        write_links(kb.path, run.graph, link_quads(run.graph, endpoint, accepted, PREDICATES[predicate], started,
+                                                   command))
+        run.written = True
+    if as_json:
+        click.echo(json.dumps(run.as_dict(), indent=2))
+        return
+    click.echo(f"{run.looked_up} node(s) looked up in {run.requests} request(s) ({run.done_before} done earlier, "
+               f"{run.nodes} in all); {run.with_candidates} with candidates; {run.accepted} link(s) accepted"
+               + (f", written to graph <{run.graph}>" if run.written else ""))
+    click.echo(f"progress (resumable): {run.progress_file}")
+
+
+# ---------------------------------------------------------------- query expansion (kqe_rdf.expansion)
+
+
+@cli.command()
+@click.argument("text")
+@KB_OPTION
+@click.option("--method", "-m", default="kar", show_default=True,
+              help="kar, hyde, rar, agr, prf, q2d or lkqe; add -offline to kar/lkqe (and kar-nokg, "
+                   "kar-namefilter) to run without the LLM.")
+@click.option("--type", "types", multiple=True, help="Node class the query asks for (the query pseudo-entity's).")
+@click.option("--hops", type=int, default=None, help="KAR: hops of relation propagation, 1 or 2 [default: 1].")
+@click.option("--neighbours", type=int, default=None, help="KAR: neighbours kept by filtering [default: 10].")
+@click.option("--expansions", type=int, default=None, help="KAR: expansions the LLM writes [default: 3].")
+@click.option("--show-context", is_flag=True, help="Also print the knowledge the expansion came from.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (the whole expansion).")
+def expand(text, kb_path, method, types, hops, neighbours, expansions, show_context, as_json):
+    """Expand TEXT with METHOD and print the expanded query (and, with --show-context, its knowledge)."""
+    from .expansion import expand as run_expansion
+
+    kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions)
+    exp = run_expansion(kb, settings, text, method, list(types) or None)
+    if as_json:
+        click.echo(json.dumps(exp.as_dict(), indent=2))
+        return
+    click.echo(exp.expanded)
+    if show_context:
+        _print_expansion(exp.as_dict())
+
+
+def _print_expansion(exp: dict) -> None:
+    """The knowledge behind an expansion, for `expand --show-context` and `search --explain`."""
+    from rich.console import Console
+
+    console = Console()
+    console.print(f"[bold]{exp['method']}[/] ({exp['llm']})", highlight=False)
+    for entity in exp["entities"]:
+        nodes = "; ".join(f"{n['name']} <{n['iri']}> {n['score']} ({n['link']})" for n in entity["nodes"]) or "nothing"
+        console.print(f"[bold]entity[/] {entity['text']!r} ({entity['found_by']}) → {nodes}", markup=True, highlight=False)
+    for n in exp["neighbours"]:
+        head, tail = (n["from_name"], n["name"]) if n["direction"] == "out" else (n["name"], n["from_name"])
+        console.print(f"[bold]neighbour[/] {n['score']:.3f} hop {n['hop']}: ({head}) --{n['relation']}--> ({tail})",
+                      highlight=False)
+    if exp["passages"]:
+        console.print(f"[bold]passages[/]: {', '.join(exp['passages'])}", highlight=False)
+    for t in exp["triples"]:
+        console.print(f"[bold]triple[/] ({t['origin']}) {t['head']} | {t['relation']} | {t['tail']}"
+                      + (f"  ← {t['passage']}" if t.get("passage") else ""), markup=True, highlight=False)
+    if exp["graph"]:
+        console.print(f"triples stored in graph <{exp['graph']}> (KB/expansions)", highlight=False)
+    if exp["context"]:
+        console.print(f"[bold]context[/] ({exp['context_tokens']} tokens):", highlight=False)
+        for line in exp["context"]:
+            console.print(f"  {line}", markup=False, highlight=False)
+    for i, e in enumerate(exp["expansions"], start=1):
+        console.print(f"[bold]expansion {i}[/]: {e}", highlight=False)
+    if exp["llm_usage"]:
+        u = exp["llm_usage"]
+        console.print(f"LLM: {u['calls']} call(s), {u['cache_hits']} cached, {u['total_tokens']} tokens")
+    for note in exp["notes"]:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 def main() -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -257,6 +258,19 @@ class LLMReranker:
         return out, f"reranked the top {len(top)} by {self.llm.model}"
 
 
+class _Clock:
+    """Seconds spent in each step of one query, kept in its explanation (and read by bench/fourstep.py)."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        self.laps[step] = round(self.laps.get(step, 0.0) + now - self._last, 6)
+        self._last = now
+
+
 class FourStep(Stage):
     """4StepFocus as a retrieval stage (``--method 4step``)."""
 
@@ -344,8 +358,10 @@ class FourStep(Stage):
         return {i: bm25.get(i, 0.0) / top for i in iris}
 
     def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
+        clock = _Clock()
         tq = normalise(self.generator(text), self.kb.schema)
-        explain: dict = {"triplets": tq.to_json(), "mode": self.mode}
+        clock.lap("triplets")
+        explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
         scores: dict[str, float] = {}
         support: dict[str, list] = {}
         if tq.triplets:
@@ -353,10 +369,12 @@ class FourStep(Stage):
             explain["linked"] = shown
             compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
             explain["sparql"] = compiled.sparql
+            clock.lap("linking")
             try:
                 scores, support = self.candidates(tq, compiled)
             except KqeError as exc:
                 explain["error"] = str(exc)
+            clock.lap("sparql")
         if self.types and scores:
             allowed = set(self.types)
             index = self.linker.index
@@ -372,9 +390,11 @@ class FourStep(Stage):
             floor = min((h.score for h in hits), default=0.0) - 1.0
             hits += [Hit(qid, h.iri, floor - (j + 1) / (len(extra) + 1), len(hits) + j) for j, h in enumerate(extra)]
             explain["topped_up"] = len(extra)
+        clock.lap("ranking")
         if self.reranker is not None and hits:
             hits, note = self.reranker.rerank(text, hits)
             explain["rerank"] = note
+            clock.lap("rerank")
         return hits, explain
 
     def transform(self, batch: Batch) -> Batch:

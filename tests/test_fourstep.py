@@ -80,6 +80,12 @@ def test_a_one_hop_question_ranks_its_answers_first(movie_kb, fourstep, question
     assert [h.rank for h in hits] == list(range(K))
 
 
+def test_the_explanation_says_where_the_time_went(fourstep):
+    seconds = fourstep.run("who directed Kismet").explain["q"]["seconds"]
+    assert list(seconds) == ["triplets", "linking", "sparql", "ranking"]
+    assert all(s >= 0 for s in seconds.values())
+
+
 @pytest.mark.parametrize("question, gold", [
     pytest.param("who is the director of Kismet", {"William Dieterle"}, marks=pytest.mark.xfail(
         strict=True, reason="offline relation choice by phrase similarity: 'who is the director of' is closer "
