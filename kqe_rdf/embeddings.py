@@ -10,6 +10,8 @@ on two cores. Pooling is the mean over the attention mask, then L2.
 
 from __future__ import annotations
 
+import functools
+
 import importlib.util
 import json
 import os
@@ -166,7 +168,10 @@ class DenseIndex:
         """Per query: (IRI, cosine) best first; ties broken by row order so results are stable."""
         if len(self.iris) == 0 or k <= 0:
             return [[] for _ in range(len(query_vectors))]
-        scores = np.asarray(query_vectors, dtype=np.float32) @ np.asarray(self.vectors).T
+        # One BLAS thread: a matrix-vector product is memory-bound, and OpenBLAS threads spinning beside ONNX
+        # Runtime's made dense queries ~1.8x slower on two cores (docs/benchmarks.md, retrieval section).
+        with _blas().limit(limits=1, user_api="blas"):
+            scores = np.asarray(query_vectors, dtype=np.float32) @ np.asarray(self.vectors).T
         if mask is not None:
             scores = np.where(mask[None, :], scores, -np.inf)
         out = []
@@ -183,6 +188,13 @@ class DenseIndex:
     def vector(self, iri: str) -> np.ndarray | None:
         row = self.row.get(iri)
         return None if row is None else np.asarray(self.vectors[row])
+
+
+@functools.lru_cache(maxsize=1)
+def _blas():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarray, model_id: str,
