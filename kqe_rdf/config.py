@@ -72,6 +72,88 @@ class Settings:
     #: Per-query budget that `LLM.budget()` opens: calls and prompt+completion tokens (0: unlimited).
     llm_max_calls_per_query: int = 0
     llm_max_tokens_per_query: int = 0
+    #: `kqe-rdf serve`: address to listen on (loopback by default; the KB is served read-only).
+    server_host: str = "127.0.0.1"
+    server_port: int = 7878
+    #: Seconds a SPARQL query or search may run before the client gets 503 (the query itself cannot be
+    #: cancelled once Oxigraph evaluates it, so it runs on in its worker slot until it ends).
+    server_query_timeout: float = 30.0
+    #: Most solutions (or triples) one SPARQL response carries; more are cut and the response says so.
+    server_result_cap: int = 10000
+    #: Largest request body or query string accepted (bytes); larger requests get 413.
+    server_max_request_bytes: int = 1_000_000
+    #: Queries evaluated at once (worker threads); further requests wait, then get 503 when all stay busy.
+    server_query_slots: int = 4
+    #: SPARQL Update on /update is off unless this token is set; requests must send `Authorization: Bearer TOKEN`.
+    server_update_token: str = dataclasses.field(default="", repr=False)
+    #: SERVICE endpoints a query may call, space- or comma-separated exact URLs (others are refused:
+    #: SERVICE to arbitrary hosts is server-side request forgery). `urn:kqe:search` is always allowed.
+    server_service_allow: str = ""
+    #: Origins allowed by CORS, space- or comma-separated ("*" for any); empty: CORS off.
+    server_cors_origins: str = ""
+    #: `kqe-rdf link`: requests per second to the external endpoint, seconds per request, and the
+    #: confidence a candidate needs to be written as a link.
+    link_rate: float = 2.0
+    link_timeout: float = 30.0
+    link_min_confidence: float = 0.8
+    #: A remote SPARQL 1.1 query URL holding the KB's triples instead of the embedded store (indexes stay
+    #: local; see kqe_rdf/store.py), and seconds per request to it. Empty: the embedded Oxigraph store.
+    store_endpoint: str = ""
+    store_timeout: float = 60.0
+    #: Query expansion (`kqe-rdf expand`, methods kar*, hyde, q2d, rar, agr, prf-docs, lkqe*).
+    #: KAR: hops of relation propagation (1 or 2; the second hop grows only from the best first-hop
+    #: neighbours), neighbours kept by document-based filtering, expansions the LLM writes, and the
+    #: final retriever over the expanded query ("dense", "bm25" or "hybrid"; bm25 when the KB has no embeddings).
+    kar_hops: int = 1
+    kar_neighbours: int = 10
+    kar_expansions: int = 3
+    kar_final: str = "dense"
+    #: KAR: neighbours fetched per node, relation and hop (the SPARQL LIMIT that keeps hubs fast), and
+    #: documents encoded per query for neighbours the KB holds no embedding of (the rest go unscored).
+    kar_fanout: int = 1000
+    kar_encode: int = 32
+    #: KAR: tokens of a document encoded on the fly (the stored embeddings keep embedding_max_tokens).
+    kar_encode_tokens: int = 128
+    #: KAR: nodes each entity resolves to, nodes the query itself (a pseudo-entity) resolves to by the
+    #: final retriever, and entities taken from a query at most.
+    kar_entity_nodes: int = 1
+    kar_query_nodes: int = 1
+    kar_max_entities: int = 12
+    #: Tokens (about 4 characters each) of knowledge an expansion may use: KAR's document triples, the
+    #: passages of PRF and RAR; and completion tokens per expansion call of the LLM.
+    expansion_context_tokens: int = 600
+    expansion_max_tokens: int = 256
+    #: Passages PRF, RAR and AGR read (top of the final retriever on the unexpanded query).
+    expansion_docs: int = 3
+    #: LKQE: BM25 passages read, key sentences kept, expansion length at most this many times the query's
+    #: words, times the query is repeated in the final BM25 query, and whether per-query triples are stored
+    #: as named graphs in <kb>/expansions/.
+    lkqe_docs: int = 8
+    lkqe_sentences: int = 5
+    lkqe_max_ratio: int = 15
+    lkqe_query_repeat: int = 3
+    lkqe_store: bool = True
+    #: Question answering (`kqe-rdf ask`, `/answer`): the sources used by default (comma-separated subset
+    #: of kg,text,tables), BM25 pool size, the pruning stages after it (comma-separated, each smaller), and
+    #: the weights of BM25, dense similarity and entity overlap in each stage's fusion. Dense similarity is
+    #: computed once at most qa_dense_depth pieces remain (encoding costs about 4 ms per sentence on 2 cores).
+    qa_sources: str = "kg,text,tables"
+    qa_pool_size: int = 1000
+    qa_prune_stages: str = "100,30"
+    qa_bm25_weight: float = 1.0
+    qa_dense_weight: float = 1.0
+    qa_entity_weight: float = 1.0
+    #: ... and of answer-type match (a piece names an entity of the question's answer type).
+    qa_type_weight: float = 1.0
+    qa_dense_depth: int = 100
+    #: KG evidence: edges walked from the question's entities, nodes the walk goes on from per hop (those of
+    #: the best-fitting facts), and facts read per node (keeps hubs such as "Drama" from flooding the pool).
+    qa_kg_hops: int = 3
+    qa_expand_nodes: int = 30
+    qa_facts_per_node: int = 100
+    #: Text and table evidence: the best BM25 sentences of the whole KB, and table rows, added per question.
+    qa_text_hits: int = 100
+    qa_table_hits: int = 100
 
     def __post_init__(self) -> None:
         # Checked here, not where a value is first used, so a bad value fails before a long build starts.
@@ -96,6 +178,47 @@ class Settings:
         if self.llm_base_url and not self.llm_base_url.startswith(("http://", "https://")):
             raise KqeError(f"setting llm_base_url must be an http(s) URL such as http://localhost:8000/v1, "
                            f"got {self.llm_base_url!r}")
+        for name in ("kar_neighbours", "kar_expansions", "kar_fanout", "kar_entity_nodes", "kar_max_entities",
+                     "kar_encode_tokens",
+                     "expansion_context_tokens", "expansion_max_tokens", "lkqe_docs", "lkqe_sentences",
+                     "lkqe_max_ratio", "lkqe_query_repeat"):
+            if getattr(self, name) < 1:
+                raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
+        for name in ("kar_encode", "kar_query_nodes", "expansion_docs"):
+            if getattr(self, name) < 0:
+                raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
+        if self.kar_hops not in (1, 2):
+            raise KqeError(f"setting kar_hops must be 1 or 2, got {self.kar_hops!r}")
+        if self.kar_final not in ("dense", "bm25", "hybrid"):
+            raise KqeError(f"setting kar_final must be 'dense', 'bm25' or 'hybrid', got {self.kar_final!r}")
+        for name in ("qa_pool_size", "qa_kg_hops", "qa_expand_nodes", "qa_facts_per_node"):
+            if getattr(self, name) < 1:
+                raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
+        for name in ("qa_bm25_weight", "qa_dense_weight", "qa_entity_weight", "qa_type_weight", "qa_dense_depth",
+                     "qa_text_hits", "qa_table_hits"):
+            if getattr(self, name) < 0:
+                raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
+        unknown = set(self.qa_source_list) - {"kg", "text", "tables"}
+        if unknown or not self.qa_source_list:
+            raise KqeError(f"setting qa_sources must name some of kg, text, tables; got {self.qa_sources!r}")
+        stages = self.qa_stages
+        if any(b >= a for a, b in zip([self.qa_pool_size, *stages], stages)) or any(k < 1 for k in stages):
+            raise KqeError(f"setting qa_prune_stages must be positive sizes, each smaller than the one before and "
+                           f"than qa_pool_size ({self.qa_pool_size}), e.g. '100,30'; got {self.qa_prune_stages!r}")
+
+    @property
+    def qa_source_list(self) -> tuple[str, ...]:
+        """``qa_sources`` as a tuple, e.g. ("kg", "text")."""
+        return tuple(s.strip() for s in self.qa_sources.split(",") if s.strip())
+
+    @property
+    def qa_stages(self) -> tuple[int, ...]:
+        """``qa_prune_stages`` as sizes, e.g. (100, 30)."""
+        try:
+            return tuple(int(k) for k in self.qa_prune_stages.split(",") if k.strip())
+        except ValueError:
+            raise KqeError(f"setting qa_prune_stages must be comma-separated sizes such as '100,30', "
+                           f"got {self.qa_prune_stages!r}") from None
 
     @classmethod
     def load(cls, file: Path | None = None, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:

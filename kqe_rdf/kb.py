@@ -52,6 +52,10 @@ class KnowledgeBase:
 
     @functools.cached_property
     def store(self) -> Store:
+        if self.settings.store_endpoint:  # the triples live in a remote SPARQL server; the indexes stay here
+            from .store import RemoteStore
+
+            return RemoteStore(self.settings.store_endpoint, self.settings.store_timeout)
         return Store.read_only(str(self.path / "store"))
 
     @functools.cached_property

@@ -1,0 +1,701 @@
+"""The knowledge service: a SPARQL 1.1 endpoint with search inside SPARQL, a REST API and a web page.
+
+``create_app(kb, settings)`` builds the ASGI app (starlette); ``kqe-rdf serve``
+runs it with uvicorn. Routes:
+
+* ``/sparql`` (also ``/query``): the SPARQL 1.1 Protocol — GET, POST urlencoded
+  and POST ``application/sparql-query``; ``default-graph-uri`` /
+  ``named-graph-uri``; results as SPARQL JSON, XML, CSV or TSV, graphs as
+  Turtle, N-Triples, JSON-LD or RDF/XML (``Accept``, or ``format=``); GET
+  without a query returns the service description. ``kqe:bm25``,
+  ``kqe:similarity`` and ``SERVICE <urn:kqe:search>`` work in every query
+  (:mod:`kqe_rdf.sparql_search`); other SERVICE calls only to allow-listed endpoints.
+* ``/update``: SPARQL Update, off unless the server has an update token and the
+  request sends it (``Authorization: Bearer TOKEN``).
+* ``/search``, ``/triplets``, ``/expand``, ``/answer``: JSON with provenance;
+  ``/openapi.json`` describes them. ``/`` is the web page (``kqe_rdf/web``).
+
+Queries run in a fixed set of worker threads (``server_query_slots``).
+pyoxigraph cannot cancel a running query, so a query past
+``server_query_timeout`` gets 503 at once, keeps its slot until it ends (rows
+are streamed with a deadline check, so most stop early), and a request that
+finds every slot busy for a whole timeout also gets 503: no request hangs and
+the pool never grows. Clients never see a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import dataclasses
+import hmac
+import io
+import json
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import parse_qsl
+from xml.sax.saxutils import escape, quoteattr
+
+from pyoxigraph import BlankNode, Literal, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
+
+from .errors import KqeError, SparqlError
+from .sparql_search import SearchFunctions, ServiceNotAllowed, allowed_endpoints, execute, prepare
+
+log = logging.getLogger("kqe_rdf.server")
+WEB = Path(__file__).parent / "web"
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+
+#: Media types for SELECT/ASK results and for graphs, the first of each the default.
+RESULT_TYPES = {"application/sparql-results+json": "json", "application/sparql-results+xml": "xml",
+                "text/csv": "csv", "text/tab-separated-values": "tsv", "application/json": "json",
+                "application/xml": "xml"}
+GRAPH_TYPES = {"text/turtle": RdfFormat.TURTLE, "application/n-triples": RdfFormat.N_TRIPLES,
+               "application/ld+json": RdfFormat.JSON_LD, "application/rdf+xml": RdfFormat.RDF_XML,
+               "text/plain": RdfFormat.N_TRIPLES}
+#: ``format=`` short names, for links and browsers that cannot set Accept.
+FORMAT_NAMES = {"json": "application/sparql-results+json", "xml": "application/sparql-results+xml",
+                "csv": "text/csv", "tsv": "text/tab-separated-values", "turtle": "text/turtle",
+                "ttl": "text/turtle", "ntriples": "application/n-triples", "nt": "application/n-triples",
+                "jsonld": "application/ld+json", "rdfxml": "application/rdf+xml"}
+
+
+class HTTPError(KqeError):
+    """An error with the HTTP status it is answered with."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+def _status(exc: KqeError) -> int:
+    if isinstance(exc, HTTPError):
+        return exc.status
+    if isinstance(exc, ServiceNotAllowed):
+        return 403
+    return 400
+
+
+# ---------------------------------------------------------------- content negotiation
+
+
+def negotiate(accept: str, offered: list[str]) -> str | None:
+    """The offered media type the Accept header prefers (q-values, wildcards); None if none fits.
+
+    >>> negotiate("text/csv;q=0.5, application/sparql-results+json", ["text/csv", "application/sparql-results+json"])
+    'application/sparql-results+json'
+    >>> negotiate("image/png", ["text/csv"]) is None
+    True
+    """
+    if not accept.strip():
+        return offered[0]
+    best, best_q = None, 0.0
+    for position, item in enumerate(accept.split(",")):
+        media, *params = [p.strip() for p in item.split(";")]
+        q = 1.0
+        for p in params:
+            key, _, value = p.partition("=")
+            if key.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        media = media.lower()
+        if media in ("*/*", "*"):
+            match = offered[0]
+        elif media.endswith("/*"):
+            match = next((o for o in offered if o.startswith(media[:-1])), None)
+        else:
+            match = media if media in offered else None
+        # Specific types beat wildcards at equal q; earlier beats later.
+        rank = q - (0.0001 if "*" in media else 0.0) - position * 1e-6
+        if match and q > 0 and rank > best_q:
+            best, best_q = match, rank
+    return best
+
+
+# ---------------------------------------------------------------- result serialisers
+
+
+def _json_term(term) -> dict:
+    if isinstance(term, NamedNode):
+        return {"type": "uri", "value": term.value}
+    if isinstance(term, BlankNode):
+        return {"type": "bnode", "value": term.value}
+    if isinstance(term, Triple):
+        return {"type": "triple", "value": {"subject": _json_term(term.subject),
+                                            "predicate": _json_term(term.predicate),
+                                            "object": _json_term(term.object)}}
+    out = {"type": "literal", "value": term.value}
+    if term.language:
+        out["xml:lang"] = term.language
+    elif term.datatype.value != XSD_STRING:
+        out["datatype"] = term.datatype.value
+    return out
+
+
+def _xml_term(term) -> str:
+    if isinstance(term, NamedNode):
+        return f"<uri>{escape(term.value)}</uri>"
+    if isinstance(term, BlankNode):
+        return f"<bnode>{escape(term.value)}</bnode>"
+    if isinstance(term, Triple):
+        return (f"<triple><subject>{_xml_term(term.subject)}</subject><predicate>{_xml_term(term.predicate)}"
+                f"</predicate><object>{_xml_term(term.object)}</object></triple>")
+    if term.language:
+        return f"<literal xml:lang={quoteattr(term.language)}>{escape(term.value)}</literal>"
+    if term.datatype.value != XSD_STRING:
+        return f"<literal datatype={quoteattr(term.datatype.value)}>{escape(term.value)}</literal>"
+    return f"<literal>{escape(term.value)}</literal>"
+
+
+def _csv_term(term) -> str:
+    if term is None:
+        return ""
+    if isinstance(term, BlankNode):
+        return "_:" + term.value
+    if isinstance(term, Triple):
+        return str(term)
+    return term.value
+
+
+def _tsv_term(term) -> str:
+    return "" if term is None else str(term)  # N-Triples syntax: tabs and newlines in literals are escaped
+
+
+def write_solutions(fmt: str, variables: list[str], rows: list) -> bytes:
+    """SELECT results in a SPARQL results format (json, xml, csv, tsv)."""
+    if fmt == "json":
+        bindings = [{v: _json_term(row[v]) for v in variables if row[v] is not None} for row in rows]
+        return json.dumps({"head": {"vars": variables}, "results": {"bindings": bindings}},
+                          ensure_ascii=False).encode()
+    if fmt == "xml":
+        out = ['<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>']
+        out += [f"<variable name={quoteattr(v)}/>" for v in variables]
+        out.append("</head><results>")
+        for row in rows:
+            out.append("<result>")
+            out += [f"<binding name={quoteattr(v)}>{_xml_term(row[v])}</binding>" for v in variables
+                    if row[v] is not None]
+            out.append("</result>")
+        out.append("</results></sparql>\n")
+        return "".join(out).encode()
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        writer.writerow(variables)
+        writer.writerows([_csv_term(row[v]) for v in variables] for row in rows)
+        return buffer.getvalue().encode()
+    lines = ["\t".join("?" + v for v in variables)]
+    lines += ["\t".join(_tsv_term(row[v]) for v in variables) for row in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_boolean(fmt: str, value: bool) -> bytes:
+    if fmt == "xml":
+        return (f'<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head/>'
+                f"<boolean>{str(value).lower()}</boolean></sparql>\n").encode()
+    if fmt in ("csv", "tsv"):
+        return f"{'_askResult' if fmt == 'csv' else '?_askResult'}\n{str(value).lower()}\n".encode()
+    return json.dumps({"head": {}, "boolean": value}).encode()
+
+
+class Rendered:
+    """A finished response body with its media type, and whether the result cap cut it."""
+
+    def __init__(self, body: bytes, media: str, truncated: bool = False, searches: list | None = None) -> None:
+        self.body, self.media, self.truncated, self.searches = body, media, truncated, searches or []
+
+
+def _take(iterator, cap: int, deadline: float) -> tuple[list, bool]:
+    """At most ``cap`` items; stops with 503 once the deadline passes (checked every 64 rows)."""
+    rows = []
+    for n, item in enumerate(iterator):
+        if n >= cap:
+            return rows, True
+        if n % 64 == 0 and time.monotonic() > deadline:
+            raise QueryTimeout("the query ran out of time while its results were read")
+        rows.append(item)
+    return rows, False
+
+
+def render(result, accept: str, cap: int, deadline: float) -> Rendered:
+    """Serialise a pyoxigraph query result in the negotiated format, cut at ``cap`` rows."""
+    if isinstance(result, (QuerySolutions, QueryBoolean)):
+        media = negotiate(accept, list(RESULT_TYPES))
+        if media is None:
+            raise HTTPError(406, "no acceptable format for query results: ask for application/sparql-results+json, "
+                                 "application/sparql-results+xml, text/csv or text/tab-separated-values")
+        fmt = RESULT_TYPES[media]
+        if isinstance(result, QueryBoolean):
+            return Rendered(write_boolean(fmt, bool(result)), media)
+        variables = [v.value for v in result.variables]
+        rows, truncated = _take(result, cap, deadline)
+        return Rendered(write_solutions(fmt, variables, rows), media, truncated)
+    media = negotiate(accept, list(GRAPH_TYPES))
+    if media is None:
+        raise HTTPError(406, "no acceptable format for a graph: ask for text/turtle, application/n-triples, "
+                             "application/ld+json or application/rdf+xml")
+    triples, truncated = _take(result, cap, deadline)
+    return Rendered(serialize(triples, format=GRAPH_TYPES[media]) or b"", media, truncated)
+
+
+# ---------------------------------------------------------------- worker slots
+
+
+class QueryTimeout(HTTPError):
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message, {"Retry-After": "5"})
+
+
+class QuerySlots:
+    """A fixed pool of worker threads, each job with a deadline; never more jobs than threads."""
+
+    def __init__(self, slots: int, timeout: float) -> None:
+        self.slots, self.timeout = slots, timeout
+        self.executor = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="kqe-query")
+        self._free: asyncio.Semaphore | None = None
+
+    async def run(self, job: Callable[[float], object]):
+        """``job(deadline)`` in a worker thread; 503 if no slot frees up or it does not finish in time."""
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.slots)
+        free = self._free
+        deadline = time.monotonic() + self.timeout
+        try:
+            await asyncio.wait_for(free.acquire(), self.timeout)
+        except TimeoutError:
+            raise QueryTimeout(f"the server is busy: all {self.slots} query slots stayed taken for "
+                               f"{self.timeout:g} s; try again later") from None
+        try:
+            future = asyncio.get_running_loop().run_in_executor(self.executor, job, deadline)
+        except RuntimeError:  # the executor is shut down: the server is stopping
+            free.release()
+            raise HTTPError(503, "the server is shutting down") from None
+
+        def done(f: asyncio.Future) -> None:
+            free.release()  # only now: a query that outlived its request still holds its slot
+            if not f.cancelled():
+                f.exception()  # an abandoned job's error is retrieved here, not logged as unhandled
+
+        future.add_done_callback(done)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), max(deadline - time.monotonic(), 0.001))
+        except TimeoutError:
+            raise QueryTimeout(f"the query did not finish within {self.timeout:g} s (server_query_timeout); "
+                               "narrow it down or add a LIMIT") from None
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+# ---------------------------------------------------------------- the app
+
+
+def _check(settings) -> None:
+    if settings.server_query_timeout <= 0 or settings.server_result_cap < 1 or settings.server_query_slots < 1 \
+            or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536:
+        raise KqeError("server settings: server_query_timeout must be positive, server_result_cap and "
+                       "server_query_slots at least 1, server_max_request_bytes at least 1024, "
+                       "server_port between 1 and 65535")
+
+
+def create_app(kb, settings, writable: bool | None = None):
+    """The ASGI app over ``kb``. The store is read-only unless an update token is configured.
+
+    ``writable`` (default: whether ``settings.server_update_token`` is set) opens
+    the store read-write so /update can change it; BM25 and embeddings are not
+    updated by SPARQL Update (rebuild the KB for that).
+    """
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    _check(settings)
+    writable = bool(settings.server_update_token) if writable is None else writable
+    if writable and settings.store_endpoint:
+        raise KqeError("the KB's triples are in a remote SPARQL store (store_endpoint): send updates to its own "
+                       "update endpoint rather than to `kqe-rdf serve --update-token`")
+    if writable:
+        from pyoxigraph import Store
+
+        try:
+            kb.store = Store(str(kb.path / "store"))  # replaces the read-only handle for this process
+        except OSError as exc:
+            raise KqeError(f"cannot open {kb.path / 'store'} for updates ({exc}); is another writer running?") \
+                from None
+    # Opened now, once, rather than raced for by the first concurrent requests.
+    kb.store, kb.schema, kb.prefixes, kb.text_index, kb._documents_by_iri  # noqa: B018
+    functions = SearchFunctions(kb)
+    slots = QuerySlots(settings.server_query_slots, settings.server_query_timeout)
+    cap = settings.server_result_cap
+    limit = settings.server_max_request_bytes
+
+    def error(exc: Exception, as_json: bool = True) -> Response:
+        if isinstance(exc, KqeError):
+            status, message, headers = _status(exc), str(exc), getattr(exc, "headers", {})
+        else:  # a bug: logged with its traceback, reported without one
+            log.exception("internal error")
+            status, message, headers = 500, "internal server error (the server log has the details)", {}
+        if as_json:
+            return JSONResponse({"error": message, "status": status}, status, headers=headers)
+        return PlainTextResponse(message + "\n", status, headers=headers)
+
+    async def body_of(request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise HTTPError(413, f"request body of {int(declared):,} bytes is over the limit of {limit:,} "
+                                 "(server_max_request_bytes)")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HTTPError(413, f"request body is over the limit of {limit:,} bytes (server_max_request_bytes)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def check_url(request) -> None:
+        if len(request.url.query) > limit:
+            raise HTTPError(413, f"query string is over the limit of {limit:,} bytes; POST the query instead")
+
+    async def protocol_params(request, field: str, body_type: str) -> dict[str, list[str]]:
+        """The SPARQL Protocol parameters of a GET or POST request."""
+        check_url(request)
+        params: dict[str, list[str]] = {}
+        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+            params.setdefault(key, []).append(value)
+        if request.method == "POST":
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            raw = await body_of(request)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise HTTPError(400, "the request body is not UTF-8") from None
+            if kind == "application/x-www-form-urlencoded":
+                for key, value in parse_qsl(text, keep_blank_values=True):
+                    params.setdefault(key, []).append(value)
+            elif kind == body_type:
+                if field in params:
+                    raise HTTPError(400, f"send the {field} either as the body or as a parameter, not both")
+                params[field] = [text]
+            else:
+                raise HTTPError(415, f"POST {field}s as {body_type} or application/x-www-form-urlencoded, "
+                                     f"not {kind or 'no content type'}")
+        if len(params.get(field, [])) > 1:
+            raise HTTPError(400, f"exactly one '{field}' parameter is allowed")
+        return params
+
+    async def sparql(request):
+        try:
+            params = await protocol_params(request, "query", "application/sparql-query")
+            if "query" not in params:
+                if request.method == "POST":
+                    raise HTTPError(400, "no 'query' parameter in the request")
+                return service_description(request, params)
+            query = params["query"][0]
+            accept = FORMAT_NAMES.get(params.get("format", [""])[0].lower(), request.headers.get("accept", ""))
+            defaults, named = params.get("default-graph-uri", []), params.get("named-graph-uri", [])
+
+            def job(deadline: float) -> Rendered:
+                prepared = prepare(kb, query, settings)
+                result = execute(kb, prepared, functions, defaults, named)
+                failure = None
+                try:
+                    rendered = render(result, accept, cap, deadline)
+                except Exception as exc:  # noqa: BLE001
+                    if not isinstance(exc, KqeError):
+                        log.exception("internal error while rendering results")
+                    failure = exc.with_traceback(None)
+                # pyoxigraph results may only be freed on the thread that made them: drop every reference
+                # here (the traceback's frames hold one) before the answer crosses to the event loop.
+                del result
+                if failure is not None:
+                    raise failure
+                rendered.searches = prepared.searches
+                return rendered
+
+            rendered = await slots.run(job)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a readable answer
+            return error(exc, as_json=False)
+        headers = {"Vary": "Accept"}
+        if rendered.truncated:
+            headers["X-KQE-Truncated"] = f"results cut at server_result_cap={cap}"
+        if rendered.searches:
+            headers["X-KQE-Searches"] = json.dumps(rendered.searches)[:4000]
+        media = rendered.media + ("; charset=utf-8" if rendered.media.startswith("text/") else "")
+        return Response(rendered.body, media_type=media, headers=headers)
+
+    def service_description(request, params) -> Response:
+        from .queries import PREFIXES
+
+        endpoint = str(request.url.replace(query=""))
+        sd, fmt = "http://www.w3.org/ns/sparql-service-description#", "http://www.w3.org/ns/formats/"
+        rdf_type = NamedNode(PREFIXES["rdf"] + "type")
+        me, dataset, graph = NamedNode(endpoint), BlankNode(), BlankNode()
+        triples = [Triple(me, rdf_type, NamedNode(sd + "Service")), Triple(me, NamedNode(sd + "endpoint"), me),
+                   Triple(me, NamedNode(sd + "supportedLanguage"), NamedNode(sd + "SPARQL11Query")),
+                   Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "UnionDefaultGraph")),
+                   Triple(me, NamedNode(sd + "defaultDataset"), dataset),
+                   Triple(dataset, rdf_type, NamedNode(sd + "Dataset")),
+                   Triple(dataset, NamedNode(sd + "defaultGraph"), graph),
+                   Triple(graph, rdf_type, NamedNode(sd + "Graph")),
+                   Triple(me, NamedNode(PREFIXES["dcterms"] + "description"),
+                          Literal("kqe-rdf knowledge service over " + kb.path.name + "; SERVICE <urn:kqe:search> "
+                                  "generates candidates by text or vector search"))]
+        if settings.server_update_token:
+            triples.append(Triple(me, NamedNode(sd + "supportedLanguage"), NamedNode(sd + "SPARQL11Update")))
+        if allowed_endpoints(settings.server_service_allow):
+            triples.append(Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "BasicFederatedQuery")))
+        for name in ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
+                     "Turtle", "N-Triples", "JSON-LD", "RDF_XML"):
+            triples.append(Triple(me, NamedNode(sd + "resultFormat"), NamedNode(fmt + name)))
+        for function in ("bm25", "similarity"):
+            triples.append(Triple(me, NamedNode(sd + "extensionFunction"), NamedNode(PREFIXES["kqe"] + function)))
+        accept = FORMAT_NAMES.get(params.get("format", [""])[0].lower(), request.headers.get("accept", ""))
+        media = negotiate(accept, list(GRAPH_TYPES)) or "text/turtle"
+        body = serialize(triples, format=GRAPH_TYPES[media]) or b""
+        return Response(body, media_type=media, headers={"Vary": "Accept"})
+
+    async def update(request):
+        try:
+            if not settings.server_update_token:
+                raise HTTPError(403, "SPARQL Update is off on this server (start it with an update token: "
+                                     "`kqe-rdf serve --update-token TOKEN` or KQE_SERVER_UPDATE_TOKEN)")
+            if request.method != "POST":
+                raise HTTPError(405, "SPARQL Update takes POST", {"Allow": "POST"})
+            sent = request.headers.get("authorization", "")
+            expected = "Bearer " + settings.server_update_token
+            if not hmac.compare_digest(sent.encode(), expected.encode()):
+                raise HTTPError(401, "this update needs the server's token: send Authorization: Bearer TOKEN",
+                                {"WWW-Authenticate": 'Bearer realm="kqe-rdf update"'})
+            params = await protocol_params(request, "update", "application/sparql-update")
+            if "update" not in params:
+                raise HTTPError(400, "no 'update' parameter in the request")
+            text = params["update"][0]
+
+            def job(_deadline: float) -> None:
+                prepared = prepare(kb, text, settings)
+                try:
+                    kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=functions.functions)
+                except SyntaxError as exc:
+                    raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
+                except (OSError, ValueError, RuntimeError) as exc:
+                    raise SparqlError(f"SPARQL Update failed: {exc}") from None
+
+            await slots.run(job)
+        except Exception as exc:  # noqa: BLE001
+            return error(exc, as_json=False)
+        return Response(status_code=204)
+
+    async def rest_params(request) -> dict:
+        """Parameters of a REST call: the URL's, then a JSON or form body's."""
+        check_url(request)
+        params: dict = {}
+        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+            params.setdefault(key, []).append(value)
+        if request.method == "POST":
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            raw = await body_of(request)
+            if kind == "application/json":
+                try:
+                    data = json.loads(raw or b"{}")
+                except (json.JSONDecodeError, UnicodeDecodeError):
+                    raise HTTPError(400, "the request body is not valid JSON") from None
+                if not isinstance(data, dict):
+                    raise HTTPError(400, "the JSON body must be an object of parameters")
+                for key, value in data.items():
+                    params[key] = value if isinstance(value, list) else [value]
+            elif kind == "application/x-www-form-urlencoded":
+                for key, value in parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True):
+                    params.setdefault(key, []).append(value)
+            elif raw:
+                raise HTTPError(415, "POST parameters as application/json or application/x-www-form-urlencoded")
+        return params
+
+    def one(params: dict, name: str, default=None, kind=str):
+        values = params.get(name)
+        if not values:
+            if default is None:
+                raise HTTPError(400, f"missing parameter '{name}'")
+            return default
+        value = values[0]
+        if kind is int:
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                raise HTTPError(400, f"parameter '{name}' must be a whole number, got {value!r}") from None
+        if kind is bool:
+            return str(value).lower() in ("1", "true", "yes", "on")
+        return str(value)
+
+    def rest(handler: Callable[[dict, float], dict]):
+        async def endpoint(request):
+            try:
+                params = await rest_params(request)
+                started = time.perf_counter()
+                out = await slots.run(lambda deadline: handler(params, deadline))
+                out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+            except Exception as exc:  # noqa: BLE001
+                return error(exc)
+            return JSONResponse(out)
+
+        return endpoint
+
+    def search(params: dict, _deadline: float) -> dict:
+        from .cli import _result_rows
+        from .retrieval import METHODS, pipeline
+
+        text = one(params, "q")
+        method = one(params, "method", "bm25")
+        if method not in METHODS:
+            raise HTTPError(400, f"no retrieval method {method!r}; available: {', '.join(METHODS)}")
+        k = one(params, "k", settings.k, int)
+        if not 1 <= k <= 1000:
+            raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
+        types = [str(t) for t in params.get("type", []) if str(t).strip()]
+        stage = pipeline(method, kb, settings, k, types or None)
+        batch = stage.run(text)
+        return {"query": text, "method": method, "k": k, "types": types,
+                "results": _result_rows(kb, batch.ranked("q")),
+                "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
+
+    def triplets(params: dict, _deadline: float) -> dict:
+        from .compiler import compile_query
+        from .retrieval import pipeline
+        from .triplets import normalise
+
+        text = one(params, "q")
+        mode = "strict" if one(params, "strict", False, bool) else "soft"
+        stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
+        tq = normalise(stage.generator(text), kb.schema)
+        linked, shown = stage.link(tq)
+        compiled = compile_query(kb.schema, tq, linked, stage.mode, stage.sparql_limit)
+        return {"query": text, "triplets": tq.to_json(), "linked": shown,
+                "sparql": compiled.sparql if tq.triplets else None}
+
+    def delegated(module: str, function: str, issue: str, option_name: str):
+        """A route whose work lives in a module another part of the project provides (501 until it exists)."""
+
+        def handler(params: dict, _deadline: float) -> dict:
+            import importlib
+
+            try:
+                work = getattr(importlib.import_module(f"kqe_rdf.{module}"), function)
+            except (ImportError, AttributeError):
+                raise HTTPError(501, f"/{function} is not available yet: kqe_rdf.{module}.{function} is not "
+                                     f"installed in this version ({issue})") from None
+            text = one(params, "q")
+            option = [str(v) for v in params.get(option_name, [])]
+            if not option:  # the module's own default
+                return work(kb, settings, text).as_dict()
+            return work(kb, settings, text, option[0] if option_name == "method" else option).as_dict()
+
+        return handler
+
+    async def openapi(_request):
+        return JSONResponse(openapi_description(settings))
+
+    async def health(_request):
+        return JSONResponse({"status": "ok", "kb": kb.path.name, "nodes": kb.manifest.get("counts", {}).get("nodes"),
+                             "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token)})
+
+    async def page(_request):
+        return FileResponse(WEB / "index.html", headers={"Cache-Control": "no-cache"})
+
+    async def not_found(request, exc):
+        status = getattr(exc, "status_code", 404)
+        return JSONResponse({"error": f"{request.method} {request.url.path}: {getattr(exc, 'detail', '')}",
+                             "status": status}, status, headers=getattr(exc, "headers", None))
+
+    async def internal(request, exc):
+        return error(exc)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        yield
+        slots.close()
+
+    methods = ["GET", "POST"]
+    routes = [
+        Route("/", page, methods=["GET"]),
+        Route("/sparql", sparql, methods=methods), Route("/query", sparql, methods=methods),
+        Route("/update", update, methods=methods),
+        Route("/search", rest(search), methods=methods),
+        Route("/triplets", rest(triplets), methods=methods),
+        Route("/expand", rest(delegated("expansion", "expand", "issue 4", "method")), methods=methods),
+        Route("/answer", rest(delegated("answering", "answer", "issue 6", "source")), methods=methods),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=WEB), name="static"),
+    ]
+    middleware = []
+    origins = allowed_endpoints(settings.server_cors_origins)
+    if origins:
+        middleware.append(Middleware(CORSMiddleware, allow_origins=sorted(origins), allow_methods=methods,
+                                     allow_headers=["Accept", "Authorization", "Content-Type"]))
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
+                    exception_handlers={404: not_found, 405: not_found, Exception: internal})
+    app.state.slots = slots
+    return app
+
+
+def openapi_description(settings) -> dict:
+    """The OpenAPI 3.1 description of the REST routes (and the SPARQL endpoint, briefly)."""
+    text = {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}}
+    provenance = {"type": "object", "description": "how the results were reached: pipeline, triplets, SPARQL, "
+                                                   "bindings and scores"}
+    result = {"type": "object", "properties": {
+        "rank": {"type": "integer"}, "iri": {"type": "string"}, "id": {"type": "string"},
+        "name": {"type": "string"}, "types": {"type": "array", "items": {"type": "string"}},
+        "score": {"type": "number"}, "snippet": {"type": "string"}}}
+    error = {"description": "a readable error", "content": {"application/json": {"schema": {
+        "type": "object", "properties": {"error": {"type": "string"}, "status": {"type": "integer"}}}}}}
+    errors = {"400": error, "413": error, "503": error}
+
+    def op(summary: str, params: list, schema: dict, extra: dict | None = None) -> dict:
+        return {"summary": summary, "parameters": params,
+                "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}},
+                              **errors, **(extra or {})}}
+
+    search = op("Search the KB (BM25, dense, hybrid, RM3, 4StepFocus)", [
+        text, {"name": "method", "in": "query", "schema": {"type": "string", "default": "bm25"}},
+        {"name": "k", "in": "query", "schema": {"type": "integer", "default": settings.k, "maximum": 1000}},
+        {"name": "type", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}, "explode": True}],
+        {"type": "object", "properties": {"results": {"type": "array", "items": result}, "provenance": provenance}})
+    triplets = op("The triplets read from a question, their linked constants and the SPARQL they compile to",
+                  [text, {"name": "strict", "in": "query", "schema": {"type": "boolean", "default": False}}],
+                  {"type": "object", "properties": {"triplets": {"type": "object"}, "linked": {"type": "object"},
+                                                    "sparql": {"type": ["string", "null"]}}})
+    later = {"501": error}
+    expand = op("Expand a query (issue 4)", [text, {"name": "method", "in": "query", "schema": {"type": "string"}}],
+                {"type": "object"}, later)
+    answer = op("Answer a question with its sources (issue 6)",
+                [text, {"name": "source", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}}],
+                {"type": "object"}, later)
+    sparql = {"summary": "SPARQL 1.1 Protocol query endpoint (kqe:bm25, kqe:similarity, SERVICE <urn:kqe:search>)",
+              "parameters": [{"name": "query", "in": "query", "schema": {"type": "string"}},
+                             {"name": "default-graph-uri", "in": "query", "schema": {"type": "string"}},
+                             {"name": "named-graph-uri", "in": "query", "schema": {"type": "string"}}],
+              "responses": {"200": {"description": "results (negotiated: SPARQL JSON/XML/CSV/TSV, Turtle, "
+                                                    "N-Triples, JSON-LD)"}, **errors, "403": error, "406": error}}
+    paths = {"/search": {"get": search, "post": search}, "/triplets": {"get": triplets, "post": triplets},
+             "/expand": {"get": expand, "post": expand}, "/answer": {"get": answer, "post": answer},
+             "/sparql": {"get": sparql, "post": sparql}}
+    return {"openapi": "3.1.0", "info": {"title": "kqe-rdf knowledge service", "version": "0.1.0"}, "paths": paths}
+
+
+def serve(kb, settings) -> None:
+    """Run the app with uvicorn until interrupted (SIGINT/SIGTERM finish open requests first)."""
+    import uvicorn
+
+    app = create_app(kb, settings)
+    uvicorn.run(app, host=settings.server_host, port=settings.server_port, log_level="info",
+                timeout_graceful_shutdown=10, server_header=False)

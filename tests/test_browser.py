@@ -1,0 +1,72 @@
+"""The web page in a real headless browser (Debian chromium driven by Playwright), against a real server.
+
+A person searches in natural language and reads the results with their
+provenance, then runs a SPARQL query and reads the table. The run saves a
+screenshot under tests/artifacts/ (gitignored) and prints its path.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fixtures_kb import bio_kb  # noqa: F401 - fixture
+from kqe_rdf.config import Settings
+from kqe_rdf.server import create_app
+from live_servers import serving
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+ARTIFACTS = Path(__file__).parent / "artifacts"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian chromium is not installed (apt-get install -y "
+                                                          "chromium; .ci/run installs it)")
+
+
+@pytest.fixture(scope="module")
+def page(bio_kb):  # noqa: F811
+    playwright = pytest.importorskip("playwright.sync_api")
+    with serving(create_app(bio_kb, Settings())) as url, playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            tab = browser.new_page(viewport={"width": 1400, "height": 900})
+            tab.goto(url + "/")
+            yield tab
+        finally:
+            browser.close()
+
+
+def test_search_shows_ranked_results_with_their_provenance(page):
+    page.fill("#search-text", "Which disease has Seizure?")
+    page.select_option("#search-method", "4step-offline")
+    page.fill("#search-type", "Disease")
+    page.click("#search-button")
+    page.wait_for_selector("#search-results li.result")
+    first = page.locator("#search-results li.result .name").first.text_content()
+    assert first in ("Focal epilepsy type 1", "Generalized epilepsy with forehead anomaly")
+    assert "result(s)" in page.text_content("#search-status")
+    page.click("#search-provenance summary")
+    provenance = page.text_content("#search-provenance-body")
+    assert '"sparql"' in provenance and '"triplets"' in provenance
+
+
+def test_sparql_editor_shows_a_table_and_errors(page):
+    page.fill("#sparql-text", "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name")
+    page.click("#sparql-button")
+    page.wait_for_selector("#sparql-results tbody tr")
+    cells = page.locator("#sparql-results tbody td").all_text_contents()
+    assert cells == ["Focal epilepsy type 1", "Frontal bossing syndrome", "Generalized epilepsy with forehead anomaly"]
+    assert page.locator("#sparql-results thead th").all_text_contents() == ["name"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "web-page.png"
+    page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot saved: {shot}")
+    assert shot.stat().st_size > 10_000
+
+    page.fill("#sparql-text", "SELEC ?x")
+    page.click("#sparql-button")
+    page.wait_for_function("document.querySelector('#sparql-status').textContent.startsWith('error')")
+    assert "did you mean SELECT" in page.text_content("#sparql-status")

@@ -1,0 +1,92 @@
+"""One suite, two backends: the KB with its embedded Oxigraph store, and the same KB with its triples in a
+remote SPARQL 1.1 server (`oxigraph serve`, loaded with a dump of the store) and its indexes local.
+
+Every test runs on both and must give the same answers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from pyoxigraph import RdfFormat
+from starlette.testclient import TestClient
+
+from fixtures_kb import bio_kb, names  # noqa: F401 - fixtures
+from kqe_rdf.config import Settings
+from kqe_rdf.errors import KqeError
+from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.retrieval import pipeline
+from kqe_rdf.server import create_app
+from kqe_rdf.store import RemoteStore
+from live_servers import oxigraph_server
+
+
+@pytest.fixture(scope="module")
+def remote_url(bio_kb, tmp_path_factory):  # noqa: F811
+    dump = bio_kb.store.dump(format=RdfFormat.N_QUADS)
+    with oxigraph_server(tmp_path_factory.mktemp("remote-store"), dump, "kb.nq", union=True) as url:
+        yield url
+
+
+@pytest.fixture(scope="module", params=["embedded", "remote"])
+def backend(request, bio_kb):  # noqa: F811
+    """The tiny HPO KB opened on each backend (a fresh KnowledgeBase object, so nothing is shared)."""
+    if request.param == "embedded":
+        return KnowledgeBase.open(bio_kb.path)
+    url = request.getfixturevalue("remote_url")
+    kb = KnowledgeBase.open(bio_kb.path, Settings(store_endpoint=url))
+    assert isinstance(kb.store, RemoteStore)
+    return kb
+
+
+def test_schema_and_counts_come_from_the_store(backend, bio_kb):  # noqa: F811
+    assert sorted(backend.schema.classes) == sorted(bio_kb.schema.classes)
+    assert backend.info()["types"] == bio_kb.info()["types"]
+
+
+def test_sparql_with_prefixes_and_identifiers(backend):
+    rows = backend.query("SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name")
+    assert [r["name"].value for r in rows] == ["Focal epilepsy type 1", "Frontal bossing syndrome",
+                                               "Generalized epilepsy with forehead anomaly"]
+    assert len(backend.resolve_identifiers(["OMIM:100001", "HP:0001250", "nope"])) == 2
+
+
+@pytest.mark.parametrize("method", ["bm25", "4step-offline"])
+def test_search_methods_give_the_same_ranking(backend, bio_kb, method):  # noqa: F811
+    text = "Which disease has Seizure?"
+    expected = names(bio_kb, pipeline(method, bio_kb, Settings(), 5, ["Disease"]).search(text))
+    assert names(backend, pipeline(method, backend, backend.settings, 5, ["Disease"]).search(text)) == expected
+
+
+def test_the_endpoint_serves_search_inside_sparql_from_either_backend(backend):
+    query = """SELECT ?name WHERE {
+        SERVICE <urn:kqe:search> { ?d kqe:query "epilepsy" ; kqe:type bio:Disease }
+        ?d bio:hasPhenotype/rdfs:label "High forehead" ; rdfs:label ?name }"""
+    with TestClient(create_app(backend, backend.settings)) as client:
+        response = client.get("/sparql", params={"query": query})
+        assert [b["name"]["value"] for b in response.json()["results"]["bindings"]] == [
+            "Generalized epilepsy with forehead anomaly"]
+        graph = client.get("/sparql", params={"query": "CONSTRUCT WHERE { ?d a bio:Disease }", "format": "nt"})
+        assert graph.text.count("\n") == 3
+        bad = client.get("/sparql", params={"query": "SELECT ?x WHERE { ?x ?y }"})
+        assert bad.status_code == 400
+
+
+def test_search_functions_need_the_embedded_store(remote_url, bio_kb):  # noqa: F811
+    kb = KnowledgeBase.open(bio_kb.path, Settings(store_endpoint=remote_url))
+    with TestClient(create_app(kb, kb.settings)) as client:
+        response = client.get("/sparql", params={"query": 'SELECT * { ?d a bio:Disease BIND(kqe:bm25(?d, "x") AS ?s) }'})
+        assert response.status_code == 400 and "SERVICE <urn:kqe:search>" in response.text
+
+
+def test_a_remote_store_that_is_down_or_misnamed_is_a_clear_error(bio_kb):  # noqa: F811
+    from live_servers import free_port
+
+    kb = KnowledgeBase.open(bio_kb.path, Settings(store_endpoint=f"http://127.0.0.1:{free_port()}/query"))
+    with pytest.raises(KqeError, match="could not be reached"):
+        kb.query("ASK {}")
+    with pytest.raises(KqeError, match="store_endpoint"):
+        RemoteStore("ftp://example.org/sparql")
+    with pytest.raises(KqeError, match="update endpoint"):
+        create_app(kb, dataclasses.replace(kb.settings, server_update_token="t"))
