@@ -192,6 +192,9 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     # Vectors of unchanged documents are carried over; `embed` re-uses them by content hash.
     if (previous / "embeddings" / "index.json").is_file():
         shutil.copytree(previous / "embeddings", work / "embeddings.previous")
+    # Tables registered with `kqe-rdf tables add` are the user's input, not derived from the sources: keep them.
+    if (previous / "tables").is_dir():
+        shutil.copytree(previous / "tables", work / "tables", ignore=shutil.ignore_patterns(".*"))
 
     manifest = {
         "format_version": FORMAT_VERSION,

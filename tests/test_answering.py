@@ -207,6 +207,14 @@ def test_a_registered_table_is_stored_in_the_kb_with_rows_linked_through_the_ent
     assert table.text(heat) == "box_office / movie: Heat, gross: 187 million"
 
 
+def test_rebuilding_the_kb_keeps_its_registered_tables(table_kb, tmp_path):
+    register_table(table_kb, write(tmp_path / "t.csv", "movie,gross\nHeat,1\n"), "movie")
+
+    build_kb(MetaQAImporter([tmp_path / "src"]), table_kb.path)
+
+    assert [r.values for r in load_tables(table_kb.path)[0].rows] == [("Heat", "1")]
+
+
 def test_tsv_files_are_read_with_tabs(table_kb, tmp_path):
     tsv = write(tmp_path / "awards.tsv", "film\taward\nUnforgiven\tBest Picture, 1993\n")
 
