@@ -581,24 +581,17 @@ def create_app(kb, settings, writable: bool | None = None):
         return {"query": text, "triplets": tq.to_json(), "linked": shown,
                 "sparql": compiled.sparql if tq.triplets else None}
 
-    def delegated(module: str, function: str, issue: str, option_name: str):
-        """A route whose work lives in a module another part of the project provides (501 until it exists)."""
+    def expand(params: dict, _deadline: float) -> dict:
+        from .expansion import expand as expansion
 
-        def handler(params: dict, _deadline: float) -> dict:
-            import importlib
+        types = [str(t) for t in params.get("type", []) if str(t).strip()]
+        return expansion(kb, settings, one(params, "q"), one(params, "method", "kar"), types or None).as_dict()
 
-            try:
-                work = getattr(importlib.import_module(f"kqe_rdf.{module}"), function)
-            except (ImportError, AttributeError):
-                raise HTTPError(501, f"/{function} is not available yet: kqe_rdf.{module}.{function} is not "
-                                     f"installed in this version ({issue})") from None
-            text = one(params, "q")
-            option = [str(v) for v in params.get(option_name, [])]
-            if not option:  # the module's own default
-                return work(kb, settings, text).as_dict()
-            return work(kb, settings, text, option[0] if option_name == "method" else option).as_dict()
+    def answer(params: dict, _deadline: float) -> dict:
+        from .answering import answer as answering
 
-        return handler
+        sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
+        return answering(kb, settings, one(params, "q"), sources or None).as_dict()
 
     async def openapi(_request):
         return JSONResponse(openapi_description(settings))
@@ -630,8 +623,8 @@ def create_app(kb, settings, writable: bool | None = None):
         Route("/update", update, methods=methods),
         Route("/search", rest(search), methods=methods),
         Route("/triplets", rest(triplets), methods=methods),
-        Route("/expand", rest(delegated("expansion", "expand", "issue 4", "method")), methods=methods),
-        Route("/answer", rest(delegated("answering", "answer", "issue 6", "source")), methods=methods),
+        Route("/expand", rest(expand), methods=methods),
+        Route("/answer", rest(answer), methods=methods),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Mount("/static", StaticFiles(directory=WEB), name="static"),
@@ -674,12 +667,14 @@ def openapi_description(settings) -> dict:
                   [text, {"name": "strict", "in": "query", "schema": {"type": "boolean", "default": False}}],
                   {"type": "object", "properties": {"triplets": {"type": "object"}, "linked": {"type": "object"},
                                                     "sparql": {"type": ["string", "null"]}}})
-    later = {"501": error}
-    expand = op("Expand a query (issue 4)", [text, {"name": "method", "in": "query", "schema": {"type": "string"}}],
-                {"type": "object"}, later)
-    answer = op("Answer a question with its sources (issue 6)",
-                [text, {"name": "source", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}}],
-                {"type": "object"}, later)
+    types = {"name": "type", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}, "explode": True}
+    expand = op("Expand a query (KAR, its baselines, LKQE) and show the knowledge the expansion came from",
+                [text, {"name": "method", "in": "query", "schema": {"type": "string", "default": "kar"}}, types],
+                {"type": "object"})
+    answer = op("Answer a question from KG facts, node text and registered tables, with the evidence it cites",
+                [text, {"name": "source", "in": "query", "explode": True,
+                        "schema": {"type": "array", "items": {"type": "string", "enum": ["kg", "text", "tables"]}}}],
+                {"type": "object"})
     sparql = {"summary": "SPARQL 1.1 Protocol query endpoint (kqe:bm25, kqe:similarity, SERVICE <urn:kqe:search>)",
               "parameters": [{"name": "query", "in": "query", "schema": {"type": "string"}},
                              {"name": "default-graph-uri", "in": "query", "schema": {"type": "string"}},
