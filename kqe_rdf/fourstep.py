@@ -32,6 +32,9 @@ from .retrieval import Batch, Hit, Stage
 from .triplets import End, Triplet, TripletQuery, normalise
 
 
+WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
+
+
 class OfflineTriplets:
     """Triplets without an LLM: mentions from the name index, relations by embedding similarity.
 
@@ -70,9 +73,9 @@ class OfflineTriplets:
                 self._phrase_vectors[p] = v
         return np.stack([self._phrase_vectors[p] for p in phrases])
 
-    def answer_types(self, query: str) -> set[str]:
+    def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
         """The class a question asks for: the class word right after its wh-word ("which years",
-        "what genre"), or the wh-word itself ("who", "when"); else every class it names."""
+        "what genre"), or the wh-word itself ("who", "when"); else (unless ``wh_only``) every class it names."""
         words = re.findall(r"[a-z0-9]+", query.lower())
         cues = self.kb.schema.class_cues
 
@@ -87,10 +90,12 @@ class OfflineTriplets:
             return found
 
         for i, w in enumerate(words):
-            if w in ("what", "which", "who", "whom", "whose", "when", "where", "how"):
+            if w in WH_WORDS:
                 found = classes_at(i, 4)
                 if found:
                     return found
+        if wh_only:
+            return set()
         everywhere = set()
         for i in range(len(words)):
             everywhere |= classes_at(i, 1)
@@ -211,7 +216,24 @@ class LLMTriplets:
         if not usable.triplets:
             why = "; ".join(usable.notes) or "it gave no triplets"
             return self._fallback(query, f"LLM gave no triplet the ontology can express ({why})")
+        if any("read as the answer" in note for note in usable.notes):
+            asked, reachable = self.offline.answer_types(query, wh_only=True), self._answer_classes(usable)
+            if asked and reachable and not asked & reachable:
+                names = ", ".join(sorted(local_name(c) for c in asked))
+                return self._fallback(query, f"LLM triplets, once its guessed answer became a variable, cannot "
+                                             f"reach the class the request asks for ({names})")
         return tq
+
+    def _answer_classes(self, tq: TripletQuery) -> set[str]:
+        """Classes the answer variable can have at either end of its relations (direction is tolerated)."""
+        schema, found = self.kb.schema, set()
+        for t in tq.triplets:
+            rel = schema.relations.get(t.relation)
+            if rel is not None and tq.answer in (t.head.text, t.tail.text):
+                for cls in (rel.domain, rel.range):
+                    if cls:
+                        found |= set(schema.subclasses(cls))
+        return found
 
     def _fallback(self, query: str, why: str) -> TripletQuery:
         tq = self.offline(query)

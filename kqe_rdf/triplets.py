@@ -138,6 +138,14 @@ def _closest(name: str, options: dict[str, str]) -> str | None:
     return by_norm[close[0]] if close else None
 
 
+def _mentioned(name: str, query: str) -> bool:
+    """Whether the request writes this name (case, spacing and small misspellings aside)."""
+    from rapidfuzz import fuzz
+
+    name, query = " ".join(name.lower().split()), " ".join(query.lower().split())
+    return bool(name) and (name in query or fuzz.partial_ratio(name, query) >= 90)
+
+
 def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
     """Relations and types mapped onto the ontology (IRIs); unusable triplets dropped with a note."""
     relations = {iri: r.label for iri, r in schema.relations.items()}
@@ -159,8 +167,16 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
             notes.append(f"relation {t.relation!r} is not in the ontology; triplet {t} dropped")
             continue
         if not t.head.is_variable and not t.tail.is_variable:
-            notes.append(f"triplet {t} has no variable; dropped")
-            continue
+            guessed = [end for end in (t.head, t.tail) if not _mentioned(end.text, tq.query)]
+            if len(guessed) != 1:
+                notes.append(f"triplet {t} has no variable; dropped")
+                continue
+            # Small models write their guess at the answer where the variable belongs ("Jeff Nichols",
+            # directed_by, "Kismet"): the one constant the request never mentions is read as the answer.
+            notes.append(f"{guessed[0].text!r} is not in the request: read as the answer {tq.answer}")
+            as_answer = End(tq.answer, guessed[0].type)
+            t = Triplet(as_answer if t.head is guessed[0] else t.head, t.relation,
+                        as_answer if t.tail is guessed[0] else t.tail, t.negated)
         kept.append(Triplet(fix_type(t.head), rel, fix_type(t.tail), t.negated))
     answer_type = _closest(tq.answer_type, classes) if tq.answer_type else None
     if tq.answer_type and answer_type is None:

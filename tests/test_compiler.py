@@ -294,6 +294,21 @@ def test_a_triplet_without_variables_is_dropped_with_a_note(metaqa_schema):
     assert len(tq.notes) == 1 and "has no variable; dropped" in tq.notes[0]
 
 
+def test_a_constant_the_request_never_mentions_is_read_as_the_answer_variable(metaqa_schema):
+    # What qwen2.5-coder-1.5b answered for this request: its guess at the answer in place of the variable.
+    tq = normalise(TripletQuery("what was Jeff Nichols the director of",
+                                [t("Jeff Nichols", "directed_by", "Kismet")], "?x"), metaqa_schema)
+    [triplet] = tq.triplets
+    assert (triplet.head.text, triplet.tail.text, tq.answer) == ("Jeff Nichols", "?x", "?x")
+    assert tq.notes == ["'Kismet' is not in the request: read as the answer ?x"]
+
+
+def test_a_triplet_of_two_mentioned_constants_is_still_dropped(metaqa_schema):
+    tq = normalise(TripletQuery("did William Dieterle direct Kismet",
+                                [t("Kismet", "directed_by", "William Dieterle")], "?x"), metaqa_schema)
+    assert tq.triplets == [] and "has no variable; dropped" in tq.notes[0]
+
+
 def test_an_answer_variable_in_no_triplet_is_repaired_with_a_note(metaqa_schema):
     tq = normalise(TripletQuery("q", [t("Kismet", "directed_by", "?director")], "?film"), metaqa_schema)
     assert tq.answer == "?director"

@@ -149,6 +149,25 @@ def test_an_unknown_relation_next_to_a_good_one_is_dropped_and_the_rest_is_used(
     assert names(movie_kb, batch.ranked("q")[:1]) == ["William Dieterle"]
 
 
+def test_a_guessed_answer_in_place_of_the_variable_is_read_as_the_variable(movie_kb, chat_server, settings):
+    # qwen2.5-coder-1.5b wrote its guess (here "Alfred Hitchcock") where the answer variable belongs.
+    chat_server.script(reading(("Kismet", "directed_by", "Alfred Hitchcock")))
+    batch = pipeline("4step", movie_kb, settings(), K).run(QUESTION)
+    reading_ = batch.explain["q"]["triplets"]
+    assert reading_["source"] == "llm:scripted"
+    assert names(movie_kb, batch.ranked("q")[:1]) == ["William Dieterle"]
+
+
+def test_a_guessed_answer_that_cannot_be_of_the_class_asked_for_falls_back_to_the_offline_reading(
+        movie_kb, chat_server, settings):
+    # A 2-hop question squeezed into one triplet with a guessed genre: as a variable it would answer with films.
+    chat_server.script(reading(("Ridley Scott", "directed_by", "Drama")))
+    batch = pipeline("4step", movie_kb, settings(), K).run("what genres are the films directed by Ridley Scott")
+    reading_ = batch.explain["q"]["triplets"]
+    assert reading_["source"] == "offline (after LLM failure)"
+    assert "cannot reach the class the request asks for (Genre)" in reading_["notes"][0]
+
+
 # ---------------------------------------------------------------- garbage answers
 
 GARBAGE = {
