@@ -282,6 +282,22 @@ METHODS: dict[str, Callable] = {"bm25": _bm25, "dense": _dense, "hybrid": _hybri
                                  "4step-offline": _fourstep_offline}
 
 
+def _expansion(method: str) -> Callable:
+    """Query expansion then retrieval (``kqe_rdf.expansion``, imported when the method is used)."""
+
+    def factory(kb, settings, k, types):
+        from .expansion import expansion_pipeline
+
+        return expansion_pipeline(method, kb, settings, k, types)
+
+    return factory
+
+
+METHODS.update({name: _expansion(name) for name in (
+    "kar", "kar-offline", "kar-nokg", "kar-nokg-offline", "kar-namefilter", "kar-namefilter-offline",
+    "prf-docs", "hyde", "q2d", "rar", "agr", "lkqe", "lkqe-offline")})
+
+
 def pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> Stage:
     try:
         factory = METHODS[method]

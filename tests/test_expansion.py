@@ -1,0 +1,322 @@
+"""Query expansion without an LLM, on real KBs: KAR's steps one by one, the baselines, LKQE offline, CLI.
+
+``expand(kb, settings, text, method)`` returns the expanded query and the knowledge it came
+from; ``pipeline(method, kb, settings, k)`` searches with it. Each KAR step is checked on the
+tiny movie KB (``fixtures_kb``) or the product KB (``conftest``): entities from the mention
+finder, neighbours by SPARQL with relation and direction, filtering by *document*
+embeddings (the ablation by names), document triples within the token budget, and an
+offline expansion that carries the graph's facts into the final query.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
+from kqe_rdf.build import build_kb
+from kqe_rdf.cli import cli
+from kqe_rdf.config import Settings
+from kqe_rdf.errors import KqeError
+from kqe_rdf.evaluation import evaluate
+from kqe_rdf.expansion import expand, expander
+from kqe_rdf.expansion.kar import Neighbourhood
+from kqe_rdf.expansion.text import estimate_tokens
+from kqe_rdf.importers import get_importer
+from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.querysets import EvalQuery, QuerySet
+from kqe_rdf.retrieval import METHODS, pipeline
+
+M = "https://w3id.org/kqe/metaqa#"
+OFFLINE = Settings()
+
+
+@pytest.fixture(autouse=True)
+def no_llm(monkeypatch):
+    """The CLI reads OPENAI_BASE_URL and KQE_* from the environment: these tests run with no LLM."""
+    for key in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "KQE_LLM_MODEL", "KQE_LLM_BASE_URL", "KQE_CONFIG"):
+        monkeypatch.delenv(key, raising=False)
+
+
+def edge(exp, name: str) -> dict:
+    [found] = [n for n in exp.neighbours if n["name"] == name]
+    return found
+
+
+# ------------------------------------------------------------------ KAR, step by step
+
+
+def test_kar_offline_reads_the_entity_follows_its_relations_and_puts_the_facts_in_the_query(movie_kb):
+    exp = expand(movie_kb, OFFLINE, "who directed Kismet", "kar-offline")
+
+    assert exp.method == "kar-offline" and exp.llm == "offline" and exp.llm_usage is None
+    [entity, pseudo] = exp.entities
+    assert (entity["text"], entity["found_by"], entity["nodes"][0]["iri"]) == ("Kismet", "mention",
+                                                                               node(movie_kb, "Kismet"))
+    assert pseudo["found_by"] == "query" and pseudo["text"] == "who directed Kismet"
+    dieterle = edge(exp, "William Dieterle")
+    assert (dieterle["relation"], dieterle["relation_iri"], dieterle["direction"], dieterle["hop"]) == (
+        "directed by", f"{M}directed_by", "out", 1)
+    assert dieterle["from"] == node(movie_kb, "Kismet")
+    assert exp.expanded.startswith("who directed Kismet ")
+    assert any("Kismet directed by William Dieterle." in e for e in exp.expansions)
+    assert len(exp.expansions) == OFFLINE.kar_expansions
+
+
+def test_neighbours_come_with_the_direction_of_the_stored_edge(movie_kb):
+    hood = Neighbourhood(movie_kb)
+    from_film = {(r, movie_kb.document(n).name, d) for r, n, d in hood(node(movie_kb, "Kismet"))}
+    from_person = {(r, movie_kb.document(n).name, d) for r, n, d in hood(node(movie_kb, "William Dieterle"))}
+
+    assert (f"{M}directed_by", "William Dieterle", "out") in from_film
+    assert (f"{M}directed_by", "Kismet", "in") in from_person
+    assert (f"{M}directed_by", "The Hunchback of Notre Dame", "in") in from_person
+    assert all(d == "in" for _, _, d in from_person)
+
+
+def test_the_fanout_limit_caps_neighbours_per_node_and_relation(movie_kb):
+    eastwood = node(movie_kb, "Clint Eastwood")
+    everything = Neighbourhood(movie_kb)(eastwood)
+    capped = Neighbourhood(movie_kb, fanout=1)(eastwood)
+
+    directed = [n for r, n, d in everything if r == f"{M}directed_by"]
+    assert len(directed) == 3  # Unforgiven, Gran Torino, The Bridges of Madison County
+    assert len([n for r, n, d in capped if r == f"{M}directed_by"]) == 1
+    assert len(capped) == len({r for r, _, _ in everything})
+
+
+def test_filtering_scores_neighbours_by_their_documents_not_their_names(kb, iri):
+    """The D500's *name* says nothing of birds; its document does, and document filtering ranks it first."""
+    query = "a Nikon camera for photographing birds in flight"
+    only_entities = Settings(kar_query_nodes=0)  # Nikon's neighbours only, not the query's top node's
+    by_document = expand(kb, only_entities, query, "kar-offline")
+    by_name = expand(kb, only_entities, query, "kar-namefilter-offline")
+
+    [nikon] = [e for e in by_document.entities if e["found_by"] == "mention"]
+    assert nikon["nodes"][0]["iri"] == iri("nikon")
+    q = kb.embed_query(query)
+    for n in by_document.neighbours:
+        assert n["score"] == pytest.approx(float(kb.dense.vector(n["iri"]) @ q), abs=1e-4)
+    assert by_document.neighbours[0]["iri"] == iri("B001")
+    names_vectors = kb.encoder.encode([n["name"] for n in by_name.neighbours])
+    for n, vector in zip(by_name.neighbours, names_vectors):
+        assert n["score"] == pytest.approx(float(vector @ q), abs=2e-3)
+    assert by_name.neighbours[0]["iri"] == iri("B005")  # "Telephoto Zoom Lens" is the name nearest the query
+
+
+def test_nodes_without_a_stored_embedding_are_encoded_from_their_documents_within_the_cap(movie_kb, tmp_path):
+    """A KB embedded only in part: the other neighbours' documents are encoded on the fly, at most kar_encode."""
+    from kqe_rdf.build import embed_kb
+
+    kb_dir = tmp_path / "movies"
+    import shutil
+
+    shutil.copytree(movie_kb.path, kb_dir)
+    shutil.rmtree(kb_dir / "embeddings")
+    embed_kb(kb_dir, types=["Person"])
+    partial = KnowledgeBase.open(kb_dir)
+    exp = expand(partial, Settings(kar_encode=2, kar_query_nodes=0), "who directed Kismet", "kar-offline")
+    # Kismet's neighbours: four people (stored) and four others (year, language, genre, tag), of which
+    # only two may be encoded.
+    people = {"William Dieterle", "Edward Knoblock", "Ronald Colman", "Marlene Dietrich"}
+    found = {n["name"] for n in exp.neighbours}
+    assert people <= found and len(found - people) == 2
+
+    scorer = expander("kar-offline", partial, Settings(kar_encode=100)).documents
+    kismet_doc = partial.document(node(partial, "Kismet"))
+    [score] = scorer.scores("Kismet", [kismet_doc.iri]).values()
+    assert score == pytest.approx(float(scorer.encoder.encode([kismet_doc.text])[0] @ partial.embed_query("Kismet")),
+                                  abs=1e-5)
+
+
+def test_two_hops_grow_from_the_best_first_hop_neighbours(movie_kb):
+    exp = expand(movie_kb, Settings(kar_hops=2, kar_neighbours=20), "actors in films by Ridley Scott", "kar-offline")
+    hops = {n["name"]: n for n in exp.neighbours}
+    assert hops["Blade Runner"]["hop"] == 1 and hops["Alien"]["hop"] == 1
+    second = [n for n in exp.neighbours if n["hop"] == 2]
+    assert second and all(movie_kb.document(n["from"]).name in hops for n in second)
+    assert {"Harrison Ford", "Sigourney Weaver"} <= set(hops)
+    assert not [n for n in expand(movie_kb, OFFLINE, "actors in films by Ridley Scott", "kar-offline").neighbours
+                if n["hop"] == 2]
+
+
+@pytest.mark.parametrize("budget", [40, 120, 5000])
+def test_document_triples_stay_within_the_token_budget(movie_kb, budget):
+    exp = expand(movie_kb, Settings(expansion_context_tokens=budget), "who directed Kismet", "kar-offline")
+
+    assert exp.context_tokens <= budget
+    assert estimate_tokens("\n".join(exp.context)) == exp.context_tokens
+    assert all("--" in line and "-->" in line for line in exp.context)
+    if budget == 5000:
+        assert len(exp.context) == len(exp.neighbours)
+        assert any(line.startswith("(Kismet") and "--directed by--> (William Dieterle: " in line
+                   for line in exp.context)
+        assert sum("(Kismet: " in line for line in exp.context) == 1  # a document is shown once, then named
+    if budget == 40:
+        assert len(exp.context) < len(exp.neighbours)
+
+
+def test_kar_without_kg_uses_only_the_entity_documents(movie_kb):
+    exp = expand(movie_kb, OFFLINE, "who directed Kismet", "kar-nokg-offline")
+    assert exp.neighbours == []
+    assert exp.context and exp.context[0].startswith("Kismet: ")
+    assert exp.expansions[0].startswith("Kismet.")
+
+
+def test_a_query_naming_nothing_in_the_kb_still_expands_from_the_query_itself(movie_kb):
+    exp = expand(movie_kb, OFFLINE, "zzz qqq", "kar-offline")
+    assert [e["found_by"] for e in exp.entities] == ["query"]
+    assert exp.expanded.startswith("zzz qqq")
+
+
+# ---------------------------------------------------------------- retrieval with expansions
+
+
+def test_every_expansion_method_is_a_registered_retrieval_method():
+    for method in ("kar", "kar-offline", "kar-nokg", "kar-nokg-offline", "kar-namefilter", "kar-namefilter-offline",
+                   "prf-docs", "hyde", "q2d", "rar", "agr", "lkqe", "lkqe-offline"):
+        assert method in METHODS
+
+
+def test_kar_offline_search_finds_the_answer_the_graph_points_to_and_explains_it(movie_kb):
+    stage = pipeline("kar-offline", movie_kb, OFFLINE, 5)
+    batch = stage.run("who directed Kismet")
+    assert len(batch.ranked("q")) == 5
+    assert "William Dieterle" in names(movie_kb, batch.ranked("q")[:3])
+    assert batch.explain["q"]["expansion"]["method"] == "kar-offline"
+    assert repr(stage).startswith("Expand(kar-offline, offline) >> Dense")
+
+
+def test_prf_docs_appends_the_top_documents_of_the_final_retriever(movie_kb):
+    exp = expand(movie_kb, Settings(expansion_docs=2), "Blade Runner", "prf")
+    top = [h.iri for h in pipeline("dense", movie_kb, OFFLINE, 2).search("Blade Runner")]
+    assert exp.method == "prf-docs" and exp.passages == top
+    assert exp.expansions[0].startswith(movie_kb.document(top[0]).name + ": ")
+
+
+def test_llm_methods_say_they_need_an_llm_and_kar_runs_offline_without_one(movie_kb):
+    for method in ("hyde", "q2d", "rar", "agr"):
+        with pytest.raises(KqeError, match=f"{method} needs an LLM.*kar-offline"):
+            pipeline(method, movie_kb, OFFLINE, 5)
+    assert expand(movie_kb, OFFLINE, "who directed Kismet", "kar").method == "kar-offline"
+    assert expand(movie_kb, OFFLINE, "who directed Kismet", "lkqe").method == "lkqe-offline"
+
+
+def test_bad_input_gets_a_clear_error(movie_kb):
+    with pytest.raises(KqeError, match="empty"):
+        expand(movie_kb, OFFLINE, "  ", "kar-offline")
+    with pytest.raises(KqeError, match="no expansion method 'kqr'.*kar-offline"):
+        expand(movie_kb, OFFLINE, "x", "kqr")
+    with pytest.raises(KqeError, match="kar_hops must be 1 or 2"):
+        Settings(kar_hops=3)
+    with pytest.raises(KqeError, match="kar_final must be"):
+        Settings(kar_final="sparse")
+    with pytest.raises(KqeError, match="lkqe_docs must be at least 1"):
+        Settings(lkqe_docs=0)
+
+
+def test_eval_runs_expansion_methods_like_any_other(movie_kb):
+    qs = QuerySet("movies", [EvalQuery("1", "who directed Kismet", {"William Dieterle": 1}),
+                             EvalQuery("2", "what films did Ridley Scott direct", {"Alien": 1, "Blade Runner": 1})])
+    result = evaluate(movie_kb, qs, ["dense", "kar-offline", "prf-docs"], OFFLINE, depth=10, trec_measures=())
+    by = {r.method: r for r in result.results}
+    assert set(by) == {"dense", "kar-offline", "prf-docs"}
+    assert by["kar-offline"].llm_usage is None and len(by["kar-offline"].run) == 20
+    assert by["kar-offline"].metrics["Hit@5"] >= by["dense"].metrics["Hit@5"]
+
+
+# ------------------------------------------------------------------- LKQE offline
+
+
+PASSAGES = """\
+p1\tAspirin irreversibly inhibits cyclooxygenase. This blocks thromboxane synthesis in platelets. Platelets cannot make new enzyme.
+p2\tIbuprofen is a reversible inhibitor of cyclooxygenase used for pain and fever.
+p3\tThe Eiffel Tower is a wrought-iron lattice tower in Paris, completed in 1889 for the World's Fair.
+p4\tLow-dose aspirin reduces the risk of heart attack by preventing platelet clots in the coronary arteries.
+p5\tParis is the capital of France; the Seine flows through the city.
+"""
+
+
+@pytest.fixture(scope="module")
+def passages_kb(tmp_path_factory):
+    """Five passages, no relations (a text collection without a KG), BM25 only."""
+    folder = tmp_path_factory.mktemp("passages")
+    (folder / "passages.tsv").write_text(PASSAGES, encoding="utf-8")
+    kb_dir = folder / "kb"
+    build_kb(get_importer("passages")([folder / "passages.tsv"]), kb_dir)
+    return KnowledgeBase.open(kb_dir)
+
+
+def test_lkqe_offline_adds_the_key_sentences_nearest_the_query_three_times_weighted(passages_kb):
+    query = "how does aspirin affect platelets"
+    exp = expand(passages_kb, Settings(lkqe_sentences=2), query, "lkqe-offline")
+
+    assert exp.method == "lkqe-offline" and exp.triples == [] and exp.graph is None
+    assert len(exp.context) == 2 and all(s in PASSAGES for s in exp.context)
+    assert any("platelet" in s.lower() for s in exp.context)
+    assert exp.expanded.startswith(" ".join([query] * 3) + " ")
+    assert len(exp.expansions[0].split()) <= 15 * len(query.split())
+    assert not (passages_kb.path / "expansions").exists()
+
+
+def test_lkqe_caps_the_expansion_at_a_multiple_of_the_query(passages_kb):
+    exp = expand(passages_kb, Settings(lkqe_max_ratio=1, lkqe_sentences=5), "aspirin platelets", "lkqe-offline")
+    assert len(exp.expansions[0].split()) == 2
+
+
+def test_lkqe_offline_searches_with_bm25(passages_kb):
+    hits = pipeline("lkqe-offline", passages_kb, OFFLINE, 3).search("how does aspirin affect platelets")
+    assert [passages_kb.document(h.iri).identifier for h in hits][:2] in (["p1", "p4"], ["p4", "p1"])
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_cli_expand_prints_the_expanded_query_and_with_show_context_its_knowledge(movie_kb):
+    runner = CliRunner()
+    plain = runner.invoke(cli, ["expand", "who directed Kismet", "--kb", str(movie_kb.path), "-m", "kar-offline"])
+    assert plain.exit_code == 0, plain.output
+    assert plain.output.startswith("who directed Kismet ")
+
+    shown = runner.invoke(cli, ["expand", "who directed Kismet", "--kb", str(movie_kb.path), "-m", "kar-offline",
+                                "--show-context"])
+    assert shown.exit_code == 0, shown.output
+    assert "entity 'Kismet' (mention)" in shown.output
+    assert "--directed by--> (William Dieterle)" in shown.output
+    assert "context (" in shown.output and "expansion 1:" in shown.output
+
+
+def test_cli_expand_json_and_options(movie_kb):
+    result = CliRunner().invoke(cli, ["expand", "actors in films by Ridley Scott", "--kb", str(movie_kb.path), "-m",
+                                      "kar-offline", "--hops", "2", "--neighbours", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["method"] == "kar-offline" and len(data["neighbours"]) == 4
+    assert data["expanded_query"].startswith("actors in films by Ridley Scott")
+    assert set(data) >= {"entities", "neighbours", "context", "expansions", "llm_usage", "notes"}
+
+
+def test_cli_search_and_explain_with_an_expansion_method(movie_kb):
+    result = CliRunner().invoke(cli, ["search", "who directed Kismet", "--kb", str(movie_kb.path), "-m", "kar-offline",
+                                      "--explain"])
+    assert result.exit_code == 0, result.output
+    assert "William Dieterle" in result.output and "neighbour" in result.output
+
+
+def test_cli_expand_errors_are_one_line(movie_kb):
+    result = CliRunner().invoke(cli, ["expand", "who directed Kismet", "--kb", str(movie_kb.path), "-m", "hyde"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: hyde needs an LLM")
+    bad = CliRunner().invoke(cli, ["expand", "x", "--kb", str(movie_kb.path), "--hops", "5"])
+    assert bad.exit_code == 2 and "kar_hops must be 1 or 2" in bad.output
+
+
+def test_the_expansion_vectors_are_unit_length(movie_kb):
+    """Scores are cosines: on-the-fly encodings are normalised like the stored ones."""
+    scorer = expander("kar-offline", movie_kb, OFFLINE).filter
+    scorer._encode([node(movie_kb, "Kismet")])
+    [vector] = scorer._vectors.values()
+    assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
