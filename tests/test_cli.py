@@ -400,3 +400,13 @@ def test_eval_refuses_malformed_input(run, kb, tmp_path, stark_csv):
     refused(run("eval", "stark", bad, "--kb", kb.path), "bad.csv:2", "not a list literal")
     refused(run("eval", "stark", tmp_path / "absent.csv", "--kb", kb.path), "absent.csv")
     refused(run("eval", "stark", stark_csv, "--kb", kb.path, "-m", "nosuch"), "no retrieval method 'nosuch'")
+
+
+@pytest.mark.parametrize("command", [["search"], ["eval"]])
+def test_the_method_help_names_every_registered_method(command):
+    from kqe_rdf.retrieval import METHODS
+
+    text = "".join(CliRunner().invoke(cli, [*command, "--help"]).output.split())  # help wraps at hyphens
+    for name in METHODS:
+        short = name.removesuffix("-offline") if name.startswith(("kar-nokg", "kar-namefilter")) else name
+        assert short in text, name
