@@ -112,7 +112,8 @@ def main(argv=None) -> int:
             if per_query:
                 per_query.write(json.dumps({"qid": q.qid, "sources": combination, "question": q.text,
                                             "answer": result.answer, "hit": ok, "method": result.method,
-                                            "gold": sorted(gold)[:10], "flags": result.flags}) + "\n")
+                                            "gold": sorted(gold)[:10], "flags": result.flags,
+                                            "notes": result.pruning.notes}) + "\n")
         n = len(queries) or 1
         summary = {"queryset": described, "kb": args.kb, "sources": combination, "questions": len(queries),
                    "hits@1": round(100 * hits / n, 2),

@@ -154,6 +154,10 @@ class Settings:
     #: Text and table evidence: the best BM25 sentences of the whole KB, and table rows, added per question.
     qa_text_hits: int = 100
     qa_table_hits: int = 100
+    #: Structural candidates (part of the kg source): the top qa_focus_hits 4StepFocus hits per question become
+    #: evidence (0: none), and qa_focus_weight weighs their structural score in pruning and in the offline reader.
+    qa_focus_hits: int = 10
+    qa_focus_weight: float = 1.0
 
     def __post_init__(self) -> None:
         # Checked here, not where a value is first used, so a bad value fails before a long build starts.
@@ -205,6 +209,9 @@ class Settings:
         if any(b >= a for a, b in zip([self.qa_pool_size, *stages], stages)) or any(k < 1 for k in stages):
             raise KqeError(f"setting qa_prune_stages must be positive sizes, each smaller than the one before and "
                            f"than qa_pool_size ({self.qa_pool_size}), e.g. '100,30'; got {self.qa_prune_stages!r}")
+        for name in ("qa_focus_hits", "qa_focus_weight"):
+            if getattr(self, name) < 0:
+                raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
 
     @property
     def qa_source_list(self) -> tuple[str, ...]:

@@ -19,9 +19,11 @@ from click.testing import CliRunner
 from fixtures_kb import MOVIES, movie_kb, node  # noqa: F401 - fixtures
 from kqe_rdf.answering import QuestionAnswering, answer, check_sources
 from kqe_rdf.answering.answer import LLMReader, OfflineReader
-from kqe_rdf.answering.evidence import KGFacts, NameFinder, SentenceIndex, TextSentences, document_sentences
+from kqe_rdf.answering.evidence import (EntityRef, Evidence, KGFacts, NameFinder, SentenceIndex, TextSentences,
+                                        document_sentences)
+from kqe_rdf.answering.focus import FocusCandidates
 from kqe_rdf.answering.intent import LLMIntent, OfflineIntent
-from kqe_rdf.answering.pruning import Pruner, TextPool
+from kqe_rdf.answering.pruning import Pruner, Ranked, TextPool
 from kqe_rdf.answering.tables import list_tables, load_tables, register_table
 from kqe_rdf.build import build_kb
 from kqe_rdf.cli import cli
@@ -251,13 +253,20 @@ def test_registering_a_name_twice_needs_replace_and_a_failed_replace_keeps_the_o
     assert not [p for p in (table_kb.path / "tables").iterdir() if p.name.startswith(".")]
 
 
-def test_a_relation_moved_from_the_graph_into_a_table_still_answers_questions(tmp_path):
+@pytest.fixture(scope="module")
+def years_kb(tmp_path_factory) -> KnowledgeBase:
+    """The movie KB with its release years moved out of the graph into a registered table "years"."""
+    folder = tmp_path_factory.mktemp("qa-years")
     without_years = "\n".join(line for line in MOVIES.splitlines() if "|release_year|" not in line) + "\n"
-    kb = build_movies(tmp_path, without_years)
+    kb = build_movies(folder, without_years)
     years = "\n".join(f"{m},{y}" for m, _r, y in (line.split("|") for line in MOVIES.splitlines())
                       if _r == "release_year")
-    register_table(kb, write(tmp_path / "years.csv", "movie,release year\n" + years + "\n"), "movie")
-    qa = QuestionAnswering(kb, OFFLINE)
+    register_table(kb, write(folder / "years.csv", "movie,release year\n" + years + "\n"), "movie")
+    return kb
+
+
+def test_a_relation_moved_from_the_graph_into_a_table_still_answers_questions(years_kb):
+    qa = QuestionAnswering(years_kb, OFFLINE)
 
     from_table = qa("when was Kismet released", ("kg", "tables"))
     graph_only = qa("when was Kismet released", ("kg",))
@@ -266,6 +275,111 @@ def test_a_relation_moved_from_the_graph_into_a_table_still_answers_questions(tm
     assert [e.origin for e in from_table.evidence] == [{"table": "years", "row": 1}]
     assert from_table.evidence[0].text == "years / movie: Kismet, release year: 1944"
     assert graph_only.answer != "1944"
+
+
+def test_table_rows_are_read_for_the_nodes_whose_facts_the_walk_read_with_their_hop(years_kb):
+    qa = QuestionAnswering(years_kb, Settings(qa_pool_size=200, qa_prune_stages="40,10", qa_kg_hops=2))
+    intent = qa.intent("when was Kismet released")
+
+    rows = {e.text: e.hop for e in qa.collect("when was Kismet released", intent, ("kg", "tables"))
+            if e.source == "tables"}
+
+    assert rows["years / movie: Kismet, release year: 1944"] == 1  # the asked film's own row: one edge away
+    # Two hops read the facts of Kismet and of its neighbours (English, William Dieterle, ...): the films those
+    # facts name (Unforgiven is "in language English") are reached, not read, so their rows stay out and
+    # cannot outvote Kismet's own row.
+    assert not any("Unforgiven" in text or "Hunchback" in text for text in rows)
+
+
+def test_with_no_answer_type_the_relation_phrase_picks_the_value_from_the_table_or_the_graph(years_kb, movie_kb):
+    question = "what was the release date of Kismet"  # "date" is no class cue: the frame has no answer type
+
+    from_table = QuestionAnswering(years_kb, OFFLINE)(question, ("kg", "text", "tables"))
+    from_graph = QuestionAnswering(movie_kb, OFFLINE)(question, ("kg", "text"))
+
+    assert from_table.intent.answer_types == [] and from_table.intent.relation == "release date"
+    assert from_table.answer == from_graph.answer == "1944"
+    assert from_table.evidence[0].origin == {"table": "years", "row": 1}  # the column "release year" matches
+    assert from_graph.candidates[0].type_match is None  # a relation match, not a type match
+
+
+# ------------------------------------------------------------------ structural candidates (4StepFocus)
+
+
+def test_4stepfocus_hits_are_kg_evidence_that_keeps_the_paths_they_satisfy(qa, movie_kb):
+    intent = qa.intent("who directed Kismet")
+
+    [hit] = qa.focus.collect("who directed Kismet", intent.answer_types, intent.seeds)
+
+    assert hit.source == "kg" and hit.id == "focus-0"
+    assert hit.text == "Kismet directed by William Dieterle"  # the satisfied path, with the hit in the answer's place
+    assert hit.origin["node"] == node(movie_kb, "William Dieterle") and hit.origin["rank"] == 1
+    assert hit.origin["bindings"][0]["x"] == node(movie_kb, "William Dieterle")
+    assert node(movie_kb, "Kismet") in hit.origin["bindings"][0].values()
+    assert hit.origin["triplets"][0]["relation"] == M + "directed_by"
+    assert hit.prior == pytest.approx(1.0, abs=0.01)  # one path only this node satisfies (+ a similarity tie-break)
+    assert hit.nodes == {node(movie_kb, "William Dieterle"), node(movie_kb, "Kismet")}
+
+
+def test_a_question_with_many_constraints_is_answered_by_the_node_that_satisfies_most(qa, movie_kb):
+    question = "which movies starred Clint Eastwood and Gene Hackman"
+
+    hits = qa.focus.collect(question, [M + "Movie"], qa.intent(question).seeds)
+    result = qa(question, ("kg",))
+
+    assert [h.origin["node"] for h in hits] == [node(movie_kb, "Unforgiven"), node(movie_kb, "Gran Torino")]
+    assert hits[0].prior > 2 * hits[1].prior  # both paths (one only Unforgiven satisfies) against one
+    assert hits[0].text == "Unforgiven starred actors Gene Hackman; Unforgiven starred actors Clint Eastwood"
+    assert result.answer == "Unforgiven" and "focus-0" in [e.id for e in result.evidence]
+
+
+def test_hits_tied_with_the_best_hit_not_shown_carry_no_weight(qa, movie_kb):
+    question = "which movies are in English"  # five films satisfy the one path equally well
+    seeds = qa.intent(question).seeds
+
+    one = FocusCandidates(movie_kb, qa.linker, qa.offline_intent.reader, hits=1).collect(question, [M + "Movie"], seeds)
+    every = FocusCandidates(movie_kb, qa.linker, qa.offline_intent.reader, hits=10).collect(question, [M + "Movie"],
+                                                                                            seeds)
+
+    assert len(one) == 1 and one[0].prior < 0.01  # it beats the films not shown by a similarity tie-break only
+    assert len(every) == 5 and all(p.prior > 0.5 for p in every)  # nothing left out: each keeps its whole path
+
+
+def test_the_reader_counts_a_structural_piece_as_the_paths_its_node_satisfies(qa, movie_kb):
+    intent = qa.intent("who directed Kismet")
+    pieces = qa.collect("who directed Kismet", intent, ("kg",))
+    directed = next(Ranked(e, 1.0) for e in pieces if e.text == "Kismet directed by William Dieterle")
+    other = Evidence("focus-0", "kg", "Kismet starred actors Ronald Colman", (EntityRef("Ronald Colman", (
+        node(movie_kb, "Ronald Colman"),)),), {"node": node(movie_kb, "Ronald Colman")}, hop=1, prior=6.0)
+
+    weighed = OfflineReader(movie_kb, qa.linker.index)(intent.question, intent, [Ranked(other, 1.0), directed])
+    ignored = OfflineReader(movie_kb, qa.linker.index, prior_weight=0.0)(intent.question, intent,
+                                                                         [Ranked(other, 1.0), directed])
+
+    assert weighed.answer.name == "Ronald Colman"  # six weighted paths at rank 1 outweigh one fact at rank 2
+    assert ignored.answer.name == "William Dieterle"
+
+
+class Failing:
+    """A triplet reader that breaks (as a bad schema or store error would)."""
+
+    name = "failing"
+
+    def __call__(self, query):
+        raise KqeError("no triplets today")
+
+
+def test_a_failing_4stepfocus_costs_only_its_own_pieces_and_says_why(qa, movie_kb):
+    focus = FocusCandidates(movie_kb, qa.linker, Failing(), hits=5)
+    notes: list[str] = []
+
+    assert focus.collect("who directed Kismet", [M + "Person"], [], notes) == []
+    assert notes == ["4StepFocus failed (no triplets today); no structural candidates"]
+    off = QuestionAnswering(movie_kb, Settings(qa_pool_size=200, qa_prune_stages="40,10", qa_focus_hits=0))
+    result = off("who directed Kismet", ("kg",))
+    assert result.answer == "William Dieterle" and not any(r.evidence.id.startswith("focus") for r in result.top)
+    with pytest.raises(KqeError, match="qa_focus_hits must not be negative"):
+        Settings(qa_focus_hits=-1)
 
 
 # ------------------------------------------------------------------ pruning

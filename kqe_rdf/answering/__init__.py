@@ -2,7 +2,8 @@
 
 One pipeline for every source (Christmann & Weikum's QUASAR): question understanding
 (:mod:`.intent`) → evidence retrieval, every source verbalised as sentences
-(:mod:`.evidence`, :mod:`.tables`) → re-ranking and pruning 1,000 → 100 → 30
+(:mod:`.evidence`, :mod:`.tables`; the "kg" source adds 4StepFocus's structural
+candidates, :mod:`.focus`) → re-ranking and pruning 1,000 → 100 → 30
 (:mod:`.pruning`) → an answer read from the top evidence, citing it (:mod:`.answer`)::
 
     from kqe_rdf.answering import answer
@@ -28,6 +29,7 @@ from ..errors import InputError
 from ..linking import Linker
 from .answer import CandidateAnswer, LLMReader, OfflineReader
 from .evidence import SOURCES, Evidence, KGFacts, NameFinder, TableRows, TextSentences
+from .focus import FocusCandidates
 from .intent import Intent, LLMIntent, OfflineIntent
 from .pruning import EvidenceScorer, Pruner, Pruning, Ranked, TextPool
 
@@ -94,14 +96,16 @@ class QuestionAnswering:
         index = self.linker.index
         self.offline_intent = OfflineIntent(kb, self.linker)
         self.intent = LLMIntent(kb, llm, self.offline_intent) if llm else self.offline_intent
-        self.offline_reader = OfflineReader(kb, index)
+        self.offline_reader = OfflineReader(kb, index, prior_weight=settings.qa_focus_weight)
         self.reader = LLMReader(kb, llm, self.offline_reader) if llm else self.offline_reader
         s = settings
         self.kg = KGFacts(kb, index, s.qa_kg_hops, s.qa_expand_nodes, s.qa_facts_per_node)
         self.text = TextSentences(kb, NameFinder(index), s.qa_text_hits)
         self.tables = TableRows(kb, index, s.qa_table_hits)
+        self.focus = FocusCandidates(kb, self.linker, self.offline_intent.reader, s.qa_focus_hits)
         self.pruner = Pruner(kb, s.qa_pool_size, s.qa_stages, s.qa_bm25_weight, s.qa_dense_weight,
-                             s.qa_entity_weight, s.qa_dense_depth, extra, type_weight=s.qa_type_weight)
+                             s.qa_entity_weight, s.qa_dense_depth, extra, type_weight=s.qa_type_weight,
+                             prior_weight=s.qa_focus_weight)
 
     def __call__(self, question: str, sources: Sequence[str] | str | None = None) -> Answer:
         question = " ".join((question or "").split())
@@ -125,9 +129,11 @@ class QuestionAnswering:
         try:
             intent = self.intent(question)
             lap("intent")
-            evidence = self.collect(question, intent, chosen)
+            notes: list[str] = []
+            evidence = self.collect(question, intent, chosen, notes)
             lap("evidence")
             pruning = self.pruner.run(question, intent.seeds, evidence, self.answer_like(intent))
+            pruning.notes[:0] = notes
             lap("pruning")
             reading = self.reader(question, intent, pruning.final)
             lap("answer")
@@ -155,20 +161,22 @@ class QuestionAnswering:
 
         return test
 
-    def collect(self, question: str, intent: Intent, sources: tuple[str, ...]) -> list[Evidence]:
-        """The evidence pool: KG facts first (their nodes pick table rows), then text, then table rows."""
+    def collect(self, question: str, intent: Intent, sources: tuple[str, ...],
+                notes: list[str] | None = None) -> list[Evidence]:
+        """The evidence pool: KG facts (the nodes they walk pick table rows) and 4StepFocus's structural
+        candidates, then text, then table rows."""
         seeds = intent.seeds
         pool: list[Evidence] = []
-        nodes = set(seeds)
+        walked: dict[str, int] = {}
         if "kg" in sources and seeds:
             phrase = intent.relation or question
-            facts = self.kg.collect(seeds, lambda texts: TextPool(texts).scores(phrase))
-            pool += facts
-            nodes.update(n for e in facts for n in e.nodes)
+            pool += self.kg.collect(seeds, lambda texts: TextPool(texts).scores(phrase), walked)
+        if "kg" in sources:
+            pool += self.focus.collect(question, intent.answer_types, seeds, notes)
         if "text" in sources:
             pool += self.text.collect(question, seeds)
         if "tables" in sources:
-            pool += self.tables.collect(question, seeds, nodes)
+            pool += self.tables.collect(question, seeds, walked)
         return pool
 
 

@@ -4,7 +4,13 @@ Offline (:class:`OfflineReader`): every entity the top pieces mention is a candi
 (except the question's own entities); its score sums, over the pieces naming it,
 1/log2(rank + 2) — so frequency and rank both count — times a type factor: 1 when
 its KG type (or, for a table value, its column name) is the answer type, 0.1 when
-its type is another, 0.3 when unknown. The best-supported candidate is the answer.
+its type is another, 0.3 when unknown; with no answer type, 1 when it sits in a
+column or fact whose name shares a word with the relation phrase, else 0.3. A
+4StepFocus piece (:mod:`.focus`) counts, wherever it ranks, as many top facts
+as the specificity-weighted paths its node satisfies beyond the best hit not shown
+(its ``prior``, times ``qa_focus_weight``), so a node that fits most of the 25
+phenotypes of a case outweighs one named beside a few of them. The best-supported
+candidate is the answer.
 
 With an LLM (:class:`LLMReader`) the model answers from the top pieces only and
 cites their ids. Its answer is checked, never trusted: citations of pieces that were
@@ -24,7 +30,7 @@ from dataclasses import dataclass, field
 from ..linking import NameIndex, normalise_name
 from ..ontology import local_name
 from .evidence import Evidence
-from .intent import Intent
+from .intent import Intent, stems
 from .pruning import Ranked
 
 ANSWER_SCHEMA = {
@@ -62,17 +68,29 @@ class Reading:
 class OfflineReader:
     name = "offline"
 
-    def __init__(self, kb, index: NameIndex, max_candidates: int = 10) -> None:
+    def __init__(self, kb, index: NameIndex, max_candidates: int = 10, prior_weight: float = 1.0) -> None:
         self.kb = kb
         self.index = index
         self.max_candidates = max_candidates
+        #: A piece with a prior (a 4StepFocus hit: the specificity-weighted paths its node satisfies) counts
+        #: as that many top facts times this weight; a piece without one counts 1/log2(rank + 2).
+        self.prior_weight = prior_weight
 
-    def type_factor(self, iris: Sequence[str], columns: set[str], intent: Intent) -> tuple[float, bool | None]:
+    def type_factor(self, iris: Sequence[str], columns: set[str], intent: Intent,
+                    relations: set[str] = frozenset()) -> tuple[float, bool | None]:
         """A table column naming the answer type settles it (a value "French" in column "language" is a
-        language, even if the KG's only "French" is a tag); else the KG types of the candidate's nodes."""
+        language, even if the KG's only "French" is a tag); else the KG types of the candidate's nodes.
+
+        With no answer type ("what was the release date of X"), the relation phrase stands in for it: a
+        candidate in a table column or at the end of a KG fact whose name shares a word with the phrase
+        (column "release year", relation release_year) is what is asked about; others weigh 0.3."""
         wanted = set(intent.answer_types)
         if not wanted:
-            return 1.0, None
+            words = stems(intent.relation)
+            if not words:
+                return 1.0, None
+            named = relations & set(intent.relations) or any(words & stems(c) for c in columns)
+            return (MATCH if named else UNKNOWN), None
         cues = {c for t in wanted for c in self.kb.schema.class_cues.get(t, [])} | \
                {normalise_name(local_name(t)) for t in wanted}
         if any(normalise_name(c) in cues or any(cue in normalise_name(c) for cue in cues) for c in columns):
@@ -87,20 +105,24 @@ class OfflineReader:
         seeds = set(intent.seeds)
         support: dict[str, dict] = {}
         for rank, r in enumerate(ranked):
-            weight = 1.0 / math.log2(rank + 2)
+            prior = r.evidence.prior
+            # A structural piece's weight is its own score: its rank among the pieces adds nothing to it.
+            weight = 1.0 / math.log2(rank + 2) if prior is None else self.prior_weight * prior
             for entity in r.evidence.entities:
                 key = normalise_name(entity.name)
                 if not key or key in asked or seeds.intersection(entity.iris):
                     continue
-                s = support.setdefault(key, {"name": entity.name, "iris": {}, "columns": set(), "evidence": {}})
+                s = support.setdefault(key, {"name": entity.name, "iris": {}, "columns": set(), "relations": set(),
+                                             "evidence": {}})
                 s["iris"].update(dict.fromkeys(entity.iris))
                 if entity.column:
                     s["columns"].add(entity.column)
+                s["relations"].update(_relations(r.evidence))
                 s["evidence"].setdefault(r.evidence.id, weight)
         out = []
         for s in support.values():
             iris = list(s["iris"])
-            factor, match = self.type_factor(iris, s["columns"], intent)
+            factor, match = self.type_factor(iris, s["columns"], intent, s["relations"])
             if match and intent.answer_types:  # of a name several nodes share, keep the ones of the wanted type
                 iris = [i for i in iris if set(self.index.types.get(i, ())) & set(intent.answer_types)] or iris
             out.append(CandidateAnswer(s["name"], tuple(iris), factor * sum(s["evidence"].values()),
@@ -112,6 +134,14 @@ class OfflineReader:
         candidates = self.candidates(intent, ranked)
         flags = [] if candidates else ["no candidate answer in the evidence"]
         return Reading(candidates[0] if candidates else None, candidates, self.name, flags)
+
+
+def _relations(piece: Evidence) -> set[str]:
+    """The KG relations a piece states: a fact's own, a 4StepFocus hit's triplets' (none for text and rows)."""
+    origin = piece.origin
+    if "relation" in origin:
+        return {origin["relation"]}
+    return {t["relation"] for t in origin.get("triplets", ()) if isinstance(t, dict) and "relation" in t}
 
 
 class LLMReader:

@@ -11,7 +11,8 @@
   plus the best BM25 matches in a sentence index of the whole KB, built on first use
   in ``<kb>/sentences`` (written aside, then swapped in).
 * **tables** — rows of the tables registered with the KB (:mod:`.tables`): those
-  whose entity cell names a node already in the evidence; the best BM25 matches only
+  whose entity cell names a question entity or a node whose facts the KG walk read
+  (a row is one more fact of that node, with the same hop); the best BM25 matches only
   when no row names a question entity.
 
 Every piece names the entities it mentions (:class:`EntityRef`, with the KG nodes
@@ -26,7 +27,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,9 @@ class Evidence:
     origin: dict
     #: KG facts: edges away from a question entity (1 = touches one); 0 for text and tables.
     hop: int = 0
+    #: A retriever's own weight for the piece (4StepFocus: the paths its node satisfies), which the reader counts
+    #: instead of the piece's rank; None for plain facts, sentences and rows.
+    prior: float | None = None
     nodes: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -165,8 +169,11 @@ class KGFacts:
         return Evidence(f"kg-{number}", "kg", text, (EntityRef(h, (head,)), EntityRef(t, (tail,))),
                         {"head": head, "relation": relation, "tail": tail}, hop)
 
-    def collect(self, seeds: Sequence[str], relevance: Callable[[list[str]], list[float]]) -> list[Evidence]:
-        """Facts of the seeds, then of the ``expand_nodes`` best new nodes per hop (``relevance`` ranks facts)."""
+    def collect(self, seeds: Sequence[str], relevance: Callable[[list[str]], list[float]],
+                walked: dict[str, int] | None = None) -> list[Evidence]:
+        """Facts of the seeds, then of the ``expand_nodes`` best new nodes per hop (``relevance`` ranks facts).
+        ``walked``, if given, gets each node whose facts were read, with the hop they were read at: table
+        rows are facts of their entity node too, and are read for those nodes only (:class:`TableRows`)."""
         out: list[Evidence] = []
         seen_facts: set[tuple[str, str, str]] = set()
         visited = set(seeds)
@@ -177,6 +184,8 @@ class KGFacts:
                 facts = self.facts(node)
                 if hop > 1 and len(facts) >= self.facts_per_node:
                     continue  # a hub ("Drama", "English") in the middle of a path says little about any one fact
+                if walked is not None:
+                    walked.setdefault(node, hop)
                 for fact in facts:
                     if fact not in seen_facts:
                         seen_facts.add(fact)
@@ -328,25 +337,29 @@ class TableRows:
         self.index = index
         self.hits = hits
 
-    def collect(self, question: str, seeds: Iterable[str], nodes: Iterable[str]) -> list[Evidence]:
-        """Rows linked to ``nodes`` (the question's ``seeds`` and the KG evidence's nodes); only when no row
-        names a seed, the best BM25 rows too (a topic the graph does not have, e.g. a year kept only in a
-        table) — otherwise rows that merely share a word ("language") with the question drown the right one."""
+    def collect(self, question: str, seeds: Iterable[str], walked: Mapping[str, int] | None = None) -> list[Evidence]:
+        """Rows linked to the question's ``seeds`` (hop 1) and to the nodes whose facts the KG walk read
+        (``walked``: node → hop) — a row is one more fact of its entity node, so it is read exactly when the
+        graph's facts of that node are, and other films' rows cannot outvote the asked film's own row. Only
+        when no row names a seed, the best BM25 rows too (a topic the graph does not have, e.g. a year kept
+        only in a table) — otherwise rows that merely share a word ("language") with the question drown the
+        right one."""
         tables = load_tables(self.kb.path)
         if not tables:
             return []
         rows, by_node, search = _table_lookup(tuple(tables))
-        picked: dict[int, None] = {}
+        picked: dict[int, int] = {}
         seeds = list(seeds)
-        for node in [*seeds, *nodes]:
+        for node, hop in [*((s, 1) for s in seeds), *(walked or {}).items()]:
             for i in by_node.get(node, ()):
-                picked[i] = None
+                picked.setdefault(i, hop)
         if not any(by_node.get(s) for s in seeds):
             for i, _score in search(question, self.hits):
-                picked.setdefault(i, None)
-        return [self.evidence(*rows[i], number) for number, i in enumerate(picked)]
+                picked.setdefault(i, 0)
+        return [self.evidence(*rows[i], number, hop) for number, (i, hop) in enumerate(picked.items())]
 
-    def evidence(self, table: Table, row: TableRow, number: int) -> Evidence:
+    def evidence(self, table: Table, row: TableRow, number: int, hop: int = 0) -> Evidence:
+        """``hop``: as for a KG fact, edges from a question entity (1: the row of one); 0 when found by BM25."""
         entities = []
         for column, value in zip(table.columns, row.values):
             if not value:
@@ -354,7 +367,7 @@ class TableRows:
             iris = row.nodes if column == table.entity_column else tuple(self.index.nodes(normalise_name(value)))
             entities.append(EntityRef(value, iris, column))
         return Evidence(f"table-{number}", "tables", table.text(row), tuple(entities),
-                        {"table": table.name, "row": row.number})
+                        {"table": table.name, "row": row.number}, hop)
 
 
 @functools.lru_cache(maxsize=4)

@@ -98,15 +98,14 @@ class OfflineIntent:
                       "offline", notes)
 
     def relations(self, phrase: str) -> list[str]:
-        """Stored relations whose label or inverse label shares a (singular, 4-letter-prefix) word with ``phrase``."""
-        words = {singular(w)[:4] for w in normalise_name(phrase).split() if len(w) > 2}
+        """Stored relations whose label or inverse label shares a word with ``phrase`` (:func:`stems`)."""
+        words = stems(phrase)
         schema = self.kb.schema
         out = []
         for iri, rel in schema.relations.items():
             if rel.virtual or (schema.stored_relations and iri not in schema.stored_relations):
                 continue
-            label_words = normalise_name(f"{rel.label} {schema.inverse_label(iri)}").split()
-            if words & {singular(w)[:4] for w in label_words if len(w) > 2}:
+            if words & stems(f"{rel.label} {schema.inverse_label(iri)}"):
                 out.append(iri)
         return out
 
@@ -120,6 +119,15 @@ class OfflineIntent:
             if normalise_name(match.group(1)) not in linked and not _YEAR.fullmatch(match.group(1)):
                 out.append(match.group(1))
         return list(dict.fromkeys(out))
+
+
+def stems(text: str) -> set[str]:
+    """Words of three or more letters, singular, cut to four letters: "release date" and "released" meet.
+
+    >>> sorted(stems("the release dates"))
+    ['date', 'rele', 'the']
+    """
+    return {singular(w)[:4] for w in normalise_name(text).split() if len(w) > 2}
 
 
 def time_cues(question: str) -> list[str]:

@@ -117,13 +117,15 @@ def _scaled(values: Sequence[float]) -> list[float]:
 class Pruner:
     def __init__(self, kb, pool_size: int = 1000, stages: Sequence[int] = (100, 30), bm25_weight: float = 1.0,
                  dense_weight: float = 1.0, entity_weight: float = 1.0, dense_depth: int = 100,
-                 extra: EvidenceScorer | None = None, extra_weight: float = 1.0, type_weight: float = 1.0) -> None:
+                 extra: EvidenceScorer | None = None, extra_weight: float = 1.0, type_weight: float = 1.0,
+                 prior_weight: float = 1.0) -> None:
         if any(b >= a for a, b in zip([pool_size, *stages], stages)):
             raise KqeError(f"pruning stages must shrink: pool {pool_size}, then {', '.join(map(str, stages))}")
         self.kb = kb
         self.pool_size = pool_size
         self.stages = list(stages)
-        self.weights = {"bm25": bm25_weight, "dense": dense_weight, "entity": entity_weight, "type": type_weight}
+        self.weights = {"bm25": bm25_weight, "dense": dense_weight, "entity": entity_weight, "type": type_weight,
+                        "prior": prior_weight}
         self.dense_depth = dense_depth
         self.extra = extra
         self.extra_weight = extra_weight
@@ -169,6 +171,8 @@ class Pruner:
                     "entity": [max((focus.get(n, 0.0) for n in r.evidence.nodes), default=0.0) for r in ranked]}
         if answer_like is not None and self.weights["type"]:
             features["type"] = [1.0 if answer_like(r.evidence) else 0.0 for r in ranked]
+        if self.weights["prior"] and any(r.evidence.prior for r in ranked):
+            features["prior"] = _scaled([r.evidence.prior or 0.0 for r in ranked])
         if len(ranked) <= self.dense_depth and self.weights["dense"]:
             features["dense"] = _scaled(self.dense(question, [r.evidence.text for r in ranked]))
         out = []
