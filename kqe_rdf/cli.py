@@ -255,16 +255,11 @@ def _print_explain(how):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def triplets(text, kb_path, strict, as_json):
     """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
-    from .compiler import compile_query
     from .retrieval import pipeline
-    from .triplets import normalise
 
     kb, settings = _open_kb(kb_path, fourstep_mode="strict" if strict else "soft")
     stage = pipeline("4step", kb, settings, settings.k)  # the reader `search --method 4step` uses (LLM or offline)
-    tq = normalise(stage.generator(text), kb.schema)
-    linked, shown = stage.link(tq)
-    compiled = compile_query(kb.schema, tq, linked, stage.mode, stage.sparql_limit)
-    how = {"triplets": tq.to_json(), "linked": shown, "sparql": compiled.sparql if tq.triplets else None}
+    how = stage.reading(text)
     if as_json:
         click.echo(json.dumps(how, indent=2))
     else:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -28,6 +27,7 @@ from .compiler import Compiled, compile_query, run
 from .errors import KqeError
 from .linking import _NEGATION, Linker
 from .ontology import local_name
+from .progress import StepClock
 from .retrieval import Batch, Hit, Stage
 from .triplets import End, Triplet, TripletQuery, normalise
 
@@ -280,19 +280,6 @@ class LLMReranker:
         return out, f"reranked the top {len(top)} by {self.llm.model}"
 
 
-class _Clock:
-    """Seconds spent in each step of one query, kept in its explanation (and read by bench/fourstep.py)."""
-
-    def __init__(self) -> None:
-        self.laps: dict[str, float] = {}
-        self._last = time.perf_counter()
-
-    def lap(self, step: str) -> None:
-        now = time.perf_counter()
-        self.laps[step] = round(self.laps.get(step, 0.0) + now - self._last, 6)
-        self._last = now
-
-
 class FourStep(Stage):
     """4StepFocus as a retrieval stage (``--method 4step``)."""
 
@@ -379,19 +366,33 @@ class FourStep(Stage):
         top = max(bm25.values(), default=1.0) or 1.0
         return {i: bm25.get(i, 0.0) / top for i in iris}
 
-    def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
-        clock = _Clock()
+    def plan(self, text: str, clock: StepClock | None = None) -> tuple[TripletQuery, dict, Compiled | None]:
+        """The reading of ``text``, its linked constants (as shown) and the compiled SPARQL (None without
+        triplets): steps 1-3, which ``kqe-rdf triplets`` and ``/triplets`` show without running the query."""
+        clock = clock or StepClock()
         tq = normalise(self.generator(text), self.kb.schema)
         clock.lap("triplets")
+        if not tq.triplets:
+            return tq, {}, None
+        linked, shown = self.link(tq)
+        compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
+        clock.lap("linking")
+        return tq, shown, compiled
+
+    def reading(self, text: str) -> dict:
+        """``plan`` as JSON: triplets, linked constants, SPARQL."""
+        tq, shown, compiled = self.plan(text)
+        return {"triplets": tq.to_json(), "linked": shown, "sparql": compiled.sparql if compiled else None}
+
+    def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
+        clock = StepClock()
+        tq, shown, compiled = self.plan(text, clock)
         explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
         scores: dict[str, float] = {}
         support: dict[str, list] = {}
-        if tq.triplets:
-            linked, shown = self.link(tq)
+        if compiled is not None:
             explain["linked"] = shown
-            compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
             explain["sparql"] = compiled.sparql
-            clock.lap("linking")
             try:
                 scores, support = self.candidates(tq, compiled)
             except KqeError as exc:

@@ -62,3 +62,23 @@ class Progress:
 
         yield tick
         line()
+
+
+class StepClock:
+    """Seconds spent in each step of one query or question, kept in its explanation.
+
+    >>> clock = StepClock(digits=4)
+    >>> clock.lap("read"); list(clock.laps)
+    ['read']
+    """
+
+    def __init__(self, digits: int = 6) -> None:
+        self.laps: dict[str, float] = {}
+        self.digits = digits
+        self._last = time.perf_counter()
+
+    def lap(self, step: str) -> None:
+        """Charge the time since the previous lap (or the start) to ``step``."""
+        now = time.perf_counter()
+        self.laps[step] = round(self.laps.get(step, 0.0) + now - self._last, self.digits)
+        self._last = now

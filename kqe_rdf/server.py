@@ -568,18 +568,12 @@ def create_app(kb, settings, writable: bool | None = None):
                 "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
 
     def triplets(params: dict, _deadline: float) -> dict:
-        from .compiler import compile_query
         from .retrieval import pipeline
-        from .triplets import normalise
 
         text = one(params, "q")
         mode = "strict" if one(params, "strict", False, bool) else "soft"
         stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
-        tq = normalise(stage.generator(text), kb.schema)
-        linked, shown = stage.link(tq)
-        compiled = compile_query(kb.schema, tq, linked, stage.mode, stage.sparql_limit)
-        return {"query": text, "triplets": tq.to_json(), "linked": shown,
-                "sparql": compiled.sparql if tq.triplets else None}
+        return {"query": text, **stage.reading(text)}
 
     def expand(params: dict, _deadline: float) -> dict:
         from .expansion import expand as expansion

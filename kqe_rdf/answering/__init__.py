@@ -19,7 +19,6 @@ are checked against the ontology and the evidence; without one — or with
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from ..config import Settings
 from ..errors import InputError
 from ..linking import Linker
+from ..progress import StepClock
 from .answer import CandidateAnswer, LLMReader, OfflineReader
 from .evidence import SOURCES, Evidence, KGFacts, NameFinder, TableRows, TextSentences
 from .focus import FocusCandidates
@@ -114,15 +114,8 @@ class QuestionAnswering:
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(f"the question has {len(question)} characters; at most {MAX_QUESTION_CHARS} are read")
         chosen = check_sources(sources if sources is not None else self.settings.qa_sources)
-        clock = time.perf_counter()
-        seconds: dict[str, float] = {}
-
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            seconds[name] = round(now - clock, 4)
-            clock = now
-
+        clock = StepClock(digits=4)
+        lap, seconds = clock.lap, clock.laps
         budget = self.llm.budget() if self.llm else None
         if budget is not None:
             budget.__enter__()
