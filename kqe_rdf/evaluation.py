@@ -50,8 +50,12 @@ class Evaluation:
                    "queries/s": round(self.queries / r.seconds, 2) if r.seconds else None}
             if r.llm_usage is not None:
                 n = max(self.queries, 1)
-                row["llm calls/query"] = round(r.llm_usage["calls"] / n, 2)
-                row["llm tokens/query"] = round((r.llm_usage["prompt_tokens"] + r.llm_usage["completion_tokens"]) / n, 1)
+                # What the method spends per query, whether this run asked the server or read the cache.
+                u = r.llm_usage
+                row["llm calls/query"] = round((u["calls"] + u.get("cache_hits", 0)) / n, 2)
+                row["llm tokens/query"] = round((u["prompt_tokens"] + u["completion_tokens"]
+                                                 + u.get("cached_tokens", 0)) / n, 1)
+                row["llm cache hits/query"] = round(u.get("cache_hits", 0) / n, 2)
             rows.append(row)
         return rows
 

@@ -92,8 +92,8 @@ class BudgetExceeded(LLMError):
 class Usage:
     """What LLM calls cost: requests answered, cache hits, tokens, retries and failed calls.
 
-    >>> Usage(calls=1, prompt_tokens=10, completion_tokens=5) + Usage(cache_hits=2)
-    Usage(calls=1, cache_hits=2, prompt_tokens=10, completion_tokens=5, retries=0, failures=0)
+    >>> Usage(calls=1, prompt_tokens=10, completion_tokens=5) + Usage(cache_hits=2, cached_tokens=30)
+    Usage(calls=1, cache_hits=2, prompt_tokens=10, completion_tokens=5, cached_tokens=30, retries=0, failures=0)
     """
 
     #: Requests the server answered (cache hits not included).
@@ -101,6 +101,8 @@ class Usage:
     cache_hits: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: Tokens the cached answers cost when they were first asked: what a method spends without the cache.
+    cached_tokens: int = 0
     #: Attempts repeated after a transient failure.
     retries: int = 0
     #: Calls that ended in an LLMError.
@@ -466,11 +468,11 @@ class LLM:
         hit = self.cache.get(ResponseCache.key(request))
         if hit is None:
             return None
-        self._account(Usage(cache_hits=1), budget)
+        prompt, completion = _count(hit.get("prompt_tokens")), _count(hit.get("completion_tokens"))
+        self._account(Usage(cache_hits=1, cached_tokens=prompt + completion), budget)
         content = hit.get("content")
         return Completion(content if isinstance(content, str) else None, _str_or_none(hit.get("finish_reason")),
-                          _count(hit.get("prompt_tokens")), _count(hit.get("completion_tokens")),
-                          str(hit.get("model") or request["model"]), cached=True)
+                          prompt, completion, str(hit.get("model") or request["model"]), cached=True)
 
     def _call(self, request: dict[str, Any], budget: Budget | None, count_failure: bool = True) -> Completion:
         budgets = _budget_in_force(budget)
