@@ -44,7 +44,6 @@ from pyoxigraph import Literal, NamedNode
 from . import queries
 from .errors import InputError, KqeError
 from .queries import PREFIXES
-from .sparql_search import values_block
 
 LINKS_GRAPH = "https://w3id.org/kqe/links/"
 LINK = "https://w3id.org/kqe/link#"
@@ -376,7 +375,7 @@ def write_links(kb_path: Path, graph: str, rows: list[list]) -> None:
     from .build import kb_lock
 
     update = queries.with_values(queries.load_update("link_write"), graph=[NamedNode(graph)])
-    update = update.replace("#ROWS", values_block(["g", "s", "p", "o"], rows), 1)
+    update = queries.with_rows(update, ["g", "s", "p", "o"], rows)
     with kb_lock(kb_path):
         try:
             store = Store(str(kb_path / "store"))

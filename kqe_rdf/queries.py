@@ -64,6 +64,28 @@ def with_values(query: str, **values: Sequence[Term] | Iterable[Term]) -> str:
     return query
 
 
+def values_block(variables: Sequence[str], rows: Iterable[Iterable[Term | None]]) -> str:
+    """``VALUES (?a ?b) { (t1 t2) ... }`` from pyoxigraph terms (serialised, hence escaped, by pyoxigraph).
+
+    >>> values_block(["s"], [[NamedNode("http://ex.org/a")]])
+    'VALUES (?s) { (<http://ex.org/a>) }'
+    """
+    body = " ".join("(" + " ".join("UNDEF" if t is None else str(t) for t in row) + ")" for row in rows)
+    return "VALUES (" + " ".join("?" + v for v in variables) + ") { " + body + " }"
+
+
+def with_rows(query: str, variables: Sequence[str], rows: Iterable[Iterable[Term | None]]) -> str:
+    """Replace the ``#VALUES (?a ?b)`` marker with rows of pyoxigraph terms (``None`` → UNDEF).
+
+    >>> with_rows("#VALUES (?a ?b)", ["a", "b"], [[Literal('x"y'), None]])
+    'VALUES (?a ?b) { ("x\\\\"y" UNDEF) }'
+    """
+    marker = "#VALUES (" + " ".join(f"?{v}" for v in variables) + ")"
+    if marker not in query:
+        raise ValueError(f"query has no {marker} marker")
+    return query.replace(marker, values_block(variables, rows), 1)
+
+
 def expand_curie(curie: str) -> str:
     """``rdfs:label`` → full IRI; full IRIs (with or without <>) pass through."""
     text = curie.strip()

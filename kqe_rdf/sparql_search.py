@@ -47,7 +47,7 @@ from typing import NamedTuple
 from pyoxigraph import Literal, NamedNode
 
 from .errors import KqeError, SparqlError
-from .queries import PREFIXES
+from .queries import PREFIXES, values_block
 from .sparql import explain_syntax_error
 
 KQE = PREFIXES["kqe"]
@@ -226,16 +226,6 @@ def _set(call: SearchCall, name: str, value: Token, prefixes: dict[str, str]) ->
     else:
         raise SparqlError(f"SERVICE <urn:kqe:search> has no parameter kqe:{name}; "
                           "use kqe:query, kqe:method, kqe:type, kqe:k, kqe:score, kqe:rank")
-
-
-def values_block(variables: list[str], rows: Iterable[Iterable]) -> str:
-    """``VALUES (?a ?b) { (t1 t2) ... }`` from pyoxigraph terms (serialised, hence escaped, by pyoxigraph).
-
-    >>> values_block(["s"], [[NamedNode("http://ex.org/a")]])
-    'VALUES (?s) { (<http://ex.org/a>) }'
-    """
-    body = " ".join("(" + " ".join("UNDEF" if t is None else str(t) for t in row) + ")" for row in rows)
-    return "VALUES (" + " ".join("?" + v for v in variables) + ") { " + body + " }"
 
 
 def _values_block(call: SearchCall, hits) -> str:

@@ -25,7 +25,8 @@ import re
 from pyoxigraph import QueryResultsFormat, RdfFormat, parse, parse_query_results
 
 from .errors import KqeError
-from .sparql_search import BM25_FUNCTION, SIMILARITY_FUNCTION, values_block
+from .queries import values_block
+from .sparql_search import BM25_FUNCTION, SIMILARITY_FUNCTION
 
 _SEARCH_FUNCTIONS = re.compile(r"\bkqe:(bm25|similarity)\s*\(|<(%s|%s)>" % (re.escape(BM25_FUNCTION),
                                                                           re.escape(SIMILARITY_FUNCTION)))

@@ -6,5 +6,5 @@ DELETE { GRAPH ?graph { ?s ?p ?o } } WHERE {
   GRAPH ?graph { ?s ?p ?o }
 } ;
 INSERT { GRAPH ?g { ?s ?p ?o } } WHERE {
-  #ROWS
+  #VALUES (?g ?s ?p ?o)
 }

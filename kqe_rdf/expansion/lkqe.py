@@ -32,25 +32,12 @@ from ..retrieval import BM25
 from .base import Expander, Expansion
 from .prompts import (SENTENCES_SCHEMA, TRIPLES_SCHEMA, lkqe_complete_messages, lkqe_expand_messages,
                       lkqe_sentence_messages, lkqe_triple_messages)
-from .text import body_sentences, clip
+from .text import body_sentences, clip, share
 
 log = logging.getLogger(__name__)
 
 XSD_DATETIME = NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
 XSD_INTEGER = NamedNode("http://www.w3.org/2001/XMLSchema#integer")
-
-
-def with_rows(query: str, variables: Sequence[str], rows: Sequence[Sequence[object | None]]) -> str:
-    """Replace the ``#VALUES (?a ?b)`` marker with rows of pyoxigraph terms (``None`` → UNDEF).
-
-    >>> with_rows("#VALUES (?a ?b)", ["a", "b"], [[Literal('x"y'), None]])
-    'VALUES (?a ?b) { ("x\\\\"y" UNDEF) }'
-    """
-    marker = "#VALUES (" + " ".join(f"?{v}" for v in variables) + ")"
-    if marker not in query:
-        raise ValueError(f"query has no {marker} marker")
-    body = " ".join("(" + " ".join("UNDEF" if t is None else str(t) for t in row) + ")" for row in rows)
-    return query.replace(marker, f"VALUES ({' '.join('?' + v for v in variables)}) {{ {body} }}", 1)
 
 
 class ExpansionStore:
@@ -106,9 +93,9 @@ class ExpansionStore:
         rows = [[NamedNode(f"{graph}/t{i}"), Literal(str(i), datatype=XSD_INTEGER), Literal(t["head"]),
                  Literal(t["relation"]), Literal(t["tail"]), Literal(t["origin"]),
                  NamedNode(t["passage"]) if t.get("passage") else None] for i, t in enumerate(triples)]
-        update = with_rows(queries.load_update("lkqe_insert"), ["graph", "query", "method", "model", "time"],
+        update = queries.with_rows(queries.load_update("lkqe_insert"), ["graph", "query", "method", "model", "time"],
                            [[g, Literal(query), Literal("lkqe"), Literal(model), now]])
-        update = with_rows(update, ["triple", "position", "head", "relation", "tail", "origin", "passage"], rows)
+        update = queries.with_rows(update, ["triple", "position", "head", "relation", "tail", "origin", "passage"], rows)
         store.update(update)
         store.flush()
 
@@ -149,7 +136,7 @@ class LKQE(Expander):
         texts = [self.kb.document(h.iri).text for h in hits]
         if self.llm is None:  # offline, every sentence of a passage may be a key sentence
             return texts
-        per_doc = max(self.settings.expansion_context_tokens // max(len(hits), 1) - 1, 8)
+        per_doc = share(self.settings.expansion_context_tokens, len(hits))
         return [clip(t, per_doc) for t in texts]
 
     def build(self, exp: Expansion) -> None:
