@@ -15,6 +15,9 @@ import click
 
 KB_OPTION = click.option("--kb", "kb_path", type=click.Path(path_type=Path), envvar="KQE_KB", default=None,
                          help="Knowledge-base directory [default: data/kb/bio, or $KQE_KB].")
+#: What `search` and `eval` name in their help (tests/test_cli.py keeps it in step with retrieval.METHODS).
+METHOD_NAMES = ("bm25, dense, hybrid, prf, 4step, 4step-offline; expansion: kar, kar-offline, kar-nokg[-offline], "
+                "kar-namefilter[-offline], prf-docs, hyde, q2d, rar, agr, lkqe, lkqe-offline")
 
 
 def _settings(**overrides):
@@ -175,7 +178,7 @@ def _open_kb(kb_path, **overrides):
 @click.argument("text")
 @KB_OPTION
 @click.option("--method", "-m", default="bm25", show_default=True,
-              help="bm25, dense, hybrid, prf, 4step, 4step-offline; expansion: kar, kar-offline, kar-nokg[-offline], kar-namefilter[-offline], prf-docs, hyde, q2d, rar, agr, lkqe, lkqe-offline.")
+              help=f"{METHOD_NAMES}.")
 @click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
 @click.option("--k", "k", type=int, default=10, show_default=True, help="Number of results.")
 @click.option("--strict/--soft", "strict", default=None,
@@ -323,7 +326,7 @@ def sparql(query, kb_path, fmt):
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @KB_OPTION
 @click.option("--method", "-m", "methods", multiple=True, default=["bm25"], show_default=True,
-              help="Retrieval method (repeatable): bm25, dense, hybrid, prf, 4step, 4step-offline; expansion: kar, kar-offline, kar-nokg[-offline], kar-namefilter[-offline], prf-docs, hyde, q2d, rar, agr, lkqe, lkqe-offline.")
+              help=f"Retrieval method (repeatable): {METHOD_NAMES}.")
 @click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
 @click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")

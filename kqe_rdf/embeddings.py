@@ -185,6 +185,11 @@ class DenseIndex:
             out.append([(self.iris[i], float(row[i])) for i in top])
         return out
 
+    def vectors_of(self, iris: Iterable[str]) -> tuple[list[str], np.ndarray]:
+        """The IRIs that have a stored vector, in the given order, and those vectors (one row each)."""
+        found = [i for i in iris if i in self.row]
+        return found, np.asarray(self.vectors[[self.row[i] for i in found]])
+
     def vector(self, iri: str) -> np.ndarray | None:
         row = self.row.get(iri)
         return None if row is None else np.asarray(self.vectors[row])

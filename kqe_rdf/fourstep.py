@@ -216,7 +216,7 @@ class LLMTriplets:
         if not usable.triplets:
             why = "; ".join(usable.notes) or "it gave no triplets"
             return self._fallback(query, f"LLM gave no triplet the ontology can express ({why})")
-        if any("read as the answer" in note for note in usable.notes):
+        if usable.guessed_answers:
             asked, reachable = self.offline.answer_types(query, wh_only=True), self._answer_classes(usable)
             if asked and reachable and not asked & reachable:
                 names = ", ".join(sorted(local_name(c) for c in asked))
@@ -331,6 +331,12 @@ class FourStep(Stage):
                 return rel.domain
         return None
 
+    def path_weight(self, candidates: int) -> float:
+        """What satisfying a path adds to a node's score when ``candidates`` nodes satisfy it: rarer paths
+        say more (an IDF over the KB's nodes)."""
+        total = max(self.kb.manifest.get("counts", {}).get("nodes", 1), 1)
+        return math.log(1 + total / max(candidates, 1))
+
     def candidates(self, tq: TripletQuery, compiled: Compiled) -> tuple[dict[str, float], dict[str, list]]:
         rows = run(self.kb.store, compiled, self.timeout)
         answer = compiled.answer.lstrip("?")
@@ -343,10 +349,9 @@ class FourStep(Stage):
             if answer in r:
                 by_unit[int(r["unit"])].add(r[answer])
                 bindings[r[answer]].append(r)
-        total = max(self.kb.manifest.get("counts", {}).get("nodes", 1), 1)
         scores: dict[str, float] = defaultdict(float)
         for unit, iris in by_unit.items():
-            weight = math.log(1 + total / len(iris))  # rarer paths say more (an IDF over candidates)
+            weight = self.path_weight(len(iris))
             sign = -self.negation_weight if compiled.units[unit].negated else 1.0
             for iri in iris:
                 scores[iri] += sign * weight
@@ -356,12 +361,10 @@ class FourStep(Stage):
         if not iris:
             return {}
         if self.kb.has_embeddings:
-            rows = [(i, self.kb.dense.row.get(i)) for i in iris]
-            rows = [(i, r) for i, r in rows if r is not None]
-            if rows:
-                q = self.kb.embed_query(text)
-                sims = np.asarray(self.kb.dense.vectors)[[r for _, r in rows]] @ q
-                return {i: float(s) for (i, _), s in zip(rows, sims)}
+            found, matrix = self.kb.dense.vectors_of(iris)
+            if found:
+                sims = matrix @ self.kb.embed_query(text)
+                return {i: float(s) for i, s in zip(found, sims)}
         bm25 = dict(self.kb.text_index.search(text, 2000, self.types))
         top = max(bm25.values(), default=1.0) or 1.0
         return {i: bm25.get(i, 0.0) / top for i in iris}

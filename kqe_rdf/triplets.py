@@ -59,6 +59,8 @@ class TripletQuery:
     answer_type: str | None = None
     source: str = "offline"
     notes: list[str] = field(default_factory=list)
+    #: Constants the request never mentions that :func:`normalise` read as the answer (a model's guess at it).
+    guessed_answers: list[str] = field(default_factory=list)
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -160,7 +162,7 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
             notes.append(f"type {end.type!r} is not in the ontology; dropped")
         return replace(end, type=iri)
 
-    kept = []
+    kept, guesses = [], list(tq.guessed_answers)
     for t in tq.triplets:
         rel = _closest(t.relation, relations)
         if rel is None:
@@ -174,6 +176,7 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
             # Small models write their guess at the answer where the variable belongs ("Jeff Nichols",
             # directed_by, "Kismet"): the one constant the request never mentions is read as the answer.
             notes.append(f"{guessed[0].text!r} is not in the request: read as the answer {tq.answer}")
+            guesses.append(guessed[0].text)
             as_answer = End(tq.answer, guessed[0].type)
             t = Triplet(as_answer if t.head is guessed[0] else t.head, t.relation,
                         as_answer if t.tail is guessed[0] else t.tail, t.negated)
@@ -186,4 +189,4 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
     if kept and answer not in variables:
         notes.append(f"answer {answer} appears in no triplet; using {sorted(variables)[0]}")
         answer = sorted(variables)[0]
-    return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes)
+    return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses)

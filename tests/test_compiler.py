@@ -301,12 +301,14 @@ def test_a_constant_the_request_never_mentions_is_read_as_the_answer_variable(me
     [triplet] = tq.triplets
     assert (triplet.head.text, triplet.tail.text, tq.answer) == ("Jeff Nichols", "?x", "?x")
     assert tq.notes == ["'Kismet' is not in the request: read as the answer ?x"]
+    assert tq.guessed_answers == ["Kismet"]
 
 
 def test_a_triplet_of_two_mentioned_constants_is_still_dropped(metaqa_schema):
     tq = normalise(TripletQuery("did William Dieterle direct Kismet",
                                 [t("Kismet", "directed_by", "William Dieterle")], "?x"), metaqa_schema)
     assert tq.triplets == [] and "has no variable; dropped" in tq.notes[0]
+    assert tq.guessed_answers == []
 
 
 def test_an_answer_variable_in_no_triplet_is_repaired_with_a_note(metaqa_schema):

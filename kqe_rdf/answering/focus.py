@@ -26,7 +26,6 @@ structural pieces and a note says why; the other evidence stands.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from ..errors import KqeError
@@ -66,8 +65,9 @@ class FocusCandidates:
         text and ``origin`` only, so a phenotype of the question can never be read as its answer."""
         if self.hits <= 0:
             return []
+        stage = self.stage(answer_types)
         try:
-            batch = self.stage(answer_types).transform(Batch([Query("q", question)]))
+            batch = stage.transform(Batch([Query("q", question)]))
         except KqeError as exc:  # a failing structural stage must not cost the question its other evidence
             if notes is not None:
                 notes.append(f"4StepFocus failed ({exc}); no structural candidates")
@@ -79,7 +79,7 @@ class FocusCandidates:
         # number of satisfied paths weighted by how specific each is (negated paths count against it). A piece's
         # prior is its margin over the best hit not shown: hits tied with many others (every actor of a
         # 3-hop path) say nothing about which of them is the answer, so they add nothing to it.
-        unit = math.log(1 + max(self.kb.manifest.get("counts", {}).get("nodes", 1), 1))
+        unit = stage.path_weight(1)
         hits = batch.ranked("q")
         shown, rest = hits[: self.hits], hits[self.hits :]
         floor = rest[0].score if rest else 0.0

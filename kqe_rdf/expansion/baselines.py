@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from .base import Expander, Expansion, final_retriever
 from .prompts import (agr_analyze_messages, agr_generate_messages, agr_refine_messages, hyde_messages, q2d_messages,
                       rar_messages)
-from .text import clip, snippet
+from .text import clip, share, snippet
 
 
 class _Grounded(Expander):
@@ -34,7 +34,7 @@ class _Grounded(Expander):
             return []
         hits = self.first.search(exp.query)[:n]
         exp.passages = [h.iri for h in hits]
-        per_doc = max(self.settings.expansion_context_tokens // max(len(hits), 1) - 1, 8)
+        per_doc = share(self.settings.expansion_context_tokens, len(hits))
         pieces = [snippet(self.kb.document(h.iri), per_doc) for h in hits]
         self.set_context(exp, pieces)
         return pieces

@@ -36,7 +36,7 @@ from ..errors import KqeError
 from ..linking import Candidate, Linker
 from .base import Expander, Expansion, final_retriever
 from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages
-from .text import clip, estimate_tokens, salient, snippet
+from .text import clip, salient, share, snippet, within
 
 VARIANTS = ("kg", "nokg", "namefilter")
 
@@ -80,12 +80,8 @@ class NodeScorer:
     def _stored(self, iris: Sequence[str]) -> dict[str, np.ndarray]:
         if self.by != "document" or not self.kb.has_embeddings:
             return {}
-        dense = self.kb.dense
-        rows = [(i, dense.row[i]) for i in iris if i in dense.row]
-        if not rows:
-            return {}
-        matrix = np.asarray(dense.vectors[[r for _, r in rows]])
-        return {i: matrix[j] for j, (i, _) in enumerate(rows)}
+        found, matrix = self.kb.dense.vectors_of(iris)
+        return dict(zip(found, matrix))
 
     def _encode(self, iris: list[str]) -> None:
         if not iris:
@@ -259,37 +255,26 @@ class KAR(Expander):
         """``(head document) --relation--> (tail document)`` lines, best first, within ``budget`` tokens."""
         if not neighbours:
             return []
-        per_doc = max(budget // (2 * len(neighbours)) - 4, 8)
-        lines, used, shown = [], 0, set()
+        per_doc = share(budget, 2 * len(neighbours), 4)
+        shown = set()
 
         def doc(iri: str) -> str:  # a document shown once; later triples name it
             text = self.kb.document(iri).name if iri in shown else snippet(self.kb.document(iri), per_doc)
             shown.add(iri)
             return text
 
-        for edge in neighbours:
+        def line(edge: dict) -> str:
             head, tail = (edge["from"], edge["iri"]) if edge["direction"] == "out" else (edge["iri"], edge["from"])
-            line = f"({doc(head)}) --{edge['relation']}--> ({doc(tail)})"
-            cost = estimate_tokens(line) + 1
-            if used + cost > budget:
-                break
-            lines.append(line)
-            used += cost
-        return lines
+            return f"({doc(head)}) --{edge['relation']}--> ({doc(tail)})"
+
+        return within(map(line, neighbours), budget)
 
     def entity_documents(self, nodes: Sequence[str], budget: int) -> list[str]:
         """The resolved nodes' documents (KAR without KG), within ``budget`` tokens."""
         if not nodes:
             return []
-        per_doc = max(budget // len(nodes) - 1, 8)
-        lines, used = [], 0
-        for iri in nodes:
-            line = snippet(self.kb.document(iri), per_doc)
-            if used + estimate_tokens(line) + 1 > budget:
-                break
-            lines.append(line)
-            used += estimate_tokens(line) + 1
-        return lines
+        per_doc = share(budget, len(nodes))
+        return within((snippet(self.kb.document(iri), per_doc) for iri in nodes), budget)
 
     # 6. Expansion.
 

@@ -38,6 +38,31 @@ def clip(text: str, tokens: int) -> str:
     return (cut + " …") if cut else ""
 
 
+def share(tokens: int, parts: int, overhead: int = 1) -> int:
+    """Each of ``parts`` pieces' share of ``tokens``, less ``overhead`` for what joins them; at least 8.
+
+    >>> share(600, 3), share(600, 0), share(10, 5)
+    (199, 599, 8)
+    """
+    return max(tokens // max(parts, 1) - overhead, 8)
+
+
+def within(lines: Iterable[str], tokens: int) -> list[str]:
+    """The leading ``lines`` that fit in ``tokens`` together, a line break costing one more each.
+
+    >>> within(["abcd", "efgh", "ijkl"], 4)
+    ['abcd', 'efgh']
+    """
+    out, used = [], 0
+    for line in lines:
+        cost = estimate_tokens(line) + 1
+        if used + cost > tokens:
+            break
+        out.append(line)
+        used += cost
+    return out
+
+
 def body(doc: NodeDocument) -> str:
     """A node document without its name and type lines, lines joined by "; " (the name is shown apart)."""
     lines = [line for line in doc.text.splitlines() if line.strip() and not _HEADER.match(line)]
