@@ -9,12 +9,13 @@ Wikidata-shaped sample (labels, altLabels, P31 types) written here.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -75,9 +76,9 @@ def serving(app) -> Iterator[str]:
 def oxigraph_server(folder, data: str | bytes = WIKIDATA_SAMPLE, name: str = "sample.ttl",
                     union: bool = False) -> Iterator[str]:
     """`oxigraph serve` over ``data`` (format by ``name``'s extension); yields its query URL (``.../query``)."""
-    binary = shutil.which("oxigraph")
-    if binary is None:
-        pytest.fail("the `oxigraph` command is missing: pip install 'oxigraph>=0.5.13,<0.6' (a test dependency)")
+    binary = Path(sys.executable).with_name("oxigraph")
+    if not binary.exists():
+        pytest.fail(f"the `oxigraph` server is missing beside {sys.executable}: pip install -e '.[test]' installs it")
     (folder / name).write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
     subprocess.run([binary, "load", "--location", str(folder / "store"), "--file", str(folder / name)],
                    check=True, capture_output=True)

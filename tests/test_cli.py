@@ -73,9 +73,11 @@ def search(run, kb_path, text, *options):
 
 
 def script(name: str) -> str:
-    """The installed console script next to this Python (``pip install -e .`` puts it there)."""
+    """The installed console script next to this Python (``pip install -e .`` puts it there), never one on PATH."""
     path = Path(sys.executable).with_name(name)
-    return str(path) if path.exists() else name
+    if not path.exists():
+        pytest.fail(f"{name} is not installed beside {sys.executable}: pip install -e '.[test]'")
+    return str(path)
 
 
 # --------------------------------------------------------------- start-up cost

@@ -429,15 +429,15 @@ def test_invalid_server_settings_are_refused(bio_kb):  # noqa: F811
 
 
 def test_kqe_rdf_serve_answers_and_shuts_down_gracefully_on_sigterm(bio_kb):  # noqa: F811
-    import shutil as sh
     import signal
     import subprocess
+    import sys
     import time
 
     from live_servers import free_port
 
     port = free_port()
-    process = subprocess.Popen([sh.which("kqe-rdf"), "serve", "--kb", str(bio_kb.path), "--port", str(port)],
+    process = subprocess.Popen([sys.executable, "-m", "kqe_rdf", "serve", "--kb", str(bio_kb.path), "--port", str(port)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
