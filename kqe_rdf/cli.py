@@ -294,7 +294,13 @@ def sparql(query, kb_path, fmt):
         if not path.is_file():
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
-    kb, _ = _open_kb(kb_path)
+    kb, settings = _open_kb(kb_path)
+    from .sparql_guard import check_limits, verify_federation
+    from .sparql_search import allowed_endpoints
+
+    # The same rules as the server's: size limits, and SERVICE/LOAD only to allow-listed endpoints.
+    check_limits(query, settings)
+    query = verify_federation(query, allowed_endpoints(settings.server_service_allow), kb.prefixes).text
     result = kb.query(query)
     if isinstance(result, QueryBoolean):
         click.echo(json.dumps({"boolean": bool(result)}) if fmt == "json" else str(bool(result)).lower())

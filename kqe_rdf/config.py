@@ -89,6 +89,22 @@ class Settings:
     #: SERVICE endpoints a query may call, space- or comma-separated exact URLs (others are refused:
     #: SERVICE to arbitrary hosts is server-side request forgery). `urn:kqe:search` is always allowed.
     server_service_allow: str = ""
+    #: Size limits on every SPARQL query and update (server /sparql, /query, /update and `kqe-rdf sparql`),
+    #: checked on the raw text before Oxigraph sees it: pyoxigraph parses and evaluates recursively, and a
+    #: few KB of nesting overflow its native stack and kill the process. Measured crash points (8 MiB stack,
+    #: pyoxigraph 0.5.13) and the limits, each at least 4x below the smallest crash of its kind:
+    #: characters in the text;
+    server_max_query_chars: int = 1_000_000
+    #: nesting of ( { [ together (crashes from 832 nested FILTER EXISTS, 1,168 subqueries, 2,176 braces);
+    server_max_query_depth: int = 128
+    #: the longest run of unary ! (crashes from 9,216);
+    server_max_query_negations: int = 256
+    #: ||, && and | operators in the whole text (a chain crashes from 9,216 || or &&, 10,880 path |);
+    server_max_query_logical_operators: int = 2000
+    #: + and * anywhere, - and / outside <scheme://...> IRIs (a chain crashes from 6,784 + or *);
+    server_max_query_arithmetic_operators: int = 1500
+    #: the words UNION, OPTIONAL and MINUS (a chain crashes from 2,592 MINUS, 6,528 UNION or OPTIONAL).
+    server_max_query_patterns: int = 500
     #: Origins allowed by CORS, space- or comma-separated ("*" for any); empty: CORS off.
     server_cors_origins: str = ""
     #: `kqe-rdf link`: requests per second to the external endpoint, seconds per request, and the
@@ -162,7 +178,9 @@ class Settings:
     def __post_init__(self) -> None:
         # Checked here, not where a value is first used, so a bad value fails before a long build starts.
         for name in ("k", "doc_neighbours_per_relation", "doc_max_chars", "embedding_max_tokens",
-                     "embedding_batch_size", "hybrid_depth", "prf_docs", "prf_terms"):
+                     "embedding_batch_size", "hybrid_depth", "prf_docs", "prf_terms", "server_max_query_chars",
+                     "server_max_query_depth", "server_max_query_negations", "server_max_query_logical_operators",
+                     "server_max_query_arithmetic_operators", "server_max_query_patterns"):
             if getattr(self, name) < 1:
                 raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
         if self.rrf_k < 0:

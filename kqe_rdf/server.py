@@ -9,7 +9,8 @@ runs it with uvicorn. Routes:
   Turtle, N-Triples, JSON-LD or RDF/XML (``Accept``, or ``format=``); GET
   without a query returns the service description. ``kqe:bm25``,
   ``kqe:similarity`` and ``SERVICE <urn:kqe:search>`` work in every query
-  (:mod:`kqe_rdf.sparql_search`); other SERVICE calls only to allow-listed endpoints.
+  (:mod:`kqe_rdf.sparql_search`); other SERVICE calls (and LOAD) only to allow-listed endpoints, verified
+  by a real SPARQL parser, and queries over the size limits get 400 (:mod:`kqe_rdf.sparql_guard`).
 * ``/update``: SPARQL Update, off unless the server has an update token and the
   request sends it (``Authorization: Bearer TOKEN``).
 * ``/search``, ``/triplets``, ``/expand``, ``/answer``: JSON with provenance;
@@ -33,6 +34,7 @@ import hmac
 import io
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -253,12 +255,35 @@ class QueryTimeout(HTTPError):
         super().__init__(503, message, {"Retry-After": "5"})
 
 
+#: Native stack of each query thread. pyoxigraph recurses on it; the size limits in Settings keep queries
+#: far below what overflows 8 MiB, and this bigger stack (address space, touched only when used) is a
+#: second margin that does not depend on the platform's default thread stack (which can be far smaller).
+QUERY_THREAD_STACK = 64 * 1024 * 1024
+_stack_size_lock = threading.Lock()
+
+
+class _BigStackExecutor(ThreadPoolExecutor):
+    """A ThreadPoolExecutor whose worker threads get ``QUERY_THREAD_STACK`` bytes of stack."""
+
+    def _adjust_thread_count(self) -> None:
+        with _stack_size_lock:
+            try:
+                previous = threading.stack_size(QUERY_THREAD_STACK)
+            except (ValueError, RuntimeError):  # the platform cannot set it: keep its default
+                super()._adjust_thread_count()
+                return
+            try:
+                super()._adjust_thread_count()
+            finally:
+                threading.stack_size(previous)
+
+
 class QuerySlots:
     """A fixed pool of worker threads, each job with a deadline; never more jobs than threads."""
 
     def __init__(self, slots: int, timeout: float) -> None:
         self.slots, self.timeout = slots, timeout
-        self.executor = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="kqe-query")
+        self.executor = _BigStackExecutor(max_workers=slots, thread_name_prefix="kqe-query")
         self._free: asyncio.Semaphore | None = None
 
     async def run(self, job: Callable[[float], object]):
@@ -482,7 +507,7 @@ def create_app(kb, settings, writable: bool | None = None):
             text = params["update"][0]
 
             def job(_deadline: float) -> None:
-                prepared = prepare(kb, text, settings)
+                prepared = prepare(kb, text, settings, update=True)
                 try:
                     kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=functions.functions)
                 except SyntaxError as exc:

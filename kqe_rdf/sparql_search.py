@@ -31,9 +31,11 @@ text, GraphDB connectors and Stardog's ``textMatch`` do. Here a query can
 Every other ``SERVICE`` must name an endpoint on the allow-list: pyoxigraph
 itself would fetch any URL a query names, which is server-side request forgery
 when the query comes from the network (an update's ``LOAD <url>`` is held to
-the same list). The check reads the query with a
-SPARQL tokenizer (strings, IRIs and comments are skipped correctly), so
-``SERVICE`` inside a literal is not a call and a call cannot hide in a comment.
+the same list). That check is :func:`kqe_rdf.sparql_guard.verify_federation`,
+which reads the text that is finally executed with a real SPARQL parser and
+fails closed; the tokenizer here only finds the search blocks to replace.
+Size limits (:func:`kqe_rdf.sparql_guard.check_limits`) are applied first, so
+no over-deep query reaches Oxigraph's recursive parser.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from pyoxigraph import Literal, NamedNode
 from .errors import KqeError, SparqlError
 from .queries import PREFIXES, values_block
 from .sparql import explain_syntax_error
+from .sparql_guard import QueryTooComplex, ServiceNotAllowed, check_limits, verify_federation  # noqa: F401 - re-exported
 
 KQE = PREFIXES["kqe"]
 SEARCH_SERVICE = "urn:kqe:search"
@@ -57,10 +60,6 @@ SIMILARITY_FUNCTION = KQE + "similarity"
 XSD_DOUBLE = NamedNode(PREFIXES["xsd"] + "double")
 XSD_INTEGER = NamedNode(PREFIXES["xsd"] + "integer")
 MAX_SEARCH_K = 10000
-
-
-class ServiceNotAllowed(SparqlError):
-    """A SERVICE call to an endpoint that is not on the server's allow-list."""
 
 
 class Token(NamedTuple):
@@ -99,6 +98,11 @@ def tokenize(text: str) -> list[Token]:
         if kind not in ("ws", "comment"):
             out.append(Token(kind, m.group(), m.start(), m.end()))
     return out
+
+
+def tokenize_all(text: str) -> list[Token]:
+    """Every token, whitespace and comments included."""
+    return [Token(m.lastgroup, m.group(), m.start(), m.end()) for m in _LEXER.finditer(text)]
 
 
 def unquote(token: str) -> str:
@@ -252,17 +256,20 @@ class Prepared:
     uses_similarity: bool = False
 
 
-def prepare(kb, query: str, settings, search: Callable | None = None) -> Prepared:
-    """Check SERVICE calls against the allow-list and run ``SERVICE <urn:kqe:search>`` blocks.
+def prepare(kb, query: str, settings, search: Callable | None = None, update: bool = False) -> Prepared:
+    """Run ``SERVICE <urn:kqe:search>`` blocks, then check the text that will run: size limits and federation.
 
     ``search(call) -> hits`` runs one call (default: the KB's retrieval pipeline).
-    Raises :class:`ServiceNotAllowed` for a call outside the allow-list.
+    Raises :class:`QueryTooComplex` for a query over the size limits and
+    :class:`ServiceNotAllowed` for a SERVICE or LOAD that is not verified to be
+    on the allow-list (``update``: the text is a SPARQL Update).
     """
     if not query.strip():
         raise SparqlError("empty SPARQL query")
+    what = "update" if update else "query"
+    check_limits(query, settings, what)
     tokens = tokenize(query)
     prefixes = {**kb.prefixes, **declared_prefixes(tokens)}
-    allowed = allowed_endpoints(settings.server_service_allow)
     search = search or functools.partial(run_search, kb, settings)
     out = Prepared(query)
     edits: list[tuple[int, int, str]] = []
@@ -271,47 +278,32 @@ def prepare(kb, query: str, settings, search: Callable | None = None) -> Prepare
         t = tokens[i]
         if t.kind in ("pname", "iri") and resolve(t, prefixes) == SIMILARITY_FUNCTION:
             out.uses_similarity = True
-        if t.kind == "word" and t.text.upper() == "LOAD":  # SPARQL Update's LOAD fetches a URL, too
-            j = i + 2 if i + 1 < len(tokens) and tokens[i + 1].text.upper() == "SILENT" else i + 1
-            source = resolve(tokens[j], prefixes) if j < len(tokens) else None
-            if source not in allowed:
-                raise ServiceNotAllowed(f"LOAD <{source}> is refused: only URLs on the allow-list "
-                                        "(server_service_allow) may be loaded")
         if not (t.kind == "word" and t.text.upper() == "SERVICE"):
             i += 1
             continue
         j = i + 1
         if j < len(tokens) and tokens[j].kind == "word" and tokens[j].text.upper() == "SILENT":
             j += 1
-        if j >= len(tokens):
-            raise SparqlError("SERVICE must be followed by an endpoint IRI")
-        target = tokens[j]
-        if target.kind == "var":
-            raise ServiceNotAllowed(f"SERVICE {target.text} is refused: the endpoint must be a constant IRI "
-                                    "on the allow-list, not a variable")
-        endpoint = resolve(target, prefixes)
-        if endpoint is None:
-            raise SparqlError(f"SERVICE must be followed by an endpoint IRI, found {target.text!r}")
-        if endpoint == SEARCH_SERVICE:
-            if j + 1 >= len(tokens) or tokens[j + 1].text != "{":
-                raise SparqlError("SERVICE <urn:kqe:search> must be followed by a { ... } block")
-            close = _closing_brace(tokens, j + 1)
-            call = _search_call(tokens[j + 2:close], prefixes)
-            hits = search(call)
-            out.searches.append({**call.as_dict(), "results": len(hits)})
-            edits.append((t.start, tokens[close].end, _values_block(call, hits)))
-            i = close + 1
+        if j >= len(tokens) or resolve(tokens[j], prefixes) != SEARCH_SERVICE:
+            i += 1  # any other SERVICE is for verify_federation below, on the text that will run
             continue
-        if endpoint not in allowed:
-            listed = ", ".join(sorted(allowed)) or "none"
-            raise ServiceNotAllowed(f"SERVICE <{endpoint}> is refused: it is not on this server's allow-list "
-                                    f"(server_service_allow; allowed: {listed})")
-        out.services.append(endpoint)
-        i = j + 1
-    text = query
+        if j + 1 >= len(tokens) or tokens[j + 1].text != "{":
+            raise SparqlError("SERVICE <urn:kqe:search> must be followed by a { ... } block")
+        close = _closing_brace(tokens, j + 1)
+        call = _search_call(tokens[j + 2:close], prefixes)
+        hits = search(call)
+        out.searches.append({**call.as_dict(), "results": len(hits)})
+        edits.append((t.start, tokens[close].end, _values_block(call, hits)))
+        i = close + 1
+    text = measured = query
     for start, end, replacement in reversed(edits):
         text = text[:start] + replacement + text[end:]
-    out.text = text
+        # The generated VALUES blocks are flat; the rest of the text is measured again, as it now runs.
+        measured = measured[:start] + "VALUES ?_ {}" + measured[end:]
+    if edits:
+        check_limits(measured, settings, what)
+    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), kb.prefixes, update)
+    out.text, out.services = verified.text, verified.services + verified.loads
     if out.uses_similarity and not kb.has_embeddings:
         raise SparqlError("kqe:similarity needs node embeddings, and this KB has none: run `kqe-rdf kb embed`")
     return out
