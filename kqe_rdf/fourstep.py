@@ -25,9 +25,10 @@ import numpy as np
 
 from .compiler import Compiled, compile_query, run
 from .errors import KqeError
-from .linking import _NEGATION, Linker
+from .linking import _NEGATION, Linker, Mention, singular
 from .ontology import local_name
 from .progress import StepClock
+from .reader import PathReader, Request, Scored, stem
 from .retrieval import Batch, Hit, Stage
 from .triplets import End, Triplet, TripletQuery, normalise
 
@@ -36,25 +37,31 @@ WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
 
 
 class OfflineTriplets:
-    """Triplets without an LLM: mentions from the name index, relations by embedding similarity.
+    """Triplets without an LLM: mentions from the name index, relation paths grounded in the KB.
 
-    Mentions are the longest n-grams of the query that name nodes. For each
-    mention, the relations its node type takes part in (as stored in the KB)
-    are phrased from the ontology — the relation's label when the mention is
-    the head, its inverse label when it is the tail — and the phrase most
-    similar to the query (mentions removed) wins; paths of up to ``max_hops``
-    relations are considered, and a class named in the question ("which
-    disease", "who", "when") decides the answer type.
+    Mentions are the longest n-grams of the query that name nodes. For each group of mentions of the
+    same types, :class:`~kqe_rdf.reader.PathReader` lists the relation paths (up to ``max_hops`` hops,
+    both directions) that really leave their nodes, and ranks them by how the request names their
+    relations (labels and ``skos:altLabel`` of the ontology, the hop nearest the constant first), by the
+    answer class the wh-phrase asks for and by embedding similarity. The best-scoring group fixes the
+    answer class; other groups join with their best path to that class when they fit about as well.
+    Two or three mentions of one type each get their own path, read from the words before them
+    ("films starring A directed by B"); longer lists (phenotypes) share one. The next best paths are
+    kept as :attr:`TripletQuery.alternatives`, tried when a reading finds no candidate.
     """
 
     name = "offline"
 
-    def __init__(self, kb, linker: Linker | None = None, max_hops: int = 3, hop_penalty: float = 0.15) -> None:
+    def __init__(self, kb, linker: Linker | None = None, max_hops: int = 3, hop_penalty: float = 0.25,
+                 alternatives: int = 3, margin: float = 0.5) -> None:
         self.kb = kb
         self.linker = linker or Linker(kb)
         self.max_hops = max_hops
         self.hop_penalty = hop_penalty
-        self._phrase_vectors: dict[str, np.ndarray] = {}
+        self.alternatives = alternatives
+        #: How much worse than the best group's path another group's may fit and still join the reading.
+        self.margin = margin
+        self._reader: PathReader | None = None
         schema = kb.schema
         words = set()
         for cues in schema.class_cues.values():
@@ -62,16 +69,16 @@ class OfflineTriplets:
                 words.update(cue.split())
         for r in schema.relations.values():
             words.update(r.label.lower().split())
+        for phrases in self.reader.relation_phrases.values():
+            for p in phrases:
+                words.update(p.lower().split())
         self.schema_words = words
-        # (head class, relation, tail class) the data actually has, from the KB's edge usage.
-        self.edges = kb.relation_signatures
 
-    def _vectors(self, phrases: Sequence[str]) -> np.ndarray:
-        missing = [p for p in phrases if p not in self._phrase_vectors]
-        if missing:
-            for p, v in zip(missing, self.kb.encoder.encode(missing)):
-                self._phrase_vectors[p] = v
-        return np.stack([self._phrase_vectors[p] for p in phrases])
+    @property
+    def reader(self) -> PathReader:
+        if self._reader is None:
+            self._reader = PathReader(self.kb, max_hops=self.max_hops, hop_penalty=self.hop_penalty)
+        return self._reader
 
     def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
         """The class a question asks for: the class word right after its wh-word ("which years",
@@ -79,14 +86,27 @@ class OfflineTriplets:
         words = re.findall(r"[a-z0-9]+", query.lower())
         cues = self.kb.schema.class_cues
 
-        def classes_at(i: int, span: int = 3) -> set[str]:
-            found = set()
-            for j in range(i, min(i + span, len(words))):
-                for n in (2, 1):
-                    phrase = " ".join(words[j : j + n])
-                    found |= {c for c, cs in cues.items() if phrase in cs}
+        def cue_at(j: int) -> tuple[set[str], int]:
+            for n in (3, 2, 1):
+                phrase = " ".join(words[j : j + n])
+                found = {c for c, cs in cues.items() if phrase in cs or singular(phrase) in cs}
                 if found:
-                    return found
+                    return found, n
+            return set(), 1
+
+        def classes_at(i: int, span: int = 3) -> set[str]:
+            """The classes of the last cue in the first run of cue words within ``span`` words of ``i``
+            ("what film genre" → genre, "what kind of film" → genre, "which movies have" → movie)."""
+            found, j = set(), i
+            while j < len(words) and (found or j < i + span):
+                here, n = cue_at(j)
+                if not here:
+                    if found:
+                        break
+                    j += 1
+                    continue
+                found = here
+                j += n
             return found
 
         for i, w in enumerate(words):
@@ -101,51 +121,22 @@ class OfflineTriplets:
             everywhere |= classes_at(i, 1)
         return everywhere
 
-    def paths(self, start_types: set[str]) -> list[tuple[list[tuple[str, bool]], list[str], str]]:
-        """Relation paths from a mention's types: ([(relation, mention side is head)], hop phrases, answer type).
-
-        A hop is phrased by the relation's label when the walk follows the
-        stored direction, by its inverse label otherwise ("directed by" vs
-        "directed"), so a path's phrases say its direction.
-        """
-        schema = self.kb.schema
-        out = []
-        frontier: list[tuple[list, str, list[str]]] = [([], t, []) for t in start_types]
-        for _hop in range(self.max_hops):
-            nxt = []
-            for steps, cls, phrases in frontier:
-                for head, rel, tail in self.edges:
-                    for forward in (True, False):
-                        if (head if forward else tail) != cls:
-                            continue
-                        if forward:
-                            label = schema.relations[rel].label if rel in schema.relations else local_name(rel)
-                        else:
-                            label = schema.inverse_label(rel)
-                        nxt.append((steps + [(rel, forward)], tail if forward else head, phrases + [label]))
-            out += [(st, ph, c) for st, c, ph in nxt]
-            frontier = nxt
-        return out
-
-    def choose_path(self, types: frozenset, qvec: np.ndarray, wanted: set[str]):
-        """The best path: every hop must fit the question (minimum hop similarity), fewer hops preferred."""
-        best, best_score = None, -math.inf
-        options = [o for o in self.paths(set(types)) if not wanted or o[2] in wanted]
-        if not options:
-            return None, best_score
-        phrases = sorted({p for _, ph, _ in options for p in ph} | {" ".join(ph) for _, ph, _ in options})
-        sims = dict(zip(phrases, self._vectors(phrases) @ qvec))
-        for steps, hop_phrases, cls in options:
-            # Every hop must fit (the weakest hop) and the whole path should cover the question.
-            weakest = min(float(sims[p]) for p in hop_phrases)
-            score = (weakest + float(sims[" ".join(hop_phrases)])) / 2 - self.hop_penalty * (len(steps) - 1)
-            if score > best_score:
-                best, best_score = (steps, " / ".join(hop_phrases), cls), score
-        return best, best_score
+    def request(self, query: str, mentions: Sequence[Mention], wanted: set[str], vector) -> Request:
+        """The request's words outside the mentions (word position, stem) and the mentions' word spans."""
+        tokens = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"[a-z0-9]+", query.lower())]
+        spans, words = [], []
+        for m in mentions:
+            inside = [i for i, (_w, a, b) in enumerate(tokens) if a >= m.start and b <= m.end]
+            if inside:
+                spans.append((inside[0], inside[-1] + 1))
+        for i, (w, _a, _b) in enumerate(tokens):
+            if not any(a <= i < b for a, b in spans):
+                words.append((i, stem(w)))
+        return Request(words, spans, wanted, vector)
 
     def __call__(self, query: str) -> TripletQuery:
         mentions = self.linker.mentions(query, skip_words=self.schema_words)
-        notes = []
+        notes: list[str] = []
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
         # The relation is read from what the query says about its positive mentions:
@@ -154,38 +145,104 @@ class OfflineTriplets:
         for m in sorted(mentions, key=lambda m: -m.start):
             stripped = stripped[: m.start] + stripped[m.end :]
         positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
-        qvec = self.kb.embed_query(positive)
-        wanted = self.answer_types(stripped)
-        # Mentions that share types share the relation choice (phenotype lists have dozens).
-        choice: dict[frozenset, tuple | None] = {}
-        triplets: list[Triplet] = []
-        answer_type = None
+        # Only a wh-phrase says which class is asked for; a class merely named ("describe movie X") does not.
+        wanted = self.answer_types(stripped, wh_only=True)
+        request = self.request(query, mentions, wanted, self.kb.embed_query(positive))
         index = self.linker.index
+        reader = self.reader
+        # Mentions that share types share the relation choice (phenotype lists have dozens).
+        groups: dict[frozenset, list[int]] = {}
         for n, mention in enumerate(mentions):
             types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
-            if not types:
+            if types:
+                groups.setdefault(types, []).append(n)
+        ranked: dict[frozenset, list[Scored]] = {}
+        for types, members in groups.items():
+            nodes = [c.iri for n in members for c in mentions[n].candidates]
+            spans = [request.mention_positions[n] for n in members]
+            paths = reader.enumerate(nodes, types, request, spans)
+            ranked[types] = reader.rank(paths, request, spans)
+        usable = [t for t in groups if ranked[t]]
+        if not usable:
+            return TripletQuery(query, [], "?x", None, "offline",
+                                ["no relation of the KB leaves the entities named in the query"])
+        primary = max(usable, key=lambda t: (ranked[t][0].score, sum(len(mentions[n].text) for n in groups[t]),
+                                              -groups[t][0]))
+        best = ranked[primary][0]
+        answer_type = best.path.end
+        choice: dict[int, Scored] = {}
+        for types in usable:
+            fitting = [s for s in ranked[types] if s.path.end == answer_type]
+            if not fitting or (types != primary and not self._joins(fitting[0], best, types, primary, request)):
                 continue
-            if types not in choice:
-                best, score = self.choose_path(types, qvec, wanted)
-                choice[types] = best
-                if best:
-                    notes.append(f"mentions of type {', '.join(sorted(local_name(t) for t in types))}: "
-                                 f"relation path '{best[1]}' → {local_name(best[2])} (score {score:.2f})")
-            best = choice[types]
-            if best is None:
+            members = groups[types]
+            notes.append(f"mentions of type {', '.join(sorted(local_name(t) for t in types))}: relation path "
+                         f"'{' / '.join(fitting[0].phrases)}' → {local_name(answer_type)} "
+                         f"(score {fitting[0].score:.2f})")
+            own = self._own_paths(members, mentions, request, answer_type) if 2 <= len(members) <= 3 else {}
+            for n in members:
+                choice[n] = own.get(n, fitting[0])
+        tq = TripletQuery(query, self._triplets(mentions, choice), "?x", answer_type, "offline", notes)
+        # The primary group's next paths: tried in turn when a reading finds no candidate.
+        for other in ranked[primary][1 : 1 + self.alternatives]:
+            alt = {n: (other if n in groups[primary] else s) for n, s in choice.items()
+                   if n in groups[primary] or s.path.end == other.path.end}
+            tq.alternatives.append(TripletQuery(query, self._triplets(mentions, alt), "?x", other.path.end, "offline",
+                                                [f"next relation path '{' / '.join(other.phrases)}' → "
+                                                 f"{local_name(other.path.end)} (score {other.score:.2f})"]))
+        return tq
+
+    def _joins(self, other: Scored, best: Scored, types: frozenset, primary: frozenset, request: Request) -> bool:
+        """Whether another group's path joins the reading: it fits about as well as the best one, and a group
+        of other types than the best one's must be named by words of its own (a word of the request that
+        happens to name a movie, "fall", reuses the best path's words and adds nothing)."""
+        if other.score < best.score - self.margin:
+            return False
+        if types & primary:
+            return True
+        stems = {s for _p, s in request.words}
+        mine = {s for rel, _f in other.path.steps for s in self.reader.relation_stems.get(rel, ())} & stems
+        theirs = {s for rel, _f in best.path.steps for s in self.reader.relation_stems.get(rel, ())} & stems
+        return bool(mine - theirs)
+
+    def _own_paths(self, members: list[int], mentions: Sequence[Mention], request: Request,
+                   answer_type: str) -> dict[int, Scored]:
+        """A path per mention of a small group, read from the words between the previous mention and it
+        (else those after it): "films starring A directed by B"."""
+        spans = request.mention_positions
+        order = sorted(range(len(spans)), key=lambda i: spans[i])
+        out = {}
+        for n in members:
+            k = order.index(n)
+            lo = spans[order[k - 1]][1] if k else 0
+            words = [(p, s) for p, s in request.words if lo <= p < spans[n][0]]
+            if not any(s in self.reader.all_stems for _p, s in words):
+                hi = spans[order[k + 1]][0] if k + 1 < len(order) else 10**9
+                words = [(p, s) for p, s in request.words if spans[n][1] <= p < hi]
+            if not any(s in self.reader.all_stems for _p, s in words):
                 continue
-            steps, _phrase, cls = best
-            answer_type = answer_type or cls
-            if cls != answer_type:
-                continue  # a mention leading to another answer type is not about the answer
-            const = End(mention.text)
-            prev: End = const
+            local = Request(words, [spans[n]], {answer_type}, request.vector)
+            nodes = [c.iri for c in mentions[n].candidates]
+            types = {t for c in mentions[n].candidates for t in self.linker.index.types.get(c.iri, ())}
+            scored = [s for s in self.reader.rank(self.reader.enumerate(nodes, types, local, [spans[n]]), local,
+                                                  [spans[n]]) if s.path.end == answer_type]
+            if scored:
+                out[n] = scored[0]
+        return out
+
+    @staticmethod
+    def _triplets(mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:
+        triplets: list[Triplet] = []
+        for n in sorted(choice):
+            mention = mentions[n]
+            steps = choice[n].path.steps
+            prev: End = End(mention.text)
             for i, (rel, mention_is_head) in enumerate(steps):
                 nxt = End("?x") if i == len(steps) - 1 else End(f"?m{n}_{i}")
                 head, tail = (prev, nxt) if mention_is_head else (nxt, prev)
                 triplets.append(Triplet(head, rel, tail, negated=mention.negated))
                 prev = nxt
-        return TripletQuery(query, triplets, "?x", answer_type, "offline", notes)
+        return triplets
 
 
 class LLMTriplets:
@@ -387,41 +444,112 @@ class FourStep(Stage):
         tq, shown, compiled = self.plan(text)
         return {"triplets": tq.to_json(), "linked": shown, "sparql": compiled.sparql if compiled else None}
 
-    def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
-        clock = StepClock()
-        tq, shown, compiled = self.plan(text, clock)
-        explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
+    def _attempt(self, tq: TripletQuery, clock: StepClock) -> tuple[dict, Compiled | None, dict, dict, str | None]:
+        """One reading linked, compiled and run: (linked as shown, compiled, scores, support, error)."""
+        if not tq.triplets:
+            return {}, None, {}, {}, None
+        linked, shown = self.link(tq)
+        compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
+        clock.lap("linking")
         scores: dict[str, float] = {}
         support: dict[str, list] = {}
-        if compiled is not None:
-            explain["linked"] = shown
-            explain["sparql"] = compiled.sparql
-            try:
-                scores, support = self.candidates(tq, compiled)
-            except KqeError as exc:
-                explain["error"] = str(exc)
-            clock.lap("sparql")
+        error = None
+        try:
+            scores, support = self.candidates(tq, compiled)
+        except KqeError as exc:
+            error = str(exc)
+        clock.lap("sparql")
+        return shown, compiled, scores, support, error
+
+    def _admissible(self, scores: dict[str, float], compiled: Compiled | None) -> tuple[dict[str, float], list[str]]:
+        """Candidates without the request's own constants (the answer to "who co-directed with X" is never X)
+        and, with a type restriction, of an allowed type; and the constants taken out."""
+        own = {i for iris in (compiled.constants.values() if compiled else ()) for i in iris}
+        excluded = sorted(i for i in scores if i in own)
+        scores = {i: s for i, s in scores.items() if i not in own}
         if self.types and scores:
             allowed = set(self.types)
             index = self.linker.index
             scores = {i: s for i, s in scores.items() if index.types.get(i, frozenset()) & allowed}
+        return scores, excluded
+
+    def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
+        clock = StepClock()
+        tq = normalise(self.generator(text), self.kb.schema)
+        clock.lap("triplets")
+        explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
+        shown, compiled, scores, support, error = self._attempt(tq, clock)
+        scores, excluded = self._admissible(scores, compiled)
+        used, tried = tq, []
+        # A reading that finds nothing gives way to the reader's next one (the next relation path).
+        for alternative in tq.alternatives if compiled is not None else ():
+            if scores:
+                break
+            tried.append(" / ".join(t.relation.rsplit("#", 1)[-1] for t in used.triplets))
+            a_shown, a_compiled, a_scores, a_support, a_error = self._attempt(alternative, clock)
+            if a_compiled is None:
+                continue
+            used, shown, compiled, support, error = alternative, a_shown, a_compiled, a_support, a_error
+            scores, excluded = self._admissible(a_scores, compiled)
+        if used is not tq:
+            explain["triplets"] = used.to_json()
+            explain["tried"] = tried
+        if compiled is not None:
+            explain["linked"] = shown
+            explain["sparql"] = compiled.sparql
+            if error:
+                explain["error"] = error
+        if excluded:
+            explain["excluded"] = excluded
         sims = self.similarity(text, list(scores))
         ordered = sorted(scores, key=lambda i: (-round(scores[i], 9), -sims.get(i, 0.0), i))[: self.k]
         hits = [Hit(qid, iri, scores[iri] + sims.get(iri, 0.0) * 1e-3, rank) for rank, iri in enumerate(ordered)]
         explain["candidates"] = len(scores)
         explain["support"] = {iri: support.get(iri, [])[:5] for iri in ordered[:20]}
         if self.fallback is not None and len(hits) < self.k:
-            seen = set(ordered)
-            extra = [h for h in self.fallback.search(text, qid) if h.iri not in seen][: self.k - len(hits)]
-            floor = min((h.score for h in hits), default=0.0) - 1.0
-            hits += [Hit(qid, h.iri, floor - (j + 1) / (len(extra) + 1), len(hits) + j) for j, h in enumerate(extra)]
-            explain["topped_up"] = len(extra)
+            hits += self._top_up(qid, text, used, compiled, hits, explain)
         clock.lap("ranking")
         if self.reranker is not None and hits:
             hits, note = self.reranker.rerank(text, hits)
             explain["rerank"] = note
             clock.lap("rerank")
         return hits, explain
+
+    def _top_up(self, qid: str, text: str, tq: TripletQuery, compiled: Compiled | None, hits: list[Hit],
+                explain: dict) -> list[Hit]:
+        """The fallback's results below the structured ones: never the request's own constants, and, when
+        the reading knows the answer type, only nodes of that type."""
+        own = {i for iris in (compiled.constants.values() if compiled else ()) for i in iris}
+        allowed = self.kb.schema.subclasses(tq.answer_type) if tq.answer_type and tq.triplets else None
+        if allowed is not None and self.types and not allowed & set(self.types):
+            allowed = None  # the caller's type restriction overrides the reading's answer type
+        index = self.linker.index
+        seen, have = {h.iri for h in hits}, len(hits)
+        extra = [h for h in self.fallback.search(text, qid) if h.iri not in seen and h.iri not in own
+                 and (allowed is None or index.types.get(h.iri, frozenset()) & allowed)][: self.k - have]
+        if len(extra) < self.k - have:
+            # Too few of the fallback's results are left (of the answer type, other than the request's own
+            # constants): the rest from a BM25 search over the wanted type.
+            taken = seen | own | {h.iri for h in extra}
+            if allowed is not None:
+                typed = sorted(allowed & set(self.types)) if self.types else sorted(allowed)
+            else:
+                typed = sorted(self.types or ())
+            more = [h for h in self._typed_fallback(tuple(typed)).search(text, qid) if h.iri not in taken]
+            extra += more[: self.k - have - len(extra)]
+        floor = min((h.score for h in hits), default=0.0) - 1.0
+        explain["topped_up"] = len(extra)
+        if allowed is not None:
+            explain["top_up_type"] = local_name(tq.answer_type)
+        return [Hit(qid, h.iri, floor - (j + 1) / (len(extra) + 1), have + j) for j, h in enumerate(extra)]
+
+    def _typed_fallback(self, types: tuple[str, ...]) -> Stage:
+        cache = self.__dict__.setdefault("_typed_fallbacks", {})
+        if types not in cache:
+            from .retrieval import BM25
+
+            cache[types] = BM25(self.kb, self.k + 10, list(types) or None)
+        return cache[types]
 
     def transform(self, batch: Batch) -> Batch:
         out = Batch(batch.queries, {}, dict(batch.explain))

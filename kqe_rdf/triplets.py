@@ -61,6 +61,8 @@ class TripletQuery:
     notes: list[str] = field(default_factory=list)
     #: Constants the request never mentions that :func:`normalise` read as the answer (a model's guess at it).
     guessed_answers: list[str] = field(default_factory=list)
+    #: Other readings to try, best first, when this one finds no candidate (the offline reader's next paths).
+    alternatives: list[TripletQuery] = field(default_factory=list)
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -189,4 +191,6 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
     if kept and answer not in variables:
         notes.append(f"answer {answer} appears in no triplet; using {sorted(variables)[0]}")
         answer = sorted(variables)[0]
-    return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses)
+    alternatives = [normalise(a, schema) for a in tq.alternatives]
+    return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses,
+                        [a for a in alternatives if a.triplets])
