@@ -9,6 +9,9 @@ a constant's end) the pattern follows it, so "seizure" also finds diseases
 annotated with "focal seizure". Types become ``VALUES`` over the class and
 its subclasses. The query always has a ``LIMIT``; :func:`run` adds a timeout.
 
+A path never walks back through its own constant ("the films directed by the director of Kismet"
+are his other films): its inner variables are filtered to differ from it.
+
 *Strict* mode is the paper's substitution: one basic graph pattern, all
 triplets must hold. *Soft* mode splits the triplets into paths from the answer
 to each constant and returns which paths each candidate satisfies.
@@ -218,6 +221,13 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
             lines.append(_triplet_pattern(schema, t, names))
         return "\n".join(lines)
 
+    def no_return(triplets: list[Triplet]) -> str:
+        """A path does not walk back through its own constants: in "the films directed by the director of
+        Kismet" the films are the director's other films (the answer itself is left to the caller)."""
+        consts = sorted({names[(e.text, e.type)] for t in triplets for e in (t.head, t.tail) if not e.is_variable})
+        inner = sorted({_var(v) for t in triplets for v in t.variables()} - {_var(tq.answer)})
+        return "\n".join(f"  FILTER({v} != {c})" for v in inner for c in consts)
+
     values = ""
     answer = _var(tq.answer)
     select = " ".join([answer] + [names[k] for k in sorted(used_keys, key=lambda k: names[k])])
@@ -225,7 +235,10 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
     constants = {names[k]: linked[k] for k in used_keys}
     if mode == "strict":
         declared: set = set()
-        patterns = with_values([t for t in usable if not t.negated], declared)
+        positive = [t for t in usable if not t.negated]
+        patterns = with_values(positive, declared)
+        if no_return(positive):
+            patterns += "\n" + no_return(positive)
         if not usable:
             patterns = "  FILTER(false)"
         bound = {v for t in usable if not t.negated for v in t.variables()} | {tq.answer}
@@ -240,6 +253,8 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
     blocks = []
     for i, unit in enumerate(unit_list):
         body = with_values(unit.triplets, set())
+        if no_return(unit.triplets):
+            body += "\n" + no_return(unit.triplets)
         if answer_types:  # inside each path: outside, the type join would drive the paths from every node
             body += "\n" + answer_types
         blocks.append(f"  {{\n{body}\n    BIND({i} AS ?unit)\n  }}")

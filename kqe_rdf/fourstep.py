@@ -121,6 +121,17 @@ class OfflineTriplets:
             everywhere |= classes_at(i, 1)
         return everywhere
 
+    def leading_class(self, query: str) -> set[str]:
+        """The classes named by the first words of a request that is a noun phrase ("movies starring X")."""
+        words = re.findall(r"[a-z0-9]+", query.lower())
+        cues = self.kb.schema.class_cues
+        for n in (3, 2, 1):
+            phrase = " ".join(words[:n])
+            found = {c for c, cs in cues.items() if phrase in cs or singular(phrase) in cs}
+            if len(words) > n and found:
+                return found
+        return set()
+
     def request(self, query: str, mentions: Sequence[Mention], wanted: set[str], vector) -> Request:
         """The request's words outside the mentions (word position, stem) and the mentions' word spans."""
         tokens = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"[a-z0-9]+", query.lower())]
@@ -132,7 +143,9 @@ class OfflineTriplets:
         for i, (w, _a, _b) in enumerate(tokens):
             if not any(a <= i < b for a, b in spans):
                 words.append((i, stem(w)))
-        return Request(words, spans, wanted, vector)
+        wh = next(([(i, i + 1)] for i, (w, _a, _b) in enumerate(tokens) if w in WH_WORDS
+                   and not any(a <= i < b for a, b in spans)), [])
+        return Request(words, spans, wanted, vector, wh)
 
     def __call__(self, query: str) -> TripletQuery:
         mentions = self.linker.mentions(query, skip_words=self.schema_words)
@@ -145,8 +158,9 @@ class OfflineTriplets:
         for m in sorted(mentions, key=lambda m: -m.start):
             stripped = stripped[: m.start] + stripped[m.end :]
         positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
-        # Only a wh-phrase says which class is asked for; a class merely named ("describe movie X") does not.
-        wanted = self.answer_types(stripped, wh_only=True)
+        # Only a wh-phrase ("which films", "who") or a request that starts with a class ("films starring X")
+        # says which class is asked for; a class merely named ("describe movie X") does not.
+        wanted = self.answer_types(stripped, wh_only=True) or self.leading_class(stripped)
         request = self.request(query, mentions, wanted, self.kb.embed_query(positive))
         index = self.linker.index
         reader = self.reader
@@ -156,6 +170,12 @@ class OfflineTriplets:
             types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
             if types:
                 groups.setdefault(types, []).append(n)
+        for types, members in groups.items():
+            if 2 <= len(members) <= 3 and any(any(ch.isupper() for ch in mentions[n].text) for n in members):
+                # Beside a capitalised name, a lone lower-case word that happens to name a node of the same
+                # type ("the creator of the film script for La Belle Noiseuse") is not a second constant.
+                groups[types] = [n for n in members if " " in mentions[n].text.strip()
+                                 or any(ch.isupper() for ch in mentions[n].text)]
         ranked: dict[frozenset, list[Scored]] = {}
         for types, members in groups.items():
             nodes = [c.iri for n in members for c in mentions[n].candidates]
@@ -182,6 +202,9 @@ class OfflineTriplets:
             own = self._own_paths(members, mentions, request, answer_type) if 2 <= len(members) <= 3 else {}
             for n in members:
                 choice[n] = own.get(n, fitting[0])
+                if n in own:
+                    notes.append(f"mention '{mentions[n].text}': its own relation path "
+                                 f"'{' / '.join(own[n].phrases)}' (score {own[n].score:.2f})")
         tq = TripletQuery(query, self._triplets(mentions, choice), "?x", answer_type, "offline", notes)
         # The primary group's next paths: tried in turn when a reading finds no candidate.
         for other in ranked[primary][1 : 1 + self.alternatives]:
@@ -221,7 +244,7 @@ class OfflineTriplets:
                 words = [(p, s) for p, s in request.words if spans[n][1] <= p < hi]
             if not any(s in self.reader.all_stems for _p, s in words):
                 continue
-            local = Request(words, [spans[n]], {answer_type}, request.vector)
+            local = Request(words, [spans[n]], {answer_type}, request.vector, request.answer_at)
             nodes = [c.iri for c in mentions[n].candidates]
             types = {t for c in mentions[n].candidates for t in self.linker.index.types.get(c.iri, ())}
             scored = [s for s in self.reader.rank(self.reader.enumerate(nodes, types, local, [spans[n]]), local,

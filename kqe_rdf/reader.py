@@ -99,6 +99,8 @@ class Request:
     mention_positions: list[tuple[int, int]]
     wanted: set[str]
     vector: np.ndarray | None
+    #: Word spans of the wh-word that asks for the answer (none when the request has no wh-word).
+    answer_at: list[tuple[int, int]] = field(default_factory=list)
 
 
 class PathReader:
@@ -248,17 +250,21 @@ class PathReader:
             own = set() if prefix else self._label_stems(path.end)
             words = request.words
             evidence = {s for _, s in words if s in self.all_stems and s not in own}
-            unsupported, distances, covered = 0, [], set()
+            unsupported, places, covered = 0, [], set()
             for rel, _forward in path.steps:
                 stems = self.relation_stems.get(rel, set())
                 hits = [pos for pos, s in words if s in stems]
                 covered |= stems & evidence
                 if hits:
-                    distances.append(min(_distance(pos, spans) for pos in hits))
+                    # Where the request names the hop: towards the constant (negative) or the answer's wh-word.
+                    places.append((frozenset(stems), [_distance(p, spans) - _distance(p, request.answer_at)
+                                                      for p in hits]))
                 else:
                     unsupported += 1
-            inversions = sum(1 for i in range(len(distances)) for j in range(i + 1, len(distances))
-                             if distances[i] > distances[j])
+            # The hop named nearest the constant comes first, the one nearest the wh-word last: a hop all of
+            # whose words lie answer-side of all words of a later (different) hop is out of order.
+            inversions = sum(1 for i in range(len(places)) for j in range(i + 1, len(places))
+                             if places[i][0] != places[j][0] and min(places[i][1]) > max(places[j][1]))
             uncovered = 0 if prefix else len(evidence - covered)
             similarity = 0.0
             if sims:
@@ -281,6 +287,7 @@ def property_path(steps: Sequence[tuple[str, bool]]) -> str:
 
 
 def _distance(position: int, spans: Sequence[tuple[int, int]]) -> int:
+    """Words between ``position`` and the nearest span (0 inside one, or without spans)."""
     if not spans:
         return 0
     return min(start - position if position < start else position - end + 1 if position >= end else 0

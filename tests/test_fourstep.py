@@ -115,8 +115,6 @@ def test_a_two_hop_question_read_from_the_answer_side(movie_kb, soft):
     assert set(names(movie_kb, hits[:2])) == {"Ridley Scott", "Peter Weir"}
 
 
-@pytest.mark.xfail(strict=True, reason="mentions of one type share one relation path: Robert De Niro and Martin "
-                   "Scorsese are both read as directors, and strict mode then finds nothing")
 def test_two_constraints_of_the_same_type_get_their_own_relations(movie_kb):
     stage = pipeline("4step", movie_kb, Settings(fourstep_mode="strict"), K)
     batch = stage.run("movies starring Robert De Niro directed by Martin Scorsese")

@@ -1,0 +1,102 @@
+"""The grounded path reader on the tiny movie KB of ``fixtures_kb``.
+
+``PathReader(kb).enumerate(nodes, classes)`` lists the relation paths that really leave some nodes;
+``OfflineTriplets(kb)(question)`` reads a question with it; ``FourStep`` runs a reading and, when it finds
+nothing, the reader's next one. The request's own constants are never its answers.
+"""
+
+from __future__ import annotations
+
+from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
+from kqe_rdf.config import Settings
+from kqe_rdf.fourstep import FourStep, OfflineTriplets
+from kqe_rdf.ontology import local_name
+from kqe_rdf.reader import PathReader, stem
+from kqe_rdf.retrieval import BM25, pipeline
+from kqe_rdf.triplets import End, Triplet, TripletQuery
+
+M = "https://w3id.org/kqe/metaqa#"
+K = 5
+
+
+def shown(path) -> str:
+    return " / ".join(("" if forward else "^") + local_name(rel) for rel, forward in path.steps)
+
+
+def test_only_paths_the_data_has_are_enumerated(movie_kb):
+    reader = PathReader(movie_kb)
+    eastwood = reader.enumerate([node(movie_kb, "Clint Eastwood")], [f"{M}Person"])
+    first = {shown(p) for p in eastwood if len(p.steps) == 1}
+    # he directs and acts in the KB, but wrote nothing: no path starts with "wrote"
+    assert first == {"^directed_by", "^starred_actors"}
+    assert all(p.start == f"{M}Person" for p in eastwood)
+    two = {(shown(p), local_name(p.end)) for p in eastwood if len(p.steps) == 2}
+    assert ("^directed_by / in_language", "Language") in two and ("^directed_by / directed_by", "Person") in two
+
+    # The Bridges of Madison County has no language in the KB: the schema allows the path, the data does not
+    bridges = reader.enumerate([node(movie_kb, "The Bridges of Madison County")], [f"{M}Movie"])
+    assert "in_language" not in {shown(p) for p in bridges}
+    assert {"directed_by", "starred_actors", "release_year", "has_genre"} <= {shown(p) for p in bridges}
+    assert max(len(p.steps) for p in bridges) == 3
+
+
+def test_relation_words_match_across_their_forms():
+    assert stem("directed") == stem("director") == stem("directors") == stem("direct")
+    assert stem("starred") == stem("starring") == stem("stars") == stem("star")
+    assert stem("written") == stem("writer") == stem("write")
+    assert stem("acted") != stem("action")
+
+
+def test_the_wh_phrase_and_the_relation_words_pick_the_path(movie_kb):
+    reader = OfflineTriplets(movie_kb)
+    for question, path in [
+        ("who wrote Blade Runner", ["written_by"]),
+        ("who is the director of Blade Runner", ["directed_by"]),
+        ("who directed the movies starred by Harrison Ford", ["starred_actors", "directed_by"]),
+        ("who starred in the films directed by Ridley Scott", ["directed_by", "starred_actors"]),
+        ("which films have the same director as Unforgiven", ["directed_by", "directed_by"]),
+        ("what genres are the films directed by Ridley Scott", ["directed_by", "has_genre"]),
+    ]:
+        tq = reader(question)
+        assert [local_name(t.relation) for t in tq.triplets] == path, question
+
+
+def test_the_request_s_own_constants_are_not_its_answers(movie_kb):
+    stage = pipeline("4step-offline", movie_kb, Settings(), K)
+    batch = stage.run("which films have the same director as Unforgiven")
+    hits, explain = batch.ranked("q"), batch.explain["q"]
+    assert set(names(movie_kb, hits[:2])) == {"Gran Torino", "The Bridges of Madison County"}
+    assert explain["candidates"] == 2 and explain["excluded"] == [node(movie_kb, "Unforgiven")]
+    assert "Unforgiven" not in names(movie_kb, hits)  # nor in the top-up
+
+    batch = stage.run("who acted together with Al Pacino")
+    hits = batch.ranked("q")
+    assert names(movie_kb, hits[:1]) == ["Robert De Niro"] and batch.explain["q"]["candidates"] == 1
+    assert "Al Pacino" not in names(movie_kb, hits)
+
+
+class WithAlternatives:
+    """A reading whose first path finds nothing (Gene Hackman directed no film), then one that does."""
+
+    name = "fixed"
+
+    def __call__(self, query: str) -> TripletQuery:
+        first = TripletQuery(query, [Triplet(End("?x"), "directed_by", End("Gene Hackman"))], "?x", "Movie", "fixed")
+        first.alternatives.append(TripletQuery(query, [Triplet(End("?x"), "starred_actors", End("Gene Hackman"))],
+                                               "?x", "Movie", "fixed"))
+        return first
+
+
+def test_a_reading_that_finds_nothing_gives_way_to_the_next_path(movie_kb):
+    stage = FourStep(movie_kb, WithAlternatives(), k=K, fallback=BM25(movie_kb, K))
+    batch = stage.run("films with Gene Hackman")
+    explain = batch.explain["q"]
+    assert names(movie_kb, batch.ranked("q")[:1]) == ["Unforgiven"] and explain["candidates"] == 1
+    assert explain["tried"] == ["directed_by"]
+    assert [local_name(t["relation"]) for t in explain["triplets"]["triplets"]] == ["starred_actors"]
+
+
+def test_the_offline_reading_keeps_its_next_paths(movie_kb):
+    tq = OfflineTriplets(movie_kb)("who directed Kismet")
+    assert [local_name(t.relation) for t in tq.triplets] == ["directed_by"]
+    assert tq.alternatives and all(a.triplets and a.answer_type == f"{M}Person" for a in tq.alternatives[:1])
