@@ -33,6 +33,7 @@ from .config import Settings
 from .documents import NodeDocument, render_documents
 from .embeddings import DenseIndex, OnnxEncoder, write_dense_index
 from .errors import KqeError
+from .hierarchy import FOLDER as HIERARCHY_FOLDER, build_hierarchies
 from .importers import Importer
 from .ontology import CORE, Schema
 from .progress import Progress
@@ -186,6 +187,10 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     with progress.task("BM25 index", total=None):
         build_text_index(work / "bm25", documents)
     bm25_seconds = time.perf_counter() - t0
+    # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
+    with progress.task("hierarchy closures", total=None):
+        hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER)
+        store.flush()
     del store
     gc.collect()
 
@@ -216,8 +221,10 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
                      "doc_max_chars": settings.doc_max_chars},
         "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
         "seconds": {"import": round(import_seconds, 2), "load": round(load_seconds, 2),
-                    "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2)},
+                    "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2),
+                    "hierarchies": hierarchies["seconds"]},
         "embeddings": None,
+        "hierarchies": hierarchies,
     }
     write_json_atomic(work / MANIFEST, manifest)
     return manifest

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import threading
 from string import Template
+import dataclasses
 from dataclasses import dataclass, field
 
 from pyoxigraph import NamedNode
@@ -39,6 +40,9 @@ class Unit:
     triplets: list[Triplet]
     constant: str
     negated: bool = False
+    constant_type: str | None = None
+    #: The IRIs the constant was linked to (filled in by :func:`compile_query`).
+    values: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -48,6 +52,17 @@ class Compiled:
     answer: str
     units: list[Unit] = field(default_factory=list)
     constants: dict[str, list[str]] = field(default_factory=dict)
+
+    def restricted(self, answers: list[str]) -> Compiled:
+        r"""The same query for the given answers only (a ``VALUES`` on the answer variable): the provenance
+        of answers ranked by other means.
+
+        >>> Compiled("SELECT ?x WHERE {\n  ?x ?p ?o .\n}", "soft", "?x").restricted(["http://e/a"]).sparql
+        'SELECT ?x WHERE {\n  VALUES ?x { <http://e/a> }\n  ?x ?p ?o .\n}'
+        """
+        head, brace, body = self.sparql.partition("{\n")
+        values = f"  VALUES {self.answer} {{ {' '.join(str(NamedNode(a)) for a in answers)} }}\n"
+        return dataclasses.replace(self, sparql=head + brace + values + body)
 
 
 def _var(name: str) -> str:
@@ -78,9 +93,9 @@ def relation_path(schema: Schema, relation_iri: str, head_type: str | None, tail
         tail_h = _hierarchy(schema, rng) if t_const else None
         head_h = _hierarchy(schema, dom) if h_const else None
         if tail_h:
-            path = f"{path}/<{tail_h}>*"
+            path = f"{path}/{_closure(schema, tail_h)}"
         if head_h:
-            path = f"^<{head_h}>*/{path}"
+            path = f"^{_closure(schema, head_h)}/{path}"
     contradicts = (h_type and dom and not _compatible(schema, h_type, dom)) or (
         t_type and rng and not _compatible(schema, t_type, rng))
     if contradicts:
@@ -96,6 +111,13 @@ def _declared_forward(schema: Schema, rel) -> bool:
 
 def _compatible(schema: Schema, a: str, b: str) -> bool:
     return a in schema.subclasses(b) or b in schema.subclasses(a)
+
+
+def _closure(schema: Schema, hierarchy: str) -> str:
+    """The path from a term to itself and its ancestors: the closure stored with the KB (one lookup), else
+    the hierarchy walked at query time (``<isA>*``)."""
+    stored = schema.closures.get(hierarchy)
+    return f"<{stored}>" if stored else f"<{hierarchy}>*"
 
 
 def _hierarchy(schema: Schema, class_iri: str | None) -> str | None:
@@ -141,7 +163,7 @@ def units(tq: TripletQuery) -> list[Unit]:
                 continue
             path = _path_to(tq, t, tq.answer)
             if path is not None:
-                out.append(Unit(path, end.text, t.negated))
+                out.append(Unit(path, end.text, t.negated, end.type))
     return out
 
 
@@ -249,6 +271,8 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
                                                       types=_types(schema, sub), limit=limit)
         return Compiled(text.strip(), mode, answer, units(sub), constants)
     unit_list = units(sub)
+    for unit in unit_list:
+        unit.values = list(linked.get((unit.constant, unit.constant_type), []))
     answer_types = _types(schema, sub, answer_only=True)
     blocks = []
     for i, unit in enumerate(unit_list):

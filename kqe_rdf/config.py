@@ -47,6 +47,19 @@ class Settings:
     prf_original_weight: float = 0.5
     #: 4StepFocus: "soft" (rank by satisfied triplet paths) or "strict" (all triplets must hold).
     fourstep_mode: str = "soft"
+    #: 4StepFocus soft mode for sets of terms of one hierarchy (HPO phenotypes, categories): "hierarchy" gives
+    #: partial credit by the information content of the most informative common ancestor (closures stored
+    #: with the KB); "exact" counts only paths through the term or its descendants (the earlier soft mode).
+    fourstep_matcher: str = "hierarchy"
+    #: Hierarchy matching: each term's IC ** power is averaged (1 = Resnik's best-match average; higher
+    #: powers favour nodes that explain the specific terms). 3 measured best on the phenopacket dev split.
+    fourstep_ic_power: float = 3.0
+    #: Hierarchy matching: weight of the request's BM25 score (normalised to the best hit) added to the
+    #: structural score; 0 ranks by structure alone (ties broken by similarity).
+    fourstep_text_weight: float = 0.03
+    #: Hierarchy matching: how much a node's match to negated terms ("X was not observed") costs, relative
+    #: to a positive match; 0 ignores them (measured better on the phenopacket dev split; see docs/results.md).
+    fourstep_negated_weight: float = 0.0
     #: 4StepFocus: let the LLM rerank the top ``rerank_depth`` results (needs an LLM).
     rerank: bool = False
     rerank_depth: int = 10
@@ -211,6 +224,13 @@ class Settings:
                 raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
         if self.kar_hops not in (1, 2):
             raise KqeError(f"setting kar_hops must be 1 or 2, got {self.kar_hops!r}")
+        if self.fourstep_matcher not in ("hierarchy", "exact"):
+            raise KqeError(f"setting fourstep_matcher must be 'hierarchy' or 'exact', got {self.fourstep_matcher!r}")
+        if not self.fourstep_ic_power > 0:
+            raise KqeError(f"setting fourstep_ic_power must be positive, got {self.fourstep_ic_power!r}")
+        for name in ("fourstep_text_weight", "fourstep_negated_weight"):
+            if not getattr(self, name) >= 0:
+                raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
         if self.kar_final not in ("dense", "bm25", "hybrid"):
             raise KqeError(f"setting kar_final must be 'dense', 'bm25' or 'hybrid', got {self.kar_final!r}")
         for name in ("qa_pool_size", "qa_kg_hops", "qa_expand_nodes", "qa_facts_per_node"):

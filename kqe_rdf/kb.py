@@ -62,7 +62,15 @@ class KnowledgeBase:
     def schema(self) -> Schema:
         schema = Schema.from_store(self.store)
         schema.stored_relations = {iri for iri, count in self.relation_counts.items() if count}
+        schema.closures = {rel: self.hierarchies.closure_of(rel) for rel in self.hierarchies.summary}
         return schema
+
+    @functools.cached_property
+    def hierarchies(self):
+        """Closures, annotation matrices and IC stored with the KB (empty for KBs built before them)."""
+        from .hierarchy import Hierarchies
+
+        return Hierarchies(self.path, self.manifest)
 
     @functools.cached_property
     def relation_counts(self) -> dict[str, int]:

@@ -62,6 +62,8 @@ class Schema:
     class_cues: dict[str, list[str]] = field(default_factory=dict)
     #: Relations the data actually uses (set by the KB from its edge counts); their inverses are virtual.
     stored_relations: set[str] = field(default_factory=set)
+    #: Hierarchy relation → the predicate of its reflexive-transitive closure stored with the KB (set by the KB).
+    closures: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_files(cls, domains: Iterable[str | Path]) -> Schema:

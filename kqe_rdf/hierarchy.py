@@ -1,0 +1,305 @@
+"""Class hierarchies, computed once with the KB: closures, information content, and IC-weighted matching.
+
+Where the ontology declares an ``owl:TransitiveProperty`` from a class to itself
+(HPO ``is a`` on phenotypes, a category tree, GO ``is_a``), the KB build stores,
+in ``<kb>/hierarchy/``:
+
+- the reflexive-transitive closure of that relation (every term → its ancestors),
+  also as ``kqe:subsumedBy`` triples in the named graph :data:`CLOSURE_GRAPH`, so
+  compiled SPARQL follows a hierarchy without walking it at query time;
+- for every stored *annotation* relation between another class and the hierarchy
+  class (``Disease hasPhenotype Phenotype``), the annotated nodes × ancestor
+  terms matrix, and each term's information content from the KB's own counts:
+  ``IC(t) = -log(share of annotated nodes annotated with t or a descendant)``.
+
+:class:`HierarchyMatch` then scores every annotated node against a set of
+requested terms at once (numpy over the stored matrix): each term earns the IC of
+its most informative common ancestor with the node's annotations (Resnik), so a
+node annotated with a more specific or a sibling term gets partial credit.
+
+>>> ic(np.array([4, 2, 1]), 4).round(3).tolist()
+[0.0, 0.693, 1.386]
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from pyoxigraph import NamedNode, Quad
+
+from . import queries
+from .ontology import CORE, Schema, local_name
+
+CLOSURE_GRAPH = "https://w3id.org/kqe/graph/closure"
+SUBSUMED_BY = CORE + "subsumedBy"
+FOLDER = "hierarchy"
+
+
+def ic(counts: np.ndarray, total: int) -> np.ndarray:
+    """Information content of terms annotated (directly or below) to ``counts`` of ``total`` nodes.
+
+    A term no node uses gets the IC of a single use (it is at least that rare)."""
+    return np.log(max(total, 1) / np.maximum(counts, 1))
+
+
+def declared_hierarchies(schema: Schema) -> list[tuple[str, str]]:
+    """(transitive relation, class) pairs: relations the ontology declares transitive from a class to itself."""
+    return sorted((r.iri, r.domain) for r in schema.relations.values()
+                  if r.transitive and r.domain and r.domain == r.range)
+
+
+def annotation_relations(schema: Schema, signatures: Iterable[Sequence[str]], hierarchy: str,
+                         term_class: str) -> list[tuple[str, str, bool]]:
+    """Stored relations between another class and the hierarchy's class: (relation, other class, terms are tails)."""
+    found = set()
+    for head, rel, tail, *_count in signatures:
+        if rel == hierarchy:
+            continue
+        if tail == term_class and head != term_class:
+            found.add((rel, head, True))
+        elif head == term_class and tail != term_class:
+            found.add((rel, tail, False))
+    return sorted(found)
+
+
+def _pairs(store, relation: str) -> list[tuple[str, str]]:
+    text = queries.with_values(queries.load("hierarchy_edges"), relation=[NamedNode(relation)])
+    return [(r["head"].value, r["tail"].value) for r in store.query(text, use_default_graph_as_union=True)]
+
+
+def _csr(rows: np.ndarray, cols: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, indices) of a boolean sparse matrix given its (row, column) cells, duplicates dropped."""
+    cells = np.unique(np.stack([rows, cols], 1), axis=0) if len(rows) else np.zeros((0, 2), dtype=np.int64)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    np.add.at(indptr, cells[:, 0] + 1, 1)
+    return np.cumsum(indptr), cells[:, 1].astype(np.int32)
+
+
+def closure(terms: list[str], edges: list[tuple[str, str]]) -> list[list[int]]:
+    """Each term's ancestors, itself included (iterative, so deep or cyclic hierarchies are safe)."""
+    index = {t: i for i, t in enumerate(terms)}
+    parents: list[list[int]] = [[] for _ in terms]
+    for child, parent in edges:
+        parents[index[child]].append(index[parent])
+    done: list[list[int] | None] = [None] * len(terms)
+    for start in range(len(terms)):
+        if done[start] is not None:
+            continue
+        stack, on_path = [start], {start}
+        while stack:
+            node = stack[-1]
+            pending = [p for p in parents[node] if done[p] is None and p not in on_path]
+            if pending:
+                stack.append(pending[0])
+                on_path.add(pending[0])
+                continue
+            found = {node}
+            for p in parents[node]:
+                found.update(done[p] if done[p] is not None else (p,))
+            done[node] = sorted(found)
+            stack.pop()
+            on_path.discard(node)
+    return done  # type: ignore[return-value]
+
+
+def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]], folder: Path) -> dict:
+    """Closures, annotation matrices and IC for every declared hierarchy; closure triples into the store.
+
+    Returns what the manifest records (per hierarchy: terms, closure pairs, annotation relations, seconds)."""
+    started = time.perf_counter()
+    summary: dict = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for relation, term_class in declared_hierarchies(schema):
+        edges = _pairs(store, relation)
+        annotations = annotation_relations(schema, signatures, relation, term_class)
+        pairs_of = {rel: _pairs(store, rel) for rel, _other, _tails in annotations}
+        terms = sorted({t for e in edges for t in e} | {(p[1] if tails else p[0]) for rel, _o, tails in annotations
+                                                        for p in pairs_of[rel]})
+        if not terms:
+            continue
+        index = {t: i for i, t in enumerate(terms)}
+        ancestors = closure(terms, edges)
+        anc_ptr = np.cumsum([0] + [len(a) for a in ancestors]).astype(np.int64)
+        anc_idx = np.fromiter((a for row in ancestors for a in row), dtype=np.int32, count=int(anc_ptr[-1]))
+        arrays = {"terms": np.array(terms), "ancestor_ptr": anc_ptr, "ancestor_idx": anc_idx}
+        described = []
+        for n, (rel, other, tails) in enumerate(annotations):
+            pairs = [(h, t) if tails else (t, h) for h, t in pairs_of[rel]]  # (annotated node, term)
+            nodes = sorted({node for node, _ in pairs})
+            node_index = {node: i for i, node in enumerate(nodes)}
+            node_of = np.fromiter((node_index[node] for node, _ in pairs), dtype=np.int64, count=len(pairs))
+            term_of = np.fromiter((index[term] for _, term in pairs), dtype=np.int64, count=len(pairs))
+            rows = np.repeat(node_of, anc_ptr[term_of + 1] - anc_ptr[term_of])
+            cols = (np.concatenate([anc_idx[anc_ptr[t]:anc_ptr[t + 1]] for t in term_of]).astype(np.int64)
+                    if len(term_of) else np.zeros(0, dtype=np.int64))
+            # Column-major: the nodes annotated at or below each term, which is what matching reads.
+            col_ptr, col_nodes = _csr(cols, rows, len(terms))
+            counts = np.diff(col_ptr)
+            arrays[f"a{n}_nodes"] = np.array(nodes)
+            arrays[f"a{n}_ptr"] = col_ptr
+            arrays[f"a{n}_idx"] = col_nodes
+            arrays[f"a{n}_ic"] = ic(counts, len(nodes))
+            described.append({"relation": rel, "class": other, "terms_are_tails": tails, "nodes": len(nodes),
+                              "annotations": len(pairs)})
+        name = local_name(relation)
+        np.savez(folder / f"{name}.npz", **arrays)
+        store.bulk_extend(Quad(NamedNode(terms[i]), NamedNode(SUBSUMED_BY), NamedNode(terms[a]), NamedNode(CLOSURE_GRAPH))
+                          for i, row in enumerate(ancestors) for a in row)
+        summary[relation] = {"class": term_class, "file": f"{FOLDER}/{name}.npz", "terms": len(terms),
+                             "closure_pairs": int(anc_ptr[-1]), "annotations": described}
+    (folder / "index.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return {"hierarchies": summary, "seconds": round(time.perf_counter() - started, 2)}
+
+
+@dataclass
+class Match:
+    """One requested term's best explanation in one node: the most informative common ancestor."""
+
+    term: str
+    ancestor: str | None
+    ic: float
+
+
+class HierarchyMatch:
+    """IC-weighted matching of term sets against one annotation relation of one stored hierarchy.
+
+    ``score(terms)`` gives every annotated node the mean over requested terms of
+    ``IC(most informative common ancestor) ** power`` (``power`` 1 is Resnik's
+    best-match average; higher powers favour nodes that explain the specific
+    terms over nodes that explain many general ones).
+    """
+
+    def __init__(self, arrays, relation: str, hierarchy: str, slot: int, power: float = 3.0) -> None:
+        self.relation, self.hierarchy, self.power = relation, hierarchy, power
+        self.terms = [str(t) for t in arrays["terms"]]
+        self.term_index = {t: i for i, t in enumerate(self.terms)}
+        self._anc_ptr, self._anc_idx = arrays["ancestor_ptr"], arrays["ancestor_idx"]
+        self.nodes = [str(n) for n in arrays[f"a{slot}_nodes"]]
+        self._ptr, self._idx, self.ic = arrays[f"a{slot}_ptr"], arrays[f"a{slot}_idx"], arrays[f"a{slot}_ic"]
+
+    def ancestors(self, term: int) -> np.ndarray:
+        """A term's ancestors (itself included), most informative first."""
+        lineage = self._anc_idx[self._anc_ptr[term]:self._anc_ptr[term + 1]]
+        return lineage[np.argsort(-self.ic[lineage], kind="stable")]
+
+    def best(self, term: int) -> np.ndarray:
+        """Per annotated node: the IC of its most informative common ancestor with ``term`` (0 if none)."""
+        out = np.zeros(len(self.nodes), dtype=np.float64)
+        for a in self.ancestors(term)[::-1]:  # least informative first, so the most informative write last
+            out[self._idx[self._ptr[a]:self._ptr[a + 1]]] = self.ic[a]
+        return out
+
+    def score(self, terms: Sequence[str]) -> np.ndarray:
+        known = [self.term_index[t] for t in terms if t in self.term_index]
+        total = np.zeros(len(self.nodes), dtype=np.float64)
+        for t in known:
+            total += self.best(t) ** self.power
+        return (total / max(len(known), 1)) ** (1.0 / self.power)
+
+    def explain(self, node: str, terms: Sequence[str]) -> list[Match]:
+        """For one node, each requested term's most informative common ancestor and its IC."""
+        row = self.nodes.index(node) if node in self.nodes else -1
+        out = []
+        for t in terms:
+            if t not in self.term_index or row < 0:
+                out.append(Match(t, None, 0.0))
+                continue
+            for a in self.ancestors(self.term_index[t]):
+                cells = self._idx[self._ptr[a]:self._ptr[a + 1]]
+                if np.any(cells == row):
+                    out.append(Match(t, self.terms[a], round(float(self.ic[a]), 3)))
+                    break
+            else:
+                out.append(Match(t, None, 0.0))
+        return out
+
+
+class Hierarchies:
+    """The hierarchies a KB was built with (``<kb>/hierarchy/``), loaded on first use."""
+
+    def __init__(self, path: Path, manifest: dict) -> None:
+        self.path = path
+        self.summary = (manifest.get("hierarchies") or {}).get("hierarchies", {})
+        self._arrays: dict[str, object] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.summary)
+
+    def closure_of(self, relation: str) -> str | None:
+        """The closure predicate stored for a hierarchy relation (None when the KB has none)."""
+        return SUBSUMED_BY if relation in self.summary else None
+
+    def matcher(self, relation: str, power: float = 3.0) -> HierarchyMatch | None:
+        """The matcher for an annotation relation (either direction), or None when no hierarchy covers it."""
+        for hierarchy, info in self.summary.items():
+            for slot, ann in enumerate(info["annotations"]):
+                if ann["relation"] == relation:
+                    if hierarchy not in self._arrays:
+                        self._arrays[hierarchy] = dict(np.load(self.path / info["file"]))
+                    return HierarchyMatch(self._arrays[hierarchy], relation, hierarchy, slot, power)
+        return None
+
+
+def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[str]] | None:
+    """When every path of a soft reading is one annotation edge from the answer to a constant of one
+    hierarchical class (``?x hasPhenotype <seizure>``, ``<seizure> phenotypeOf ?x``, ...): the matcher and the
+    (positive, negated) terms; None for any other reading, which keeps the exact-path soft mode."""
+    if compiled.mode != "soft" or not compiled.units or not kb.hierarchies:
+        return None
+    schema = kb.schema
+    relation, positive, negated = None, [], []
+    for unit in compiled.units:
+        if len(unit.triplets) != 1 or not unit.values:
+            return None
+        t = unit.triplets[0]
+        rel = schema.relations.get(t.relation)
+        forward, constant_is_tail = t.relation, not t.tail.is_variable
+        if rel is not None and rel.iri not in schema.stored_relations and rel.inverse:
+            forward, constant_is_tail = rel.inverse, not constant_is_tail
+        if relation not in (None, forward):
+            return None
+        relation = forward
+        (negated if unit.negated else positive).append(unit.values[0])
+    matcher = kb.hierarchies.matcher(relation, kb.settings.fourstep_ic_power)
+    if matcher is None or not positive:
+        return None
+    info = kb.hierarchies.summary[matcher.hierarchy]["annotations"]
+    tails = next(a["terms_are_tails"] for a in info if a["relation"] == relation)
+    if tails != constant_is_tail:
+        return None  # the answer is the term side ("which phenotypes does X have"): exact paths answer that
+    return matcher, positive, negated
+
+
+def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = None,
+                        negated_weight: float = 0.0, top: int = 2000) -> tuple[dict[str, float], dict[str, list]] | None:
+    """4StepFocus's soft mode for sets of terms of one hierarchy: IC-weighted partial credit for every annotated
+    node (vectorized over the stored matrix), fused with BM25 of the request (``fourstep_text_weight``).
+
+    Returns (scores, support) for the best ``top`` nodes, support holding each requested term's most
+    informative common ancestor in the node, or None when the reading is not of that shape."""
+    found = hierarchical_units(kb, compiled)
+    if found is None:
+        return None
+    matcher, positive, negated = found
+    structural = matcher.score(positive)
+    if negated and negated_weight:
+        structural = structural - negated_weight * matcher.score(negated)
+    order = np.argsort(-structural, kind="stable")[:top]
+    order = order[structural[order] > 0]
+    scores = {matcher.nodes[i]: float(structural[i]) for i in order}
+    weight = kb.settings.fourstep_text_weight
+    if weight and scores:
+        hits = kb.text_index.search(text, top, list(types) if types else None)
+        best = max((s for _, s in hits), default=0.0) or 1.0
+        for iri, s in hits:
+            if iri in scores:
+                scores[iri] += weight * s / best
+    shown = sorted(scores, key=lambda i: -scores[i])[:20]
+    support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic} for m in matcher.explain(iri, positive)]
+               for iri in shown}
+    return scores, support

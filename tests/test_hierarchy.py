@@ -1,0 +1,178 @@
+"""Class hierarchies: closures and information content built with the KB, and IC-weighted matching.
+
+The second domain here is a shop whose categories form their own hierarchy (an
+``owl:TransitiveProperty`` in its ontology), so nothing below is about phenotypes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from fixtures_kb import bio_kb, names, node  # noqa: F401 - fixture
+from kqe_rdf.build import build_kb
+from kqe_rdf.fourstep import FourStep
+from kqe_rdf.hierarchy import CLOSURE_GRAPH, SUBSUMED_BY, closure, ic
+from kqe_rdf.importers.jsonl import JsonlImporter
+from kqe_rdf.kb import KnowledgeBase
+
+SHOP = "https://example.org/shop#"
+ONTOLOGY = """
+@prefix kqe: <https://w3id.org/kqe/core#> . @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> . @prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+@prefix shop: <https://example.org/shop#> .
+shop:Product rdfs:subClassOf kqe:Node ; rdfs:label "product" ; skos:altLabel "products", "item" .
+shop:Category rdfs:subClassOf kqe:Node ; rdfs:label "category" ; skos:altLabel "categories" .
+shop:subCategoryOf a owl:ObjectProperty, owl:TransitiveProperty ; rdfs:subPropertyOf kqe:relation ;
+    rdfs:label "subcategory of" ; rdfs:domain shop:Category ; rdfs:range shop:Category .
+shop:inCategory a owl:ObjectProperty ; rdfs:subPropertyOf kqe:relation ;
+    rdfs:label "in category" ; rdfs:domain shop:Product ; rdfs:range shop:Category .
+shop:hasProduct a owl:ObjectProperty ; rdfs:subPropertyOf kqe:relation ; owl:inverseOf shop:inCategory ;
+    rdfs:label "has product" ; rdfs:domain shop:Category ; rdfs:range shop:Product .
+"""
+
+#: Electronics > Cameras > {Mirrorless cameras, DSLR cameras}; Electronics > Audio > Headphones.
+CATEGORIES = {"electronics": ("Electronics", None), "cameras": ("Cameras", "electronics"),
+              "mirrorless": ("Mirrorless cameras", "cameras"), "dslr": ("DSLR cameras", "cameras"),
+              "audio": ("Audio", "electronics"), "headphones": ("Headphones", "audio")}
+#: Five annotated products: at or below Cameras 3 (p1, p2, p5), Mirrorless 1, DSLR 1, Audio 3, Headphones 2.
+PRODUCTS = {"p1": ("Lumix G9 body", ["mirrorless"]), "p2": ("Canon EOS 90D body", ["dslr"]),
+            "p3": ("Sony WH-1000XM5", ["headphones"]), "p4": ("Sonos Era 100 speaker", ["audio"]),
+            "p5": ("Vlogging kit with camera and headset", ["cameras", "headphones"])}
+
+
+def shop_lines(products=PRODUCTS) -> str:
+    lines = []
+    for cid, (name, parent) in CATEGORIES.items():
+        lines.append({"kind": "node", "id": cid, "type": "Category", "name": name})
+        if parent:
+            lines.append({"kind": "edge", "head": cid, "relation": "subCategoryOf", "tail": parent})
+    for pid, (name, categories) in products.items():
+        lines.append({"kind": "node", "id": pid, "type": "Product", "name": name,
+                      "fields": {"description": f"{name}, sold in our shop."}})
+        lines += [{"kind": "edge", "head": pid, "relation": "inCategory", "tail": c} for c in categories]
+    return "\n".join(json.dumps(x) for x in lines)
+
+
+@pytest.fixture(scope="module")
+def shop(tmp_path_factory) -> KnowledgeBase:
+    folder = tmp_path_factory.mktemp("shop")
+    (folder / "shop.ttl").write_text(ONTOLOGY)
+    (folder / "shop.jsonl").write_text(shop_lines())
+    build_kb(JsonlImporter([folder / "shop.jsonl"], ontology=folder / "shop.ttl"), folder / "kb")
+    return KnowledgeBase.open(folder / "kb")
+
+
+# ------------------------------------------------------------ closures and IC
+
+
+def test_the_closure_holds_each_term_and_all_its_ancestors():
+    terms = ["root", "animal", "dog", "cat", "puppy"]
+    edges = [("animal", "root"), ("dog", "animal"), ("cat", "animal"), ("puppy", "dog")]
+    ancestors = closure(terms, edges)
+    assert [sorted(terms[a] for a in row) for row in ancestors] == [
+        ["root"], ["animal", "root"], ["animal", "dog", "root"], ["animal", "cat", "root"],
+        ["animal", "dog", "puppy", "root"]]
+
+
+def test_a_cycle_in_a_hierarchy_ends_the_walk_instead_of_looping():
+    ancestors = closure(["a", "b", "c"], [("a", "b"), ("b", "c"), ("c", "a")])
+    assert sorted(ancestors[0]) == [0, 1, 2]
+
+
+def test_information_content_is_minus_log_of_the_share_of_annotated_nodes():
+    # 5 annotated nodes; a term used by all of them says nothing, one used by one node says ln 5;
+    # a term nobody uses counts as used once.
+    assert ic([5, 3, 1, 0], 5).tolist() == pytest.approx([0.0, math.log(5 / 3), math.log(5), math.log(5)])
+
+
+def test_the_build_stores_closures_and_ic_and_the_manifest_records_them(shop):
+    summary = shop.manifest["hierarchies"]["hierarchies"][SHOP + "subCategoryOf"]
+    assert summary["class"] == SHOP + "Category" and summary["terms"] == 6
+    assert summary["closure_pairs"] == 6 + 5 + 3  # itself; a parent for all but the root; a grandparent for 3
+    assert [(a["relation"], a["nodes"], a["annotations"]) for a in summary["annotations"]] == [
+        (SHOP + "inCategory", 5, 6)]
+    assert shop.store.query(f"ASK {{ GRAPH <{CLOSURE_GRAPH}> {{ <{node(shop, 'mirrorless')}> <{SUBSUMED_BY}> "
+                            f"<{node(shop, 'electronics')}> }} }}")
+    # The closure is not a relation of the KB: documents do not show it.
+    assert "subsumed" not in shop.document(node(shop, "mirrorless")).text
+
+
+def test_a_general_category_finds_products_annotated_with_a_specific_one_with_hand_computed_ic(shop):
+    matcher = shop.hierarchies.matcher(SHOP + "inCategory", power=1.0)
+    scores = dict(zip(matcher.nodes, matcher.score([node(shop, "cameras")])))
+    expected = {"p1": math.log(5 / 3), "p2": math.log(5 / 3), "p5": math.log(5 / 3), "p3": 0.0, "p4": 0.0}
+    assert {pid: scores[node(shop, pid)] for pid in expected} == pytest.approx(expected)
+
+
+def test_a_specific_request_gives_partial_credit_by_the_most_informative_common_ancestor(shop):
+    matcher = shop.hierarchies.matcher(SHOP + "inCategory", power=1.0)
+    request = [node(shop, "mirrorless"), node(shop, "headphones")]
+    scores = dict(zip(matcher.nodes, matcher.score(request)))
+    cameras, headphones, audio, mirrorless = math.log(5 / 3), math.log(5 / 2), math.log(5 / 3), math.log(5)
+    expected = {"p1": (mirrorless + 0) / 2,        # mirrorless exactly; headphones only share Electronics (IC 0)
+                "p5": (cameras + headphones) / 2,  # mirrorless through Cameras; headphones exactly
+                "p3": (0 + headphones) / 2, "p2": (cameras + 0) / 2, "p4": (0 + audio) / 2}
+    assert {pid: scores[node(shop, pid)] for pid in expected} == pytest.approx(expected)
+    explained = matcher.explain(node(shop, "p5"), request)
+    assert [(m.ancestor, round(m.ic, 3)) for m in explained] == [
+        (node(shop, "cameras"), round(cameras, 3)), (node(shop, "headphones"), round(headphones, 3))]
+
+
+def test_a_higher_power_favours_the_node_that_explains_the_specific_term(shop):
+    request = [node(shop, "mirrorless"), node(shop, "headphones")]
+    for power, first in ((1.0, "p1"), (3.0, "p1")):
+        matcher = shop.hierarchies.matcher(SHOP + "inCategory", power=power)
+        scores = matcher.score(request)
+        assert matcher.nodes[int(scores.argmax())] == node(shop, first)
+
+
+def test_a_rebuild_keeps_the_hierarchy_in_step_with_the_data(tmp_path):
+    (tmp_path / "shop.ttl").write_text(ONTOLOGY)
+    source = tmp_path / "shop.jsonl"
+    source.write_text(shop_lines())
+    build_kb(JsonlImporter([source], ontology=tmp_path / "shop.ttl"), tmp_path / "kb")
+    moved = dict(PRODUCTS, p1=("Lumix G9 body", ["dslr"]))
+    source.write_text(shop_lines(moved))
+    build_kb(JsonlImporter([source], ontology=tmp_path / "shop.ttl"), tmp_path / "kb")
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    matcher = kb.hierarchies.matcher(SHOP + "inCategory", power=1.0)
+    scores = dict(zip(matcher.nodes, matcher.score([node(kb, "dslr")])))
+    assert scores[node(kb, "p1")] == pytest.approx(math.log(5 / 2))  # DSLR now has two products
+
+
+# ------------------------------------------------------------ 4StepFocus's soft mode
+
+
+def test_4stepfocus_ranks_by_hierarchy_and_the_exact_mode_stays_selectable(shop):
+    request = "Which product is in the category Mirrorless cameras?"
+    hierarchy = FourStep(shop, k=5, matcher="hierarchy")
+    hits = hierarchy.search(request)
+    assert names(shop, hits)[0] == "p1"  # the mirrorless camera
+    # Partial credit: the other camera products follow, through their common ancestor Cameras.
+    assert set(names(shop, hits)[1:3]) == {"p2", "p5"}
+    explain = hierarchy.transform(hierarchy_batch(request)).explain["q"]
+    assert "sparql" in explain and f"<{SUBSUMED_BY}>" in explain["sparql"]  # no hierarchy walk at query time
+    support = explain["support"][node(shop, "p2")]
+    assert support[0] == {"term": node(shop, "mirrorless"), "ancestor": node(shop, "cameras"),
+                          "ic": round(math.log(5 / 3), 3)}
+
+    exact = FourStep(shop, k=5, matcher="exact")
+    assert exact.search(request)[0].iri == node(shop, "p1")
+    assert exact.transform(hierarchy_batch(request)).explain["q"]["candidates"] == 1
+
+
+def hierarchy_batch(text: str):
+    from kqe_rdf.retrieval import Batch, Query
+
+    return Batch([Query("q", text)], {}, {})
+
+
+def test_phenotype_lists_are_ranked_by_ic_over_the_hpo_hierarchy(bio_kb):  # noqa: F811
+    stage = FourStep(bio_kb, k=3, types=["Disease"])
+    batch = stage.transform(hierarchy_batch("A patient presents with Focal seizure. Which disease explains this?"))
+    hits, explain = batch.hits["q"], batch.explain["q"]
+    assert hits and explain["candidates"] >= 1
+    assert "subsumedBy" in explain["sparql"]
