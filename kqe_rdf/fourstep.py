@@ -25,6 +25,7 @@ import numpy as np
 
 from .compiler import Compiled, compile_query, run
 from .errors import KqeError
+from .hierarchy import hierarchical_scores
 from .linking import _NEGATION, Linker, Mention, singular
 from .ontology import local_name
 from .progress import StepClock
@@ -182,6 +183,16 @@ class OfflineTriplets:
             spans = [request.mention_positions[n] for n in members]
             paths = reader.enumerate(nodes, types, request, spans)
             ranked[types] = reader.rank(paths, request, spans)
+        for types, members in groups.items():
+            # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,
+            # not the tag "parents") prefers paths from that class.
+            exact = {t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
+                     for t in index.types.get(c.iri, ())}
+            if exact and exact != set(types):
+                for scored in ranked[types]:
+                    if scored.path.start in exact:
+                        scored.score += 0.2
+                ranked[types].sort(key=lambda x: (-x.score, len(x.path.steps), x.phrases))
         usable = [t for t in groups if ranked[t]]
         if not usable:
             return TripletQuery(query, [], "?x", None, "offline",
@@ -365,9 +376,14 @@ class FourStep(Stage):
 
     def __init__(self, kb, generator=None, mode: str = "soft", k: int = 100, types: Sequence[str] | None = None,
                  fallback: Stage | None = None, reranker=None, linker: Linker | None = None,
-                 sparql_limit: int = 20000, timeout: float = 10.0, negation_weight: float = 0.1) -> None:
+                 sparql_limit: int = 20000, timeout: float = 10.0, negation_weight: float = 0.1,
+                 matcher: str | None = None) -> None:
         if mode not in ("soft", "strict"):
             raise KqeError("4StepFocus mode must be soft or strict")
+        #: Soft mode for terms of one hierarchy: "hierarchy" (IC-weighted partial credit) or "exact" paths only.
+        self.matcher = matcher or kb.settings.fourstep_matcher
+        if self.matcher not in ("hierarchy", "exact"):
+            raise KqeError("4StepFocus matcher must be hierarchy or exact")
         self.kb = kb
         self.linker = linker or Linker(kb)
         self.generator = generator or OfflineTriplets(kb, self.linker)
@@ -418,6 +434,17 @@ class FourStep(Stage):
         return math.log(1 + total / max(candidates, 1))
 
     def candidates(self, tq: TripletQuery, compiled: Compiled) -> tuple[dict[str, float], dict[str, list]]:
+        if self.matcher == "hierarchy":
+            # Terms of one hierarchy (a phenotype list): IC-weighted partial credit from the closures stored
+            # with the KB; the compiled SPARQL is then run only for the best answers, as their provenance.
+            found = hierarchical_scores(self.kb, compiled, tq.query, self.types or self._answer_types(tq),
+                                        self.kb.settings.fourstep_negated_weight)
+            if found is not None:
+                scores, support = found
+                shown = sorted(scores, key=lambda i: -scores[i])[:20]
+                for row in run(self.kb.store, compiled.restricted(shown), self.timeout):
+                    support.setdefault(row.get(compiled.answer.lstrip("?"), ""), []).append(row)
+                return scores, support
         rows = run(self.kb.store, compiled, self.timeout)
         answer = compiled.answer.lstrip("?")
         if compiled.mode == "strict":
@@ -436,6 +463,9 @@ class FourStep(Stage):
             for iri in iris:
                 scores[iri] += sign * weight
         return dict(scores), dict(bindings)
+
+    def _answer_types(self, tq: TripletQuery) -> list[str] | None:
+        return sorted(self.kb.schema.subclasses(tq.answer_type)) if tq.answer_type else None
 
     def similarity(self, text: str, iris: list[str]) -> dict[str, float]:
         if not iris:

@@ -106,7 +106,7 @@ class Request:
 class PathReader:
     """Grounded relation paths from constants, ranked against a request (see the module docstring)."""
 
-    def __init__(self, kb, max_hops: int = 3, beam: int = 6, cap: int = 100, hop_penalty: float = 0.25,
+    def __init__(self, kb, max_hops: int = 3, beam: int = 6, cap: int = 40, hop_penalty: float = 0.25,
                  phrase_vectors: dict | None = None) -> None:
         self.kb = kb
         self.max_hops = max_hops
