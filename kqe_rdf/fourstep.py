@@ -30,11 +30,12 @@ from .linking import _NEGATION, Linker, Mention, singular
 from .ontology import local_name
 from .progress import StepClock
 from .reader import PathReader, Request, Scored, stem
-from .retrieval import Batch, Hit, Stage
+from .retrieval import STOPWORDS, Batch, Hit, Stage
 from .triplets import End, Triplet, TripletQuery, normalise
 
 
 WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
+_FUNCTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
 
 
 class OfflineTriplets:
@@ -102,7 +103,9 @@ class OfflineTriplets:
             while j < len(words) and (found or j < i + span):
                 here, n = cue_at(j)
                 if not here:
-                    if found:
+                    # Only function words may stand between the wh-word and its class ("what are the films");
+                    # another word ends the wh-phrase ("which words describe movie X" asks for no movie).
+                    if found or (j > i and words[j] not in _FUNCTION_WORDS):
                         break
                     j += 1
                     continue
