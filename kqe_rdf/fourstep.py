@@ -181,10 +181,12 @@ class OfflineTriplets:
                 groups[types] = [n for n in members if " " in mentions[n].text.strip()
                                  or any(ch.isupper() for ch in mentions[n].text)]
         ranked: dict[frozenset, list[Scored]] = {}
+        listing = any(len(members) > 3 for members in groups.values())
         for types, members in groups.items():
             nodes = [c.iri for n in members for c in mentions[n].candidates]
             spans = [request.mention_positions[n] for n in members]
-            paths = reader.enumerate(nodes, types, request, spans)
+            # A list of constants of one type (phenotypes of a case) reads as one relation each to the answer.
+            paths = reader.enumerate(nodes, types, request, spans, max_hops=1 if listing else None)
             ranked[types] = reader.rank(paths, request, spans)
         for types, members in groups.items():
             # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,

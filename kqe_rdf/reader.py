@@ -139,11 +139,12 @@ class PathReader:
     def _hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
         values = " ".join(str(NamedNode(n)) for n in nodes)
         if path is None:
-            text = Template(_body("reader_first_hops")).substitute(
-                constants=f"VALUES ?n {{ {values} }}")
+            text = Template(_body("reader_first_hops")).substitute(constants=f"VALUES ?n {{ {values} }}")
         else:
             text = Template(_body("reader_next_hops")).substitute(
-                constants=f"VALUES ?c {{ {values} }}", path=path, reached=str(NamedNode(reached)), cap=self.cap)
+                constants=f"VALUES ?c {{ {values} }}",
+                walk=path if " . " in path or path.startswith("?") else f"?c {path} ?n",
+                reached=str(NamedNode(reached)), cap=self.cap)
         out = []
         for row in self.kb.store.query(text, use_default_graph_as_union=True):
             cls = row["class"].value
@@ -171,7 +172,7 @@ class PathReader:
         return sorted(set(found), key=lambda p: (p.steps, p.classes))
 
     def enumerate(self, nodes: Sequence[str], start_classes: Iterable[str], request: Request | None = None,
-                  positions: Sequence[tuple[int, int]] = ()) -> list[Path]:
+                  positions: Sequence[tuple[int, int]] = (), max_hops: int | None = None) -> list[Path]:
         """The relation paths (up to ``max_hops``) that really leave ``nodes``; beyond the first hop only
         the ``beam`` prefixes that best fit ``request`` are extended."""
         nodes = sorted(set(nodes))
@@ -181,7 +182,7 @@ class PathReader:
         out: list[Path] = []
         frontier = self._first_hops(nodes, starts)
         out += frontier
-        for _hop in range(1, self.max_hops):
+        for _hop in range(1, self.max_hops if max_hops is None else max_hops):
             if request is not None and len(frontier) > self.beam:
                 frontier = [s.path for s in self.rank(frontier, request, positions, prefix=True)[: self.beam]]
             nxt = []
@@ -200,8 +201,10 @@ class PathReader:
         return ((at, rel, reached) if forward else (reached, rel, at)) in self.signatures
 
     def _grounding_path(self, prefix: Path) -> str:
-        below = _hierarchy(self.kb.schema, prefix.start)
-        return (("^" + str(NamedNode(below)) + "*/") if below else "") + property_path(prefix.steps)
+        # From the constants themselves: following a hierarchy's closure from dozens of phenotypes at every
+        # hop costs seconds, and the first hop has already looked below them. Written as triple patterns,
+        # not a property path, so the LIMIT stops the walk early instead of after every node it reaches.
+        return walk(prefix.steps)
 
     def _start_classes(self, rel: str, forward: bool, starts: set[str]) -> list[str]:
         """The constant's class for a first hop: the one the relation's domain (range, walked backwards)
@@ -246,9 +249,12 @@ class PathReader:
         spans = list(positions) or request.mention_positions
         out = []
         for path, phrases in zip(paths, phrase_lists):
-            # The word naming the answer's class names the answer, not a relation ("which disease").
+            # The word naming the answer's class names the answer, not a relation: it need not be covered, and
+            # where the wh-phrase asks for that class it supports no hop ("which disease" does not support
+            # "associated with disease").
             own = set() if prefix else self._label_stems(path.end)
-            words = request.words
+            asked = own if path.end in request.wanted else set()
+            words = [(pos, s) for pos, s in request.words if s not in asked]
             evidence = {s for _, s in words if s in self.all_stems and s not in own}
             unsupported, places, covered = 0, [], set()
             for rel, _forward in path.steps:
@@ -279,6 +285,14 @@ class PathReader:
             if typed:
                 return typed
         return out
+
+
+def walk(steps: Sequence[tuple[str, bool]], start: str = "?c", end: str = "?n") -> str:
+    """The hops as triple patterns from ``start`` to ``end`` through ``?w1``, ``?w2``, ... (IRIs serialised
+    by pyoxigraph)."""
+    names = [start] + [f"?w{i}" for i in range(1, len(steps))] + [end]
+    return " . ".join(f"{a} {NamedNode(rel)} {b}" if forward else f"{b} {NamedNode(rel)} {a}"
+                      for (rel, forward), a, b in zip(steps, names, names[1:]))
 
 
 def property_path(steps: Sequence[tuple[str, bool]]) -> str:
