@@ -1,7 +1,8 @@
 """4StepFocus end to end on the tiny movie and disease KBs of ``fixtures_kb``.
 
 ``pipeline("4step", kb, Settings(), k)`` reads a question as triplets (offline:
-names found in the question, relation paths chosen by embedding similarity),
+names found in the question, relation paths that really leave them, ranked by the
+relation words of the ontology — see ``test_reader.py``),
 links their constants, runs one SPARQL SELECT and ranks what it finds above the
 plain hybrid results it is topped up with. ``Reading`` below stands in for an
 LLM generator where a test needs exact triplets.
