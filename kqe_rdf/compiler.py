@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 import threading
 from string import Template
-import dataclasses
 from dataclasses import dataclass, field
 
 from pyoxigraph import NamedNode
@@ -52,17 +51,6 @@ class Compiled:
     answer: str
     units: list[Unit] = field(default_factory=list)
     constants: dict[str, list[str]] = field(default_factory=dict)
-
-    def restricted(self, answers: list[str]) -> Compiled:
-        r"""The same query for the given answers only (a ``VALUES`` on the answer variable): the provenance
-        of answers ranked by other means.
-
-        >>> Compiled("SELECT ?x WHERE {\n  ?x ?p ?o .\n}", "soft", "?x").restricted(["http://e/a"]).sparql
-        'SELECT ?x WHERE {\n  VALUES ?x { <http://e/a> }\n  ?x ?p ?o .\n}'
-        """
-        head, brace, body = self.sparql.partition("{\n")
-        values = f"  VALUES {self.answer} {{ {' '.join(str(NamedNode(a)) for a in answers)} }}\n"
-        return dataclasses.replace(self, sparql=head + brace + values + body)
 
 
 def _var(name: str) -> str:

@@ -441,15 +441,11 @@ class FourStep(Stage):
     def candidates(self, tq: TripletQuery, compiled: Compiled) -> tuple[dict[str, float], dict[str, list]]:
         if self.matcher == "hierarchy":
             # Terms of one hierarchy (a phenotype list): IC-weighted partial credit from the closures stored
-            # with the KB; the compiled SPARQL is then run only for the best answers, as their provenance.
+            # with the KB; the best answers' matching annotations come from SPARQL over the closure.
             found = hierarchical_scores(self.kb, compiled, tq.query, self.types or self._answer_types(tq),
                                         self.kb.settings.fourstep_negated_weight)
             if found is not None:
-                scores, support = found
-                shown = sorted(scores, key=lambda i: -scores[i])[:20]
-                for row in run(self.kb.store, compiled.restricted(shown), self.timeout):
-                    support.setdefault(row.get(compiled.answer.lstrip("?"), ""), []).append(row)
-                return scores, support
+                return found
         rows = run(self.kb.store, compiled, self.timeout)
         answer = compiled.answer.lstrip("?")
         if compiled.mode == "strict":

@@ -226,6 +226,7 @@ class Hierarchies:
         self.path = path
         self.summary = (manifest.get("hierarchies") or {}).get("hierarchies", {})
         self._arrays: dict[str, object] = {}
+        self._matchers: dict[tuple[str, float], HierarchyMatch | None] = {}
 
     def __bool__(self) -> bool:
         return bool(self.summary)
@@ -236,13 +237,16 @@ class Hierarchies:
 
     def matcher(self, relation: str, power: float = 3.0) -> HierarchyMatch | None:
         """The matcher for an annotation relation (either direction), or None when no hierarchy covers it."""
-        for hierarchy, info in self.summary.items():
-            for slot, ann in enumerate(info["annotations"]):
-                if ann["relation"] == relation:
-                    if hierarchy not in self._arrays:
-                        self._arrays[hierarchy] = dict(np.load(self.path / info["file"]))
-                    return HierarchyMatch(self._arrays[hierarchy], relation, hierarchy, slot, power)
-        return None
+        key = (relation, power)
+        if key not in self._matchers:
+            self._matchers[key] = None
+            for hierarchy, info in self.summary.items():
+                for slot, ann in enumerate(info["annotations"]):
+                    if ann["relation"] == relation:
+                        if hierarchy not in self._arrays:
+                            self._arrays[hierarchy] = dict(np.load(self.path / info["file"]))
+                        self._matchers[key] = HierarchyMatch(self._arrays[hierarchy], relation, hierarchy, slot, power)
+        return self._matchers[key]
 
 
 def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[str]] | None:
@@ -294,7 +298,7 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     scores = {matcher.nodes[i]: float(structural[i]) for i in order}
     weight = kb.settings.fourstep_text_weight
     if weight and scores:
-        hits = kb.text_index.search(text, top, list(types) if types else None)
+        hits = kb.text_index.search(text, 500, list(types) if types else None)
         best = max((s for _, s in hits), default=0.0) or 1.0
         for iri, s in hits:
             if iri in scores:
@@ -302,4 +306,15 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     shown = sorted(scores, key=lambda i: -scores[i])[:20]
     support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic} for m in matcher.explain(iri, positive)]
                for iri in shown}
+    # Which annotations of each shown node carry its matches: a basic graph pattern over the stored closure.
+    rows = {(iri, m["ancestor"]) for iri, matches in support.items() for m in matches if m["ancestor"]}
+    if rows:
+        text = queries.with_values(queries.load("hierarchy_support"), relation=[NamedNode(matcher.relation)])
+        text = queries.with_rows(text, ["node", "ancestor"], [[NamedNode(n), NamedNode(a)] for n, a in sorted(rows)])
+        through: dict[tuple[str, str], list[str]] = {}
+        for r in kb.store.query(text, use_default_graph_as_union=True):
+            through.setdefault((r["node"].value, r["ancestor"].value), []).append(r["annotation"].value)
+        for iri, matches in support.items():
+            for m in matches:
+                m["annotations"] = sorted(through.get((iri, m["ancestor"]), []))[:3]
     return scores, support
