@@ -602,7 +602,15 @@ class FourStep(Stage):
         if types not in cache:
             from .retrieval import BM25
 
-            cache[types] = BM25(self.kb, self.k + 10, list(types) or None)
+            wanted = list(types) or None
+            stage = BM25(self.kb, self.k + 10, wanted)
+            if self.kb.has_embeddings:
+                # BM25 finds only nodes that share a word with the request; dense fills the list with the
+                # nearest nodes of the type when too few do.
+                from .retrieval import Dense
+
+                stage = stage + Dense(self.kb, self.k + 10, wanted)
+            cache[types] = stage
         return cache[types]
 
     def transform(self, batch: Batch) -> Batch:

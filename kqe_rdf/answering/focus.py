@@ -110,6 +110,8 @@ class FocusCandidates:
         in), the constants it binds (IRI → name), and whether the path is a negated one."""
         answer = frame.get("answer", "?x")
         triplets = frame.get("triplets", [])
+        if "ancestor" in binding:  # a hierarchy match (kqe_rdf.hierarchy): the annotations that carry it
+            return self._hierarchy_sentence(binding, triplets, answer_name)
         bound = {v: iri for v, iri in binding.items() if v not in ("unit", answer.lstrip("?"))}
         constant_text = {}
         for iri in bound.values():
@@ -132,6 +134,17 @@ class FocusCandidates:
         sentence = ", ".join(f"{end(t['head'])} {self.kb.schema.label(t['relation'])} {end(t['tail'])}"
                              for t in path)
         return sentence, {iri: names[iri] for iri in bound.values()}, any(t.get("negated") for t in path)
+
+    def _hierarchy_sentence(self, match: dict, triplets: list[dict], answer_name: str) -> tuple[str, dict, bool]:
+        """"D has phenotype Focal seizure (for Seizure)" when an annotation is the term or below it; "D has
+        phenotype Absence seizure (shares Seizure with Focal seizure)" when they only share an ancestor."""
+        if not match.get("ancestor") or not match.get("annotations") or not triplets:
+            return "", {}, False
+        label = self.kb.schema.label(triplets[0]["relation"])
+        had = ", ".join(self._name(a) for a in match["annotations"])
+        term, ancestor = self._name(match["term"]), self._name(match["ancestor"])
+        why = f"for {term}" if match["ancestor"] == match["term"] else f"shares {ancestor} with {term}"
+        return f"{answer_name} {label} {had} ({why})", {match["term"]: term}, False
 
     def _name(self, iri: str) -> str:
         try:
