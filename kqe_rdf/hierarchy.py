@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from pyoxigraph import NamedNode, Quad
+from pyoxigraph import NamedNode, Quad, Variable
 
 from . import queries
 from .ontology import CORE, Schema, local_name
@@ -309,10 +309,11 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     # Which annotations of each shown node carry its matches: a basic graph pattern over the stored closure.
     rows = {(iri, m["ancestor"]) for iri, matches in support.items() for m in matches if m["ancestor"]}
     if rows:
-        text = queries.with_values(queries.load("hierarchy_support"), relation=[NamedNode(matcher.relation)])
-        text = queries.with_rows(text, ["node", "ancestor"], [[NamedNode(n), NamedNode(a)] for n, a in sorted(rows)])
+        text = queries.with_rows(queries.load("hierarchy_support"), ["node", "ancestor"],
+                                 [[NamedNode(n), NamedNode(a)] for n, a in sorted(rows)])
         through: dict[tuple[str, str], list[str]] = {}
-        for r in kb.store.query(text, use_default_graph_as_union=True):
+        for r in kb.store.query(text, use_default_graph_as_union=True,
+                                substitutions={Variable("relation"): NamedNode(matcher.relation)}):
             through.setdefault((r["node"].value, r["ancestor"].value), []).append(r["annotation"].value)
         for iri, matches in support.items():
             for m in matches:
