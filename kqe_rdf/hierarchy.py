@@ -307,7 +307,8 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic} for m in matcher.explain(iri, positive)]
                for iri in shown}
     # Which annotations of each shown node carry its matches: a basic graph pattern over the stored closure.
-    rows = {(iri, m["ancestor"]) for iri, matches in support.items() for m in matches if m["ancestor"]}
+    # (The query's cost grows with its rows: the first 10 answers, the ones a reader looks at.)
+    rows = {(iri, m["ancestor"]) for iri in shown[:10] for m in support[iri] if m["ancestor"]}
     if rows:
         text = queries.with_rows(queries.load("hierarchy_support"), ["node", "ancestor"],
                                  [[NamedNode(n), NamedNode(a)] for n, a in sorted(rows)])
@@ -315,7 +316,7 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
         for r in kb.store.query(text, use_default_graph_as_union=True,
                                 substitutions={Variable("relation"): NamedNode(matcher.relation)}):
             through.setdefault((r["node"].value, r["ancestor"].value), []).append(r["annotation"].value)
-        for iri, matches in support.items():
-            for m in matches:
+        for iri in shown[:10]:
+            for m in support[iri]:
                 m["annotations"] = sorted(through.get((iri, m["ancestor"]), []))[:3]
     return scores, support
