@@ -8,7 +8,6 @@ screenshot under tests/artifacts/ (gitignored) and prints its path.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,8 @@ from kqe_rdf.config import Settings
 from kqe_rdf.server import create_app
 from live_servers import serving
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+#: Debian's chromium (what `make test` installs), at its packaged path rather than whatever PATH holds.
+CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/lib/chromium/chromium") if Path(p).exists()), None)
 ARTIFACTS = Path(__file__).parent / "artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
