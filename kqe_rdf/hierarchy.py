@@ -23,7 +23,6 @@ node annotated with a more specific or a sibling term gets partial credit.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -152,7 +151,6 @@ def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]]
                           for i, row in enumerate(ancestors) for a in row)
         summary[relation] = {"class": term_class, "file": f"{FOLDER}/{name}.npz", "terms": len(terms),
                              "closure_pairs": int(anc_ptr[-1]), "annotations": described}
-    (folder / "index.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return {"hierarchies": summary, "seconds": round(time.perf_counter() - started, 2)}
 
 
