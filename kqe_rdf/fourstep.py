@@ -34,6 +34,11 @@ from .retrieval import STOPWORDS, Batch, Hit, Stage
 from .triplets import End, Triplet, TripletQuery, normalise
 
 
+def _constants(compiled: Compiled | None) -> set[str]:
+    """The IRIs the request's constants were linked to: never answers, never top-up results."""
+    return {i for iris in (compiled.constants.values() if compiled else ()) for i in iris}
+
+
 WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
 _FUNCTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
 
@@ -518,7 +523,7 @@ class FourStep(Stage):
     def _admissible(self, scores: dict[str, float], compiled: Compiled | None) -> tuple[dict[str, float], list[str]]:
         """Candidates without the request's own constants (the answer to "who co-directed with X" is never X)
         and, with a type restriction, of an allowed type; and the constants taken out."""
-        own = {i for iris in (compiled.constants.values() if compiled else ()) for i in iris}
+        own = _constants(compiled)
         excluded = sorted(i for i in scores if i in own)
         scores = {i: s for i, s in scores.items() if i not in own}
         if self.types and scores:
@@ -573,7 +578,7 @@ class FourStep(Stage):
                 explain: dict) -> list[Hit]:
         """The fallback's results below the structured ones: never the request's own constants, and, when
         the reading knows the answer type, only nodes of that type."""
-        own = {i for iris in (compiled.constants.values() if compiled else ()) for i in iris}
+        own = _constants(compiled)
         allowed = self.kb.schema.subclasses(tq.answer_type) if tq.answer_type and tq.triplets else None
         if allowed is not None and self.types and not allowed & set(self.types):
             allowed = None  # the caller's type restriction overrides the reading's answer type

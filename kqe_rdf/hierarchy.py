@@ -172,12 +172,16 @@ class HierarchyMatch:
     terms over nodes that explain many general ones).
     """
 
-    def __init__(self, arrays, relation: str, hierarchy: str, slot: int, power: float = 3.0) -> None:
+    def __init__(self, arrays, relation: str, hierarchy: str, slot: int, power: float = 3.0,
+                 terms_are_tails: bool = True) -> None:
         self.relation, self.hierarchy, self.power = relation, hierarchy, power
+        #: Whether the relation points from the annotated node to the term (``Disease hasPhenotype Phenotype``).
+        self.terms_are_tails = terms_are_tails
         self.terms = [str(t) for t in arrays["terms"]]
         self.term_index = {t: i for i, t in enumerate(self.terms)}
         self._anc_ptr, self._anc_idx = arrays["ancestor_ptr"], arrays["ancestor_idx"]
         self.nodes = [str(n) for n in arrays[f"a{slot}_nodes"]]
+        self.node_index = {n: i for i, n in enumerate(self.nodes)}
         self._ptr, self._idx, self.ic = arrays[f"a{slot}_ptr"], arrays[f"a{slot}_idx"], arrays[f"a{slot}_ic"]
 
     def ancestors(self, term: int) -> np.ndarray:
@@ -201,7 +205,7 @@ class HierarchyMatch:
 
     def explain(self, node: str, terms: Sequence[str]) -> list[Match]:
         """For one node, each requested term's most informative common ancestor and its IC."""
-        row = self.nodes.index(node) if node in self.nodes else -1
+        row = self.node_index.get(node, -1)
         out = []
         for t in terms:
             if t not in self.term_index or row < 0:
@@ -243,7 +247,8 @@ class Hierarchies:
                     if ann["relation"] == relation:
                         if hierarchy not in self._arrays:
                             self._arrays[hierarchy] = dict(np.load(self.path / info["file"]))
-                        self._matchers[key] = HierarchyMatch(self._arrays[hierarchy], relation, hierarchy, slot, power)
+                        self._matchers[key] = HierarchyMatch(self._arrays[hierarchy], relation, hierarchy, slot, power,
+                                                             ann["terms_are_tails"])
         return self._matchers[key]
 
 
@@ -270,9 +275,7 @@ def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[st
     matcher = kb.hierarchies.matcher(relation, kb.settings.fourstep_ic_power)
     if matcher is None or not positive:
         return None
-    info = kb.hierarchies.summary[matcher.hierarchy]["annotations"]
-    tails = next(a["terms_are_tails"] for a in info if a["relation"] == relation)
-    if tails != constant_is_tail:
+    if matcher.terms_are_tails != constant_is_tail:
         return None  # the answer is the term side ("which phenotypes does X have"): exact paths answer that
     return matcher, positive, negated
 
@@ -308,10 +311,10 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     # (The query's cost grows with its rows: the first 10 answers, the ones a reader looks at.)
     rows = {(iri, m["ancestor"]) for iri in shown[:10] for m in support[iri] if m["ancestor"]}
     if rows:
-        text = queries.with_rows(queries.load("hierarchy_support"), ["node", "ancestor"],
-                                 [[NamedNode(n), NamedNode(a)] for n, a in sorted(rows)])
+        sparql = queries.with_rows(queries.load("hierarchy_support"), ["node", "ancestor"],
+                                   [[NamedNode(n), NamedNode(a)] for n, a in sorted(rows)])
         through: dict[tuple[str, str], list[str]] = {}
-        for r in kb.store.query(text, use_default_graph_as_union=True,
+        for r in kb.store.query(sparql, use_default_graph_as_union=True,
                                 substitutions={Variable("relation"): NamedNode(matcher.relation)}):
             through.setdefault((r["node"].value, r["ancestor"].value), []).append(r["annotation"].value)
         for iri in shown[:10]:
