@@ -156,16 +156,24 @@ class PathReader:
         """First hops from the constants; where the ontology has a hierarchy on a constant's class, from the
         nodes below it too (the compiled query follows it: "seizure" finds what "focal seizure" has)."""
         found: list[Path] = []
-        plain = True
+        plain, rest = True, set(nodes)
         for start in sorted(starts):
             below = _hierarchy(self.kb.schema, start)
             if below:
                 plain = False
-                for rel, forward, cls in self._hops(nodes, "^" + str(NamedNode(below)) + "*", start):
+                # The hierarchy's arrays stored with the KB say which relations leave the terms below these;
+                # without them the hierarchy is walked (slow from dozens of phenotypes).
+                stored = self.kb.hierarchies.hops_below(start, nodes) if self.kb.hierarchies else None
+                if stored is not None:
+                    hops, covered = stored
+                    rest -= covered
+                else:
+                    hops = self._hops(nodes, "^" + str(NamedNode(below)) + "*", start)
+                for rel, forward, cls in hops:
                     if self._typed(start, rel, forward, cls):
                         found.append(Path(((rel, forward),), (start, cls)))
-        if plain or len(starts) > 1:
-            for rel, forward, cls in self._hops(nodes, None, None):
+        if (plain or len(starts) > 1) and rest:
+            for rel, forward, cls in self._hops(sorted(rest), None, None):
                 for start in self._start_classes(rel, forward, starts):
                     if self._typed(start, rel, forward, cls):
                         found.append(Path(((rel, forward),), (start, cls)))
