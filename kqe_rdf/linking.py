@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import queries
 from .retrieval import STOPWORDS
@@ -61,12 +61,18 @@ class NameIndex:
         self.kb = kb
         self.by_name: dict[str, set[str]] = defaultdict(set)
         self.display: dict[str, str] = {}
+        self.inverted: dict[str, set[str]] = defaultdict(set)
         for row in kb.store.query(queries.load("node_names"), use_default_graph_as_union=True):
             iri, name = row["node"].value, row["name"].value
             key = normalise_name(name)
             if key:
                 self.by_name[key].add(iri)
                 self.display.setdefault(key, name)
+                if name.count(",") == 1:
+                    # Term lists write names inverted at a comma ("Intellectual disability, mild"); requests
+                    # write them straight ("mild intellectual disability").
+                    head, _comma, tail = name.partition(",")
+                    self.inverted[normalise_name(f"{tail} {head}")].add(iri)
         self.keys = list(self.by_name)
         self.types: dict[str, frozenset[str]] = {}
         for row in kb.store.query(queries.load("node_types"), use_default_graph_as_union=True):
@@ -74,7 +80,7 @@ class NameIndex:
             self.types[iri] = self.types.get(iri, frozenset()) | {row["type"].value}
 
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
-        iris = self.by_name.get(key) or self.by_name.get(singular(key), ())
+        iris = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())
         return sorted(i for i in iris if types is None or self.types.get(i, frozenset()) & types)
 
 
@@ -164,9 +170,13 @@ class Linker:
                     for j in range(i, i + n):
                         taken[j] = True
                     cands = tuple(Candidate(iri, self._name(iri), score, how) for iri in iris[: self.alternatives * 2])
-                    found.append(Mention(text, tokens[i][1], tokens[i + n - 1][2], cands,
-                                         _negated(query, tokens[i][1])))
-        return sorted(found, key=lambda m: m.start)
+                    found.append(Mention(text, tokens[i][1], tokens[i + n - 1][2], cands))
+        # Negation cues are read outside the mentions: "absent speech" names a phenotype, it negates nothing.
+        outside = list(query)
+        for m in found:
+            outside[m.start : m.end] = " " * (m.end - m.start)
+        masked = "".join(outside)
+        return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
 
 
 _NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)
