@@ -35,6 +35,7 @@ from .embeddings import DenseIndex, OnnxEncoder, write_dense_index
 from .errors import KqeError
 from .hierarchy import FOLDER as HIERARCHY_FOLDER, build_hierarchies
 from .importers import Importer
+from .linking import NameIndex
 from .ontology import CORE, Schema
 from .progress import Progress
 from .rdfize import RecordWriter
@@ -191,6 +192,11 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     with progress.task("hierarchy closures", total=None):
         hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER)
         store.flush()
+    t0 = time.perf_counter()
+    with progress.task("name index", total=None):
+        # A first request reads it, not every name; the reader reads which edges leave a node from it.
+        NameIndex.build(store, documents, [r for r, n in relation_counts.items() if n], work / NameIndex.FILE)
+    names_seconds = time.perf_counter() - t0
     del store
     gc.collect()
 
@@ -222,7 +228,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
         "seconds": {"import": round(import_seconds, 2), "load": round(load_seconds, 2),
                     "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2),
-                    "hierarchies": hierarchies["seconds"]},
+                    "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2)},
         "embeddings": None,
         "hierarchies": hierarchies,
     }

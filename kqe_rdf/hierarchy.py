@@ -72,7 +72,8 @@ def annotation_relations(schema: Schema, signatures: Iterable[Sequence[str]], hi
     return sorted(found)
 
 
-def _pairs(store, relation: str) -> list[tuple[str, str]]:
+def relation_pairs(store, relation: str) -> list[tuple[str, str]]:
+    """Every (head, tail) edge of one relation."""
     text = queries.with_values(queries.load("hierarchy_edges"), relation=[NamedNode(relation)])
     return [(r["head"].value, r["tail"].value) for r in store.query(text, use_default_graph_as_union=True)]
 
@@ -120,9 +121,9 @@ def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]]
     summary: dict = {}
     folder.mkdir(parents=True, exist_ok=True)
     for relation, term_class in declared_hierarchies(schema):
-        edges = _pairs(store, relation)
+        edges = relation_pairs(store, relation)
         annotations = annotation_relations(schema, signatures, relation, term_class)
-        pairs_of = {rel: _pairs(store, rel) for rel, _other, _tails in annotations}
+        pairs_of = {rel: relation_pairs(store, rel) for rel, _other, _tails in annotations}
         terms = sorted({t for e in edges for t in e} | {(p[1] if tails else p[0]) for rel, _o, tails in annotations
                                                         for p in pairs_of[rel]})
         if not terms:

@@ -138,6 +138,17 @@ class PathReader:
 
     def _hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
         values = " ".join(str(NamedNode(n)) for n in nodes)
+        stored = self.kb.names.hops(()) is not None
+        if stored:
+            # The KB's hop summary says which edges leave a node; only the nodes a path reaches are asked for.
+            if path is not None:
+                text = Template(_body("reader_reached")).substitute(
+                    constants=f"VALUES ?c {{ {values} }}",
+                    walk=path if " . " in path or path.startswith("?") else f"?c {path} ?n",
+                    reached=str(NamedNode(reached)), cap=self.cap)
+                nodes = [row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)]
+            return sorted((rel, forward, cls) for rel, forward, cls in self.kb.names.hops(nodes)
+                          if cls in self._classes and rel in self.kb.schema.relations)
         if path is None:
             text = Template(_body("reader_first_hops")).substitute(constants=f"VALUES ?n {{ {values} }}")
         else:

@@ -180,6 +180,17 @@ def test_a_name_written_inverted_at_a_comma_is_found_written_straight(signs):
     assert [c.name for c in mention.candidates] == ["Intellectual disability, mild"]
 
 
+def test_the_name_index_stored_with_the_kb_is_the_one_read_from_the_store(movie_kb):
+    from kqe_rdf.linking import NameIndex
+
+    stored = movie_kb.names
+    assert (movie_kb.path / NameIndex.FILE).is_file()
+    read = NameIndex.__new__(NameIndex)
+    read._read(movie_kb.store, {d.iri: d.name for d in movie_kb.documents()})
+    assert {k: set(v) for k, v in stored.by_name.items()} == {k: set(v) for k, v in read.by_name.items()}
+    assert stored.types == read.types and stored.labels == read.labels and stored.labels
+
+
 def test_a_question_naming_nothing_has_no_mentions(movies):
     assert movies.mentions("tell me something nice") == []
     assert movies.mentions("") == []

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..build import kb_lock
 from ..errors import InputError, KqeError
-from ..linking import NameIndex, normalise_name
+from ..linking import normalise_name
 
 TABLES = "tables"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -116,7 +116,7 @@ def link_column(kb, cells: list[str]) -> list[tuple[str, ...]]:
     nodes of the type most unambiguous cells of the column link to.
     """
     by_id = kb.resolve_identifiers([c for c in cells if c])
-    index = NameIndex(kb)
+    index = kb.names
     found = [tuple(sorted(by_id.get(c) or index.nodes(normalise_name(c)))) if c else () for c in cells]
     votes = Counter(t for iris in found if len(iris) == 1 for t in index.types.get(iris[0], ()))
     column_type = votes.most_common(1)[0][0] if votes else None
