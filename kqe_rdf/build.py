@@ -60,9 +60,19 @@ def write_json_atomic(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
+def kb_location(path: Path) -> Path:
+    """Where the KB really is: a symlinked ``--kb`` is followed, so a rebuild swaps the folder it points at
+    (beside it, in its own parent) and leaves the link in place; every writer locks that same folder.
+
+    A link whose target does not exist yet is followed too (the first build creates the target).
+    """
+    return Path(os.path.realpath(path))
+
+
 @contextlib.contextmanager
 def kb_lock(path: Path) -> Iterator[None]:
     """One writer per KB at a time (a second build or embed fails fast with a clear message)."""
+    path = kb_location(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_path = path.parent / f".{path.name}.lock"
     with open(lock_path, "w") as handle:
@@ -104,7 +114,7 @@ def build_kb(
     """Import, load, render documents and index them; swap the result into ``path``."""
     settings = settings or Settings()
     progress = progress or Progress.quiet()
-    path = Path(path)
+    path = kb_location(path)
     with kb_lock(path):
         recover(path)
         if path.exists() and not (path / MANIFEST).is_file() and (not path.is_dir() or any(path.iterdir())):
