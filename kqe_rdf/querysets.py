@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import csv
 import io
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import InputError
+from .importers.reading import parse_json
 from .metrics import read_trec_qrels, source_lines
 
 
@@ -225,10 +225,7 @@ def load_phenopackets(path: Path, target: str = "disease", limit: int | None = N
         if not line.strip():
             continue
         where = f"{name}:{number}"
-        try:
-            case = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not a JSON object ({exc.msg} at column {exc.colno})", where) from None
+        case = parse_json(line, where)
         if not isinstance(case, dict) or not isinstance(case.get("id"), str):
             raise InputError("each line must be a JSON object with a string 'id'", where)
         lists = {key: case.get(key) or [] for key in ("observed", "excluded", "diseases", "genes")}
