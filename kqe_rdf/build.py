@@ -189,7 +189,8 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             settings.doc_neighbours_per_relation, settings.doc_max_chars,
         ))
     if not documents:
-        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index "
+        sources = ", ".join(str(s) for s in importer.sources) or "its sources"
+        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
                        f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
     write_documents(work / DOCUMENTS, documents)
     docs_seconds = time.perf_counter() - t0
@@ -310,6 +311,9 @@ def embed_kb(
     progress = progress or Progress.quiet()
     path = Path(path)
     with kb_lock(path):
+        index, old = path / "embeddings", path / "embeddings.old"
+        if not index.exists() and old.is_dir():  # an embedding killed between the two renames of its swap
+            os.rename(old, index)
         kb = KnowledgeBase.open(path)
         wanted = kb.resolve_types(types) if types else None
         documents = [d for d in read_documents(path / DOCUMENTS) if wanted is None or wanted.intersection(d.types)]

@@ -41,18 +41,18 @@ def one_line_error(result) -> str:
     return lines[0]
 
 
-def names_the_place(message: str, source: Path | None, line: bool = False) -> bool:
-    """Whether ``message`` says where the fault is: the file (with ``:line`` when ``line``) or an option."""
+def names_the_place(message: str, source: Path | list[Path] | None, line: bool = False) -> bool:
+    """Whether ``message`` says where the fault is: the file, or one of the files (with ``:line`` when
+    ``line``), or an option."""
     if any(p in message for p in PARAMETERS):
         return True
-    if source is None:
-        return False
+    sources = [] if source is None else source if isinstance(source, list) else [source]
     if line:
-        return re.search(re.escape(source.name) + r":\d+", message) is not None
-    return source.name in message
+        return any(re.search(re.escape(s.name) + r":\d+", message) for s in sources)
+    return any(s.name in message for s in sources)
 
 
-def outcome(result, source: Path | None, line: bool = False) -> str:
+def outcome(result, source: Path | list[Path] | None, line: bool = False) -> str:
     """``"accepted"`` or ``"refused"``; fails on anything else (a traceback, a crash, a vague message)."""
     if result.exit_code == 0:
         assert result.exception is None, repr(result.exception)
