@@ -61,9 +61,19 @@ def write_json_atomic(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
+def kb_location(path: Path) -> Path:
+    """Where the KB really is: a symlinked ``--kb`` is followed, so a rebuild swaps the folder it points at
+    (beside it, in its own parent) and leaves the link in place; every writer locks that same folder.
+
+    A link whose target does not exist yet is followed too (the first build creates the target).
+    """
+    return Path(os.path.realpath(path))
+
+
 @contextlib.contextmanager
 def kb_lock(path: Path) -> Iterator[None]:
     """One writer per KB at a time (a second build or embed fails fast with a clear message)."""
+    path = kb_location(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_path = path.parent / f".{path.name}.lock"
     with open(lock_path, "w") as handle:
@@ -105,7 +115,7 @@ def build_kb(
     """Import, load, render documents and index them; swap the result into ``path``."""
     settings = settings or Settings()
     progress = progress or Progress.quiet()
-    path = Path(path)
+    path = kb_location(path)
     with kb_lock(path):
         recover(path)
         if path.exists() and not (path / MANIFEST).is_file() and (not path.is_dir() or any(path.iterdir())):
@@ -180,7 +190,8 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             settings.doc_neighbours_per_relation, settings.doc_max_chars,
         ))
     if not documents:
-        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index "
+        sources = ", ".join(str(s) for s in importer.sources) or "its sources"
+        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
                        f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
     write_documents(work / DOCUMENTS, documents)
     docs_seconds = time.perf_counter() - t0
@@ -306,6 +317,9 @@ def embed_kb(
     progress = progress or Progress.quiet()
     path = Path(path)
     with kb_lock(path):
+        index, old = path / "embeddings", path / "embeddings.old"
+        if not index.exists() and old.is_dir():  # an embedding killed between the two renames of its swap
+            os.rename(old, index)
         kb = KnowledgeBase.open(path)
         wanted = kb.resolve_types(types) if types else None
         documents = [d for d in read_documents(path / DOCUMENTS) if wanted is None or wanted.intersection(d.types)]
