@@ -341,10 +341,13 @@ def sparql(query, kb_path, fmt):
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Write TREC run files here.")
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None,
-              help="Write per-query metrics as JSON Lines here.")
+              help="Write one JSON Lines record per method and query here: text, metrics, gold and top 10 "
+                   "with names, the method's explanation.")
+@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
+              help="Write a self-contained HTML report here: metrics, chart, scores by query type, worst queries.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, depth, rel, run_dir, per_query_path,
-                 as_json):
+                 report_path, as_json):
     """Evaluate retrieval methods on a QUERYSET read from PATHS (STaRK and TREC metrics).
 
     \b
@@ -354,6 +357,11 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     from .evaluation import evaluate
     from .querysets import load
 
+    for option, path in (("--per-query", per_query_path), ("--report", report_path)):
+        # Checked before the evaluation, which can take hours, rather than after it.
+        if path is not None and not path.resolve().parent.is_dir():
+            raise click.BadParameter(f"cannot write {path}: folder {path.resolve().parent} does not exist",
+                                     param_hint=option)
     kb, settings = _open_kb(kb_path)
     qs = load(queryset, *paths, limit=limit)
     if sample is not None and sample < len(qs):
@@ -365,10 +373,15 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     result = evaluate(kb, qs, methods, settings, depth, list(types) or None, rel, progress=_progress(),
                       run_dir=run_dir)
     if per_query_path is not None:
+        from .evaluation import query_records
+
         with open(per_query_path, "w", encoding="utf-8") as out:
-            for r in result.results:
-                for qid, values in r.per_query.items():
-                    out.write(json.dumps({"method": r.method, "qid": qid, **values}) + "\n")
+            for record in query_records(result, kb):
+                out.write(json.dumps(record) + "\n")
+    if report_path is not None:
+        from .report import write_report
+
+        write_report(report_path, result, kb, qs.summary())
     summary = {"queryset": qs.summary(), "kb": str(kb.path), "queries": result.queries,
                "answerable": result.answerable, "gold_ids_not_in_kb": result.unresolved_answers,
                "results": result.table()}
