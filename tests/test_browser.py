@@ -51,12 +51,17 @@ def page(bio_kb):  # noqa: F811
             browser.close()
 
 
-def test_search_shows_ranked_results_with_their_provenance(page):
-    page.fill("#search-text", "Which disease has Seizure?")
-    page.select_option("#search-method", "4step-offline")
+def search_diseases(page, text: str, method: str = "4step-offline") -> None:
+    """Type a request, pick the method and the Disease type, press Search and wait for the results."""
+    page.fill("#search-text", text)
+    page.select_option("#search-method", method)
     page.fill("#search-type", "Disease")
     page.click("#search-button")
     page.wait_for_selector("#search-results li.result")
+
+
+def test_search_shows_ranked_results_with_their_provenance(page):
+    search_diseases(page, "Which disease has Seizure?")
     first = page.locator("#search-results li.result .name").first.text_content()
     assert first in ("Focal epilepsy type 1", "Generalized epilepsy with forehead anomaly")
     assert "result(s)" in page.text_content("#search-status")
@@ -85,10 +90,7 @@ def test_sparql_editor_shows_a_table_and_errors(page):
 
 
 def test_a_result_s_provenance_is_drawn_as_a_graph_and_its_sparql_opens_in_the_editor(page):
-    page.fill("#search-text", "Which disease has Seizure and High forehead?")
-    page.select_option("#search-method", "4step-offline")
-    page.fill("#search-type", "Disease")
-    page.click("#search-button")
+    search_diseases(page, "Which disease has Seizure and High forehead?")
     page.wait_for_selector("#provenance-graph svg .node.answer")
     graph = page.locator("#provenance-graph")
     first = page.locator("#search-results li.result .name").first.text_content()
