@@ -77,7 +77,9 @@ def render_documents(
         in_edges[tail][rel].append(head)
 
     def neighbour_line(label: str, iris: list[str]) -> str:
-        shown = sorted({names.get(i, local_name(i)) for i in iris}, key=str.lower)
+        # Ties of the case-blind order broken by the exact name: a set's order changes with the hash seed, and
+        # documents must not change between builds (their hashes key the embeddings kept across rebuilds).
+        shown = sorted({names.get(i, local_name(i)) for i in iris}, key=lambda name: (name.lower(), name))
         more = len(shown) - neighbours_per_relation
         listed = ", ".join(shown[:neighbours_per_relation])
         return f"{label}: {listed}" + (f" (and {more} more)" if more > 0 else "")
