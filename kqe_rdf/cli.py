@@ -404,53 +404,26 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     console.print(table)
 
 
-DEMO_QUERIES = [
-    ("Which disease explains seizures, intellectual disability and a small head in a child?", ["Disease"]),
-    ("a phenotype meaning abnormally long and slender fingers", ["Phenotype"]),
-    ("genes associated with hypertrophic cardiomyopathy", ["Gene"]),
-]
-
-
 @cli.command()
 @KB_OPTION
-@click.option("--dense/--no-dense", default=False,
-              help="Also embed Disease documents (about 15 min on 2 cores; resumable) and show dense/hybrid results.")
-def demo(kb_path, dense):
-    """Build the biomedical KB if absent (HPO + Disease Ontology) and run a few searches."""
+def demo(kb_path):
+    """Build the biomedical KB if absent (HPO + Disease Ontology), then show what kqe-rdf does with provenance.
+
+    \b
+    1. a phenotype list answered by the structural method (4step-offline): triplets, SPARQL, why
+    2. SPARQL with a search inside it (SERVICE <urn:kqe:search>)
+    3. a KAR expansion (kar-offline) with the KG facts it came from
+    4. a hybrid search (BM25 + dense), embedding only its candidates when the KB has no dense index
+    """
     import time
 
-    from .build import build_kb, embed_kb
-    from .importers import get_importer
-    from .retrieval import pipeline
+    started = time.perf_counter()  # before the heavy imports: the first-answer time a user waits
+    from rich.console import Console
 
-    started = time.perf_counter()
+    from .demo import Demo
+
     settings = _settings(kb=kb_path)
-    console = _console()
-    from .kb import KnowledgeBase
-
-    if not (settings.kb / "manifest.json").is_file():
-        console.print(f"no KB at {settings.kb}: building the biomedical KB from the installed HPO files …")
-        manifest = build_kb(get_importer("bio")(), settings.kb, settings, _progress())
-        c = manifest["counts"]
-        console.print(f"built: {c['nodes']:,} nodes, {c['edges']:,} edges, {c['triples']:,} triples "
-                      f"in {time.perf_counter() - started:.0f} s")
-    kb = KnowledgeBase.open(settings.kb, settings)
-    methods = ["bm25", "prf"]
-    if dense:
-        if not kb.has_embeddings:
-            embed_kb(settings.kb, settings, ["Disease"], _progress())
-            kb = KnowledgeBase.open(settings.kb, settings)
-        methods += ["dense", "hybrid"]
-    for i, (text, types) in enumerate(DEMO_QUERIES):
-        for method in methods:
-            if method in ("dense", "hybrid") and types != ["Disease"]:
-                continue
-            _print_results(text, method, _result_rows(kb, pipeline(method, kb, settings, 5, types).search(text)))
-        if i == 0:
-            console.print(f"first answer {time.perf_counter() - started:.1f} s after start")
-    if not dense:
-        console.print("dense and hybrid search need embeddings: `kqe-rdf demo --dense` or "
-                      "`kqe-rdf kb embed --type Disease` (resumable)")
+    Demo(settings, Console(), _progress(), started).run()
 
 
 # ---------------------------------------------------------------- question answering (kqe_rdf.answering)
