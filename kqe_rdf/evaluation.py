@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .metrics import ScoredHit, per_query_stark, per_query_trec, stark_metrics, trec_metrics, write_trec_run
 from .errors import KqeError
 from .explanations import names_in, summary
+from .metrics import ScoredHit, per_query_stark, per_query_trec, stark_metrics, trec_metrics, write_trec_run
 from .progress import Progress
 from .querysets import EvalQuery, QuerySet
 from .retrieval import Batch, Query, pipeline

@@ -120,6 +120,14 @@ def test_identifiers_and_cross_references_resolve_to_node_iris(kb):
     }
 
 
+def test_relation_signatures_counted_by_the_build_are_what_the_store_query_finds(kb):
+    from kqe_rdf.build import relation_signatures
+
+    recorded = kb.manifest["relation_signatures"]
+    assert recorded == relation_signatures(kb.store)  # the same rows, in the same order
+    assert [SKB + "Product", SKB + "hasBrand", SKB + "Brand", 7] in recorded
+
+
 def test_schema_is_read_back_from_the_store(kb):
     schema = kb.schema
     assert schema.node_class("Product").iri == SKB + "Product"
