@@ -172,7 +172,9 @@ class Demo:
             head, tail = (n["from_name"], n["name"]) if n["direction"] == "out" else (n["name"], n["from_name"])
             self.console.print(f"  ({head}) --{n['relation']}--> ({tail})  {n['score']:.3f}", highlight=False,
                                markup=False)
-        self.console.print(f"[bold]expanded query[/]: {exp['expanded_query']}", highlight=False)
+        expanded = exp["expanded_query"]
+        shown = expanded if len(expanded) <= 300 else expanded[:300] + f"… ({len(expanded):,} characters)"
+        self.console.print(f"[bold]expanded query[/] (what BM25 searches): {shown}", highlight=False)
 
     def embed_candidates(self, kb) -> None:
         """Vectors of the hybrid request's BM25 candidates (run in a thread; the KB has no dense index)."""
