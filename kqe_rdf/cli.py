@@ -286,7 +286,11 @@ def _print_results(text, method, rows):
 @KB_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default="table", show_default=True)
 def sparql(query, kb_path, fmt):
-    """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared."""
+    """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared.
+
+    Search works inside it as on the server: SERVICE <urn:kqe:search> { ?n kqe:query "..." ; kqe:k 50 ;
+    kqe:score ?s }, kqe:bm25(?n, "...") and kqe:similarity(?n, "...").
+    """
     from pyoxigraph import QueryBoolean, QueryResultsFormat, QuerySolutions, RdfFormat, serialize
 
     path = Path(query)
@@ -295,13 +299,11 @@ def sparql(query, kb_path, fmt):
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
     kb, settings = _open_kb(kb_path)
-    from .sparql_guard import check_limits, verify_federation
-    from .sparql_search import allowed_endpoints
+    from .sparql_search import SearchFunctions, execute, prepare
 
-    # The same rules as the server's: size limits, and SERVICE/LOAD only to allow-listed endpoints.
-    check_limits(query, settings)
-    query = verify_federation(query, allowed_endpoints(settings.server_service_allow), kb.prefixes).text
-    result = kb.query(query)
+    # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
+    # allow-listed endpoints, and kqe:bm25 / kqe:similarity as functions.
+    result = execute(kb, prepare(kb, query, settings), SearchFunctions(kb))
     if isinstance(result, QueryBoolean):
         click.echo(json.dumps({"boolean": bool(result)}) if fmt == "json" else str(bool(result)).lower())
         return
