@@ -86,17 +86,22 @@ const localName = (iri) => decodeURIComponent(String(iri).split(/[#/]/).pop());
 const nameOf = (iri) => labelCache.get(iri) || localName(iri);
 
 // Names of IRIs the explanation holds only as IRIs (bindings, annotations), from the KB's own /sparql.
+// Only IRIs that are safe inside <...> are asked for; without an answer the graph shows local names.
 async function fetchLabels(iris) {
   const wanted = [...new Set(iris)].filter((iri) => !labelCache.has(iri) && /^[a-z][a-z0-9+.-]*:[^\s<>"{}|^`\\]*$/i.test(iri));
   if (!wanted.length) return;
   const query = `SELECT ?s ?name WHERE { VALUES ?s { ${wanted.map((i) => `<${i}>`).join(" ")} } ?s rdfs:label ?name }`;
-  const response = await fetch("/sparql", {
-    method: "POST",
-    headers: { "Content-Type": "application/sparql-query", Accept: "application/sparql-results+json" },
-    body: query,
-  });
-  if (!response.ok) return;
-  for (const b of (await response.json()).results.bindings) labelCache.set(b.s.value, b.name.value);
+  try {
+    const response = await fetch("/sparql", {
+      method: "POST",
+      headers: { "Content-Type": "application/sparql-query", Accept: "application/sparql-results+json" },
+      body: query,
+    });
+    if (!response.ok) return;
+    for (const b of (await response.json()).results.bindings) labelCache.set(b.s.value, b.name.value);
+  } catch (_) {
+    // names are a nicety: the graph is drawn with local names
+  }
 }
 
 // What the explanation says about one answer: the IRIs it bound, and the hierarchy match per request term.
