@@ -20,6 +20,7 @@ import os
 import shutil
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
@@ -180,15 +181,18 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         shutil.copy(onto, work / "ontology" / onto.name)
 
     store_schema = Schema.from_store(store)
-    signatures = relation_signatures(store)
     relation_counts = {r["relation"].value: int(r["count"].value) for r in
                        store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
     t0 = time.perf_counter()
+    counted_signatures: Counter = Counter()
     with progress.task("rendering documents", total=None):
         documents = list(render_documents(
             store, store_schema, importer.extra_text_properties,
-            settings.doc_neighbours_per_relation, settings.doc_max_chars,
+            settings.doc_neighbours_per_relation, settings.doc_max_chars, counted_signatures,
         ))
+    # What relation_signatures(store) returns, counted from the edges the documents read (one pass, not two).
+    signatures = sorted(([d, rel, r, n] for (d, rel, r), n in counted_signatures.items()),
+                        key=lambda x: (-x[3], x[1], x[0], x[2]))
     if not documents:
         sources = ", ".join(str(s) for s in importer.sources) or "its sources"
         raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
@@ -248,10 +252,12 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
 
 
 def relation_signatures(store: Store) -> list[list]:
-    """[head class, relation, tail class, edges] for every combination in the data, most used first."""
+    """[head class, relation, tail class, edges] for every combination in the data, most used first.
+
+    A build counts them while it renders the documents; this query serves KBs built before that."""
     rows = store.query(queries.load("relation_usage"), use_default_graph_as_union=True)
     found = [[r["domain"].value, r["relation"].value, r["range"].value, int(r["count"].value)] for r in rows]
-    return sorted(found, key=lambda x: -x[3])
+    return sorted(found, key=lambda x: (-x[3], x[1], x[0], x[2]))
 
 
 def _sha256(path: Path) -> str:

@@ -286,7 +286,11 @@ def _print_results(text, method, rows):
 @KB_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default="table", show_default=True)
 def sparql(query, kb_path, fmt):
-    """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared."""
+    """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared.
+
+    Search works inside it as on the server: SERVICE <urn:kqe:search> { ?n kqe:query "..." ; kqe:k 50 ;
+    kqe:score ?s }, kqe:bm25(?n, "...") and kqe:similarity(?n, "...").
+    """
     from pyoxigraph import QueryBoolean, QueryResultsFormat, QuerySolutions, RdfFormat, serialize
 
     path = Path(query)
@@ -295,13 +299,11 @@ def sparql(query, kb_path, fmt):
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
     kb, settings = _open_kb(kb_path)
-    from .sparql_guard import check_limits, verify_federation
-    from .sparql_search import allowed_endpoints
+    from .sparql_search import SearchFunctions, execute, prepare
 
-    # The same rules as the server's: size limits, and SERVICE/LOAD only to allow-listed endpoints.
-    check_limits(query, settings)
-    query = verify_federation(query, allowed_endpoints(settings.server_service_allow), kb.prefixes).text
-    result = kb.query(query)
+    # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
+    # allow-listed endpoints, and kqe:bm25 / kqe:similarity as functions.
+    result = execute(kb, prepare(kb, query, settings), SearchFunctions(kb))
     if isinstance(result, QueryBoolean):
         click.echo(json.dumps({"boolean": bool(result)}) if fmt == "json" else str(bool(result)).lower())
         return
@@ -341,10 +343,13 @@ def sparql(query, kb_path, fmt):
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Write TREC run files here.")
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None,
-              help="Write per-query metrics as JSON Lines here.")
+              help="Write one JSON Lines record per method and query here: text, metrics, gold and top 10 "
+                   "with names, the method's explanation.")
+@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
+              help="Write a self-contained HTML report here: metrics, chart, scores by query type, worst queries.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, depth, rel, run_dir, per_query_path,
-                 as_json):
+                 report_path, as_json):
     """Evaluate retrieval methods on a QUERYSET read from PATHS (STaRK and TREC metrics).
 
     \b
@@ -354,6 +359,11 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     from .evaluation import evaluate
     from .querysets import load
 
+    for option, path in (("--per-query", per_query_path), ("--report", report_path)):
+        # Checked before the evaluation, which can take hours, rather than after it.
+        if path is not None and not path.resolve().parent.is_dir():
+            raise click.BadParameter(f"cannot write {path}: folder {path.resolve().parent} does not exist",
+                                     param_hint=option)
     kb, settings = _open_kb(kb_path)
     qs = load(queryset, *paths, limit=limit)
     if not any(grade >= rel for q in qs for grade in q.answers.values()):
@@ -370,10 +380,15 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     result = evaluate(kb, qs, methods, settings, depth, list(types) or None, rel, progress=_progress(),
                       run_dir=run_dir)
     if per_query_path is not None:
+        from .evaluation import query_records
+
         with open(per_query_path, "w", encoding="utf-8") as out:
-            for r in result.results:
-                for qid, values in r.per_query.items():
-                    out.write(json.dumps({"method": r.method, "qid": qid, **values}) + "\n")
+            for record in query_records(result, kb):
+                out.write(json.dumps(record) + "\n")
+    if report_path is not None:
+        from .report import write_report
+
+        write_report(report_path, result, kb, qs.summary())
     summary = {"queryset": qs.summary(), "kb": str(kb.path), "queries": result.queries,
                "answerable": result.answerable, "gold_ids_not_in_kb": result.unresolved_answers,
                "results": result.table()}
@@ -396,53 +411,26 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     console.print(table)
 
 
-DEMO_QUERIES = [
-    ("Which disease explains seizures, intellectual disability and a small head in a child?", ["Disease"]),
-    ("a phenotype meaning abnormally long and slender fingers", ["Phenotype"]),
-    ("genes associated with hypertrophic cardiomyopathy", ["Gene"]),
-]
-
-
 @cli.command()
 @KB_OPTION
-@click.option("--dense/--no-dense", default=False,
-              help="Also embed Disease documents (about 15 min on 2 cores; resumable) and show dense/hybrid results.")
-def demo(kb_path, dense):
-    """Build the biomedical KB if absent (HPO + Disease Ontology) and run a few searches."""
+def demo(kb_path):
+    """Build the biomedical KB if absent (HPO + Disease Ontology), then show what kqe-rdf does with provenance.
+
+    \b
+    1. a phenotype list answered by the structural method (4step-offline): triplets, SPARQL, why
+    2. SPARQL with a search inside it (SERVICE <urn:kqe:search>)
+    3. a KAR expansion (kar-offline) with the KG facts it came from
+    4. a hybrid search (BM25 + dense), embedding only its candidates when the KB has no dense index
+    """
     import time
 
-    from .build import build_kb, embed_kb
-    from .importers import get_importer
-    from .retrieval import pipeline
+    started = time.perf_counter()  # before the heavy imports: the first-answer time a user waits
+    from rich.console import Console
 
-    started = time.perf_counter()
+    from .demo import Demo
+
     settings = _settings(kb=kb_path)
-    console = _console()
-    from .kb import KnowledgeBase
-
-    if not (settings.kb / "manifest.json").is_file():
-        console.print(f"no KB at {settings.kb}: building the biomedical KB from the installed HPO files …")
-        manifest = build_kb(get_importer("bio")(), settings.kb, settings, _progress())
-        c = manifest["counts"]
-        console.print(f"built: {c['nodes']:,} nodes, {c['edges']:,} edges, {c['triples']:,} triples "
-                      f"in {time.perf_counter() - started:.0f} s")
-    kb = KnowledgeBase.open(settings.kb, settings)
-    methods = ["bm25", "prf"]
-    if dense:
-        if not kb.has_embeddings:
-            embed_kb(settings.kb, settings, ["Disease"], _progress())
-            kb = KnowledgeBase.open(settings.kb, settings)
-        methods += ["dense", "hybrid"]
-    for i, (text, types) in enumerate(DEMO_QUERIES):
-        for method in methods:
-            if method in ("dense", "hybrid") and types != ["Disease"]:
-                continue
-            _print_results(text, method, _result_rows(kb, pipeline(method, kb, settings, 5, types).search(text)))
-        if i == 0:
-            console.print(f"first answer {time.perf_counter() - started:.1f} s after start")
-    if not dense:
-        console.print("dense and hybrid search need embeddings: `kqe-rdf demo --dense` or "
-                      "`kqe-rdf kb embed --type Disease` (resumable)")
+    Demo(settings, Console(), _progress(), started).run()
 
 
 # ---------------------------------------------------------------- question answering (kqe_rdf.answering)

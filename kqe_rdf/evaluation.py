@@ -9,13 +9,15 @@ never improves by dropping what the KB cannot answer.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import KqeError
+from .explanations import names_in, summary
 from .metrics import ScoredHit, per_query_stark, per_query_trec, stark_metrics, trec_metrics, write_trec_run
 from .progress import Progress
-from .querysets import QuerySet
+from .querysets import EvalQuery, QuerySet
 from .retrieval import Batch, Query, pipeline
 
 STARK = ("Hit@1", "Hit@5", "Recall@20", "MRR")
@@ -32,6 +34,8 @@ class MethodResult:
     #: LLM calls and tokens of this method's run (None for methods that use no LLM).
     llm_usage: dict | None = None
     described: str = ""
+    #: Per query, how the method reached its ranking (``Batch.explain``), for per-query records and reports.
+    explain: dict[str, dict] = field(repr=False, default_factory=dict)
 
 
 @dataclass
@@ -42,6 +46,10 @@ class Evaluation:
     unresolved_answers: int
     skipped: dict[str, int]
     results: list[MethodResult]
+    #: The queries evaluated, and per query each gold id with its relevance and the node IRIs it resolved to.
+    evaluated: list[EvalQuery] = field(repr=False, default_factory=list)
+    gold: dict[str, list[tuple[str, int, list[str]]]] = field(repr=False, default_factory=dict)
+    rel: int = 1
 
     def table(self) -> list[dict[str, object]]:
         rows = []
@@ -60,10 +68,11 @@ class Evaluation:
         return rows
 
 
-def gold_qrels(kb, queryset: QuerySet) -> tuple[dict[str, dict[str, int]], int]:
+def gold_qrels(kb, queryset: QuerySet, resolved: dict[str, list[str]] | None = None
+               ) -> tuple[dict[str, dict[str, int]], int]:
     """``{qid: {node IRI: relevance}}`` and the number of gold ids the KB does not have."""
-    ids = {doc for q in queryset for doc in q.answers}
-    resolved = kb.resolve_identifiers(ids)
+    if resolved is None:
+        resolved = kb.resolve_identifiers({doc for q in queryset for doc in q.answers})
     qrels: dict[str, dict[str, int]] = {}
     missing = 0
     for q in queryset:
@@ -93,7 +102,8 @@ def evaluate(
     run_dir: Path | None = None,
 ) -> Evaluation:
     progress = progress or Progress.quiet()
-    qrels, unresolved = gold_qrels(kb, queryset)
+    resolved = kb.resolve_identifiers({doc for q in queryset for doc in q.answers})
+    qrels, unresolved = gold_qrels(kb, queryset, resolved)
     # A query whose gold is absent from the KB still counts: give it an unmatchable gold id.
     scored_qrels = {qid: (judged or {f"urn:kqe:absent:{qid}": max(rel, 1)}) for qid, judged in qrels.items()}
     answerable = sum(1 for judged in qrels.values() if any(r >= rel for r in judged.values()))
@@ -104,12 +114,15 @@ def evaluate(
         llm = getattr(stage, "llm", None)
         before = llm.usage.as_dict() if llm is not None else None
         run: list[ScoredHit] = []
+        explain: dict[str, dict] = {}
         started = time.perf_counter()
         with progress.task(f"{method} on {queryset.name}", total=len(queries), unit="queries") as tick:
             for start in range(0, len(queries), batch_size):
                 batch = stage(Batch(queries[start : start + batch_size]))
                 for q in batch.queries:
                     run += [ScoredHit(h.qid, h.iri, h.score, h.rank) for h in batch.ranked(q.qid)]
+                    if q.qid in batch.explain:
+                        explain[q.qid] = batch.explain[q.qid]
                 tick(len(batch.queries))
         seconds = time.perf_counter() - started
         metrics = stark_metrics(run, scored_qrels, rel=rel)
@@ -125,5 +138,38 @@ def evaluate(
         if llm is not None:
             after = llm.usage.as_dict()
             usage = {key: after[key] - before.get(key, 0) for key in after if isinstance(after[key], (int, float))}
-        results.append(MethodResult(method, metrics, per_query, seconds, run, usage, repr(stage)))
-    return Evaluation(queryset.name, len(queries), answerable, unresolved, dict(queryset.skipped), results)
+        results.append(MethodResult(method, metrics, per_query, seconds, run, usage, repr(stage), explain))
+    gold = {q.qid: [(doc, grade, resolved.get(doc, [])) for doc, grade in q.answers.items()] for q in queryset}
+    return Evaluation(queryset.name, len(queries), answerable, unresolved, dict(queryset.skipped), results,
+                      list(queryset), gold, rel)
+
+
+def query_records(evaluation: Evaluation, kb, top: int = 10) -> Iterator[dict]:
+    """One record per method and query, enough to see why a method failed without a second program:
+    the query's text and kinds, its metrics, the gold ids with names, the ``top`` ranked nodes with names,
+    scores and whether they are gold, and the method's explanation summary (:mod:`kqe_rdf.explanations`)."""
+    name = names_in(kb)
+
+    def identifier(iri: str) -> str | None:
+        try:
+            return kb.document(iri).identifier
+        except KqeError:
+            return None
+
+    for result in evaluation.results:
+        ranked: dict[str, list[ScoredHit]] = {}
+        for hit in result.run:
+            ranked.setdefault(hit.qid, []).append(hit)
+        for q in evaluation.evaluated:
+            relevant = {iri for _doc, grade, iris in evaluation.gold.get(q.qid, ()) if grade >= evaluation.rel
+                        for iri in iris}
+            hits = sorted(ranked.get(q.qid, []), key=lambda h: h.rank)[:top]
+            yield {
+                "method": result.method, "qid": q.qid, "query": q.text, **result.per_query.get(q.qid, {}),
+                "facets": q.facets or {},
+                "gold": [{"id": doc, "relevance": grade, "iris": iris, "name": name(iris[0]) if iris else None}
+                         for doc, grade, iris in evaluation.gold.get(q.qid, ())],
+                "ranked": [{"rank": h.rank + 1, "iri": h.doc_id, "id": identifier(h.doc_id), "name": name(h.doc_id),
+                            "score": round(h.score, 4), "gold": h.doc_id in relevant} for h in hits],
+                "explanation": summary(result.explain.get(q.qid), name),
+            }

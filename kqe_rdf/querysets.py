@@ -27,13 +27,16 @@ class EvalQuery(NamedTuple):
     """One question; ``answers`` maps gold source ids to graded relevance.
 
     ``topic`` is the entity a benchmark marks in the question (MetaQA), kept
-    apart so the text is what a user would type.
+    apart so the text is what a user would type. ``facets`` name the kinds a
+    query belongs to where the set has kinds (MetaQA: ``{"hops": "2-hop",
+    "template": "what movies did E act in"}``), so a report can break scores down by them.
     """
 
     qid: str
     text: str
     answers: dict[str, int]
     topic: str | None = None
+    facets: dict[str, str] | None = None
 
 
 @dataclass
@@ -165,28 +168,37 @@ _TOPIC = re.compile(r"\[([^\[\]]+)\]")
 _HOP = re.compile(r"(\d+)-?hop")
 
 
-def load_metaqa(path: Path, limit: int | None = None) -> QuerySet:
-    """MetaQA ``question with [topic]<TAB>a1|a2`` lines; the brackets are removed, the topic kept apart."""
-    path = Path(path)
-    hop = next((f"{m.group(1)}-hop" for part in reversed(path.parts) if (m := _HOP.search(part))), None)
-    result = QuerySet("metaqa" if hop is None else f"metaqa {hop}")
-    name, lines = source_lines(path)
-    for number, line in enumerate(lines, start=1):
-        if result.full(limit):
-            break
-        if not line.strip():
-            continue
-        question, tab, answer_text = line.partition("\t")
-        if not tab or not question.strip():
-            raise InputError("expected 'question with [topic entity]<TAB>answer1|answer2'", f"{name}:{number}")
-        match = _TOPIC.search(question)
-        text = " ".join(question.replace("[", "").replace("]", "").split())
-        answers = {a.strip(): 1 for a in answer_text.split("|") if a.strip()}
-        if not answers:
-            result.skip("no answers")
-            continue
-        qid = f"{hop}-{number}" if hop else str(number)
-        result.queries.append(EvalQuery(qid, text, answers, match.group(1).strip() if match else None))
+def load_metaqa(*paths: Path, limit: int | None = None) -> QuerySet:
+    """MetaQA ``question with [topic]<TAB>a1|a2`` lines, one set from several files; facets: hops, template."""
+    # The brackets are removed and the topic kept apart; a query's hop count comes from its folder name
+    # (``2-hop/dev.txt.gz``), its template is the question with the topic replaced by ``E``.
+    if not paths:
+        raise InputError("metaqa needs at least one questions file")
+    hops = [next((f"{m.group(1)}-hop" for part in reversed(Path(p).parts) if (m := _HOP.search(part))), None)
+            for p in paths]
+    labels = [hop or Path(path).name for hop, path in zip(hops, paths)]
+    result = QuerySet("metaqa" if hops == [None] else "metaqa " + " + ".join(labels))
+    for path, hop, label in zip(paths, hops, labels):
+        name, lines = source_lines(Path(path))
+        for number, line in enumerate(lines, start=1):
+            if result.full(limit):
+                return result
+            if not line.strip():
+                continue
+            question, tab, answer_text = line.partition("\t")
+            if not tab or not question.strip():
+                raise InputError("expected 'question with [topic entity]<TAB>answer1|answer2'", f"{name}:{number}")
+            match = _TOPIC.search(question)
+            text = " ".join(question.replace("[", "").replace("]", "").split())
+            answers = {a.strip(): 1 for a in answer_text.split("|") if a.strip()}
+            if not answers:
+                result.skip("no answers")
+                continue
+            qid = str(number) if hops == [None] else f"{label}-{number}"
+            facets = {"template": " ".join(_TOPIC.sub("E", question).split())}
+            if hop:
+                facets = {"hops": hop, **facets}
+            result.queries.append(EvalQuery(qid, text, answers, match.group(1).strip() if match else None, facets))
     return result
 
 
@@ -222,6 +234,11 @@ def phenopacket_question(sex: str | None, observed: list[str], excluded: list[st
     return f"{text} Which {target} explains this?"
 
 
+def _size_bucket(n: int) -> str:
+    """How long a case's phenotype list is, in the few buckets a report breaks scores down by."""
+    return next(f"{lo}-{hi}" for lo, hi in ((1, 4), (5, 9), (10, 19)) if n <= hi) if n < 20 else "20+"
+
+
 def load_phenopackets(path: Path, target: str = "disease", limit: int | None = None) -> QuerySet:
     """Phenopacket JSON lines; answers are disease ids or gene symbols; lists <= MAX_EXCLUDED (20) excluded terms."""
     if target not in ("disease", "gene"):
@@ -254,7 +271,8 @@ def load_phenopackets(path: Path, target: str = "disease", limit: int | None = N
             result.skip(f"no {target}")
         else:
             question = phenopacket_question(case.get("sex"), observed, excluded, target)
-            result.queries.append(EvalQuery(case["id"], question, answers))
+            result.queries.append(EvalQuery(case["id"], question, answers,
+                                            facets={"observed terms": _size_bucket(len(observed))}))
     return result
 
 

@@ -261,14 +261,18 @@ def _prf(kb, settings, k, types):
 def _fourstep(kb, settings, k, types, offline: bool = False):
     """4StepFocus: with the configured LLM if there is one (else, and for ``4step-offline``, offline)."""
     from .fourstep import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
+    from .linking import Linker
     from .llm import LLM
 
     fallback = _hybrid(kb, settings, k, types) if kb.has_embeddings else BM25(kb, k, types)
     llm = None if offline else LLM.from_settings(settings)
-    generator = LLMTriplets(kb, llm) if llm else OfflineTriplets(kb)
+    # One linker, so the name index (seconds to read on a large KB) is read once, not by the reader and again here.
+    linker = Linker(kb)
+    offline_reader = OfflineTriplets(kb, linker)
+    generator = LLMTriplets(kb, llm, offline_reader) if llm else offline_reader
     reranker = LLMReranker(kb, llm, settings.rerank_depth) if llm and settings.rerank else None
     stage = FourStep(kb, generator, mode=settings.fourstep_mode, k=k, types=types, fallback=fallback,
-                     reranker=reranker)
+                     reranker=reranker, linker=linker)
     stage.llm = llm
     return stage
 

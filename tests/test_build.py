@@ -86,6 +86,31 @@ def test_relation_lists_are_capped_with_a_count_of_the_rest(jsonl):
     assert kb.manifest["settings"]["doc_neighbours_per_relation"] == 2
 
 
+def test_documents_are_the_same_whatever_the_hash_seed(tmp_path, jsonl):
+    """Names that differ only in case ("Burn-McKeown" / "Burn-Mckeown" in HPO) keep one order in a document:
+    its hash keys the embeddings a rebuild keeps, so it must not change with Python's string hashing."""
+    lines = ['{"kind": "node", "id": "g", "type": "Product", "name": "Gene"}']
+    for i, name in enumerate(["Burn-McKeown syndrome", "Burn-Mckeown syndrome", "BURN-MCKEOWN SYNDROME"]):
+        lines.append(f'{{"kind": "node", "id": "d{i}", "type": "Brand", "name": "{name}"}}')
+        lines.append(f'{{"kind": "edge", "head": "g", "relation": "hasBrand", "tail": "d{i}"}}')
+    source = jsonl("\n".join(lines))
+    render = textwrap.dedent(f"""
+        from kqe_rdf.build import build_kb
+        from kqe_rdf.importers.jsonl import JsonlImporter
+        from kqe_rdf.kb import KnowledgeBase
+        import sys
+        kb_dir = sys.argv[1]
+        build_kb(JsonlImporter([{str(source)!r}]), kb_dir)
+        kb = KnowledgeBase.open(kb_dir)
+        print(next(d.text for d in kb.documents() if d.name == "Gene"))
+    """)
+    texts = {subprocess.run([sys.executable, "-c", render, str(tmp_path / f"kb{seed}")], check=True, text=True,
+                            capture_output=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+             for seed in range(4)}
+    assert len(texts) == 1
+    assert "has brand: BURN-MCKEOWN SYNDROME, Burn-McKeown syndrome, Burn-Mckeown syndrome" in texts.pop()
+
+
 def test_identifiers_and_cross_references_resolve_to_node_iris(kb):
     found = kb.resolve_identifiers(["B001", "nikon", "EAN:4548736133730", "no-such-id"])
     assert found == {
@@ -93,6 +118,14 @@ def test_identifiers_and_cross_references_resolve_to_node_iris(kb):
         "nikon": ["https://w3id.org/kqe/skb/node/nikon"],
         "EAN:4548736133730": ["https://w3id.org/kqe/skb/node/B003"],
     }
+
+
+def test_relation_signatures_counted_by_the_build_are_what_the_store_query_finds(kb):
+    from kqe_rdf.build import relation_signatures
+
+    recorded = kb.manifest["relation_signatures"]
+    assert recorded == relation_signatures(kb.store)  # the same rows, in the same order
+    assert [SKB + "Product", SKB + "hasBrand", SKB + "Brand", 7] in recorded
 
 
 def test_schema_is_read_back_from_the_store(kb):

@@ -328,6 +328,19 @@ def test_sparql_from_an_rq_file(run, kb, tmp_path):
     refused(run("sparql", tmp_path / "missing.rq", "--kb", kb.path), "no such file")
 
 
+def test_sparql_with_a_search_inside_it_as_on_the_server(run, kb):
+    query = """SELECT ?name ?score ?bm25 WHERE {
+      SERVICE <urn:kqe:search> { ?node kqe:query "travel tripod" ; kqe:k 3 ; kqe:score ?score . }
+      ?node rdfs:label ?name .
+      BIND(kqe:bm25(?node, "aluminium") AS ?bm25)
+    } ORDER BY DESC(?score)"""
+    rows = list(csv.DictReader(io.StringIO(ok(run("sparql", query, "--kb", kb.path, "--format", "csv")).stdout)))
+    assert rows[0]["name"] == "Manfrotto Befree Travel Tripod"
+    assert float(rows[0]["bm25"]) > 0 and len(rows) <= 3  # its description says aluminium
+    refused(run("sparql", "SELECT * WHERE { SERVICE <http://example.org/sparql> { ?s ?p ?o } }", "--kb", kb.path),
+            "not on this server's allow-list")
+
+
 def test_invalid_sparql_is_refused_with_a_readable_message(run, kb):
     result = refused(run("sparql", "SELEC ?s WHERE { ?s ?p ?o }", "--kb", kb.path),
                      "error: SPARQL syntax error at line 1", "did you mean SELECT?")

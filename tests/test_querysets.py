@@ -138,11 +138,22 @@ def test_metaqa_removes_the_topic_marks_but_keeps_the_topic(tmp_path: Path) -> N
             "what movies did Temuera Morrison act in",
             {"Once Were Warriors": 1, "Tracker": 1},
             topic="Temuera Morrison",
+            facets={"hops": "2-hop", "template": "what movies did E act in"},
         )
     ]
     assert queries.skipped == {"no answers": 1}
     plain = load_metaqa(write(tmp_path / "questions.txt", "who directed [Heat]\tMichael Mann\n"))
-    assert [(q.qid, q.text, q.topic) for q in plain] == [("1", "who directed Heat", "Heat")]
+    assert [(q.qid, q.text, q.topic, q.facets) for q in plain] == [
+        ("1", "who directed Heat", "Heat", {"template": "who directed E"})]
+
+
+def test_metaqa_files_of_several_hops_make_one_set(tmp_path: Path) -> None:
+    one = write(tmp_path / "1-hop" / "dev.txt", "who directed [Heat]\tMichael Mann\n")
+    two = write(tmp_path / "2-hop" / "dev.txt", "who starred in films by [Michael Mann]\tAl Pacino\n")
+    queries = load_metaqa(one, two)
+    assert queries.name == "metaqa 1-hop + 2-hop"
+    assert [(q.qid, q.facets["hops"]) for q in queries] == [("1-hop-1", "1-hop"), ("2-hop-1", "2-hop")]
+    assert [q.qid for q in load_metaqa(one, two, limit=1)] == ["1-hop-1"]
 
 
 def test_metaqa_line_without_answers_column_is_an_input_error(tmp_path: Path) -> None:
@@ -187,6 +198,7 @@ def test_phenopacket_cases_become_one_fixed_question_template(tmp_path: Path) ->
         "A patient presents with high forehead, seizure and EEG abnormality. Which disease explains this?",
     ]
     assert queries.queries[0].answers == {"OMIM:147791": 1, "ORPHA:2308": 1}
+    assert [q.facets for q in queries] == [{"observed terms": "1-4"}] * 3  # what a report breaks scores down by
 
 
 def test_phenopacket_excluded_terms_are_capped(tmp_path: Path) -> None:

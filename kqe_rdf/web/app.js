@@ -31,6 +31,8 @@ async function search(event) {
   if (type) params.append("type", type);
   const list = $("search-results");
   list.replaceChildren();
+  $("provenance-graph").replaceChildren();
+  $("provenance-graph").hidden = true;
   $("search-provenance-body").textContent = "";
   $("search-status").textContent = "searching…";
   const response = await fetch("/search?" + params.toString(), { headers: { Accept: "application/json" } });
@@ -40,15 +42,244 @@ async function search(event) {
   }
   const data = await response.json();
   $("search-status").textContent = `${data.results.length} result(s) in ${data.elapsed_ms} ms (${data.provenance.pipeline})`;
+  const explain = data.provenance.explain;
   for (const row of data.results) {
     const item = element("li", undefined, "result");
     item.append(element("span", row.name, "name"), element("span", row.types.join(", "), "types"),
-                element("span", row.score.toFixed(3), "score"), element("div", row.snippet, "snippet"),
-                element("a", row.iri, "iri"));
+                element("span", row.score.toFixed(3), "score"));
+    if (explain && explain.triplets) {
+      const why = element("button", "why?", "why");
+      why.type = "button";
+      why.title = "draw how this result was reached";
+      why.addEventListener("click", async () => {
+        await showProvenance(explain, row);
+        $("provenance-graph").scrollIntoView({ block: "nearest" });
+      });
+      item.append(why);
+    }
+    item.append(element("div", row.snippet, "snippet"), element("a", row.iri, "iri"));
     item.lastChild.href = row.iri;
     list.append(item);
   }
   $("search-provenance-body").textContent = JSON.stringify(data.provenance, null, 2);
+  if (explain && explain.triplets && data.results.length) showProvenance(explain, data.results[0]);
+}
+
+// ---------------------------------------------------------------- provenance as a small graph
+// A structured result's provenance drawn as its triplets: the request's constants (as linked to KB nodes),
+// the relation path, and the answer. Solid edges are paths this answer satisfies (from the explanation's
+// support: SPARQL bindings or hierarchy matches), amber ones paths it satisfies only through a more general
+// term of the hierarchy, dashed grey ones paths it does not satisfy, red ones negated paths.
+
+const SVG = "http://www.w3.org/2000/svg";
+const MAX_CONSTANTS = 12;
+const labelCache = new Map();
+
+function svg(tag, attributes, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes || {})) node.setAttribute(name, value);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const localName = (iri) => decodeURIComponent(String(iri).split(/[#/]/).pop());
+const nameOf = (iri) => labelCache.get(iri) || localName(iri);
+
+// Names of IRIs the explanation holds only as IRIs (bindings, annotations), from the KB's own /sparql.
+// Only IRIs that are safe inside <...> are asked for; without an answer the graph shows local names.
+async function fetchLabels(iris) {
+  const wanted = [...new Set(iris)].filter((iri) => !labelCache.has(iri) && /^[a-z][a-z0-9+.-]*:[^\s<>"{}|^`\\]*$/i.test(iri));
+  if (!wanted.length) return;
+  const query = `SELECT ?s ?name WHERE { VALUES ?s { ${wanted.map((i) => `<${i}>`).join(" ")} } ?s rdfs:label ?name }`;
+  try {
+    const response = await fetch("/sparql", {
+      method: "POST",
+      headers: { "Content-Type": "application/sparql-query", Accept: "application/sparql-results+json" },
+      body: query,
+    });
+    if (!response.ok) return;
+    for (const b of (await response.json()).results.bindings) labelCache.set(b.s.value, b.name.value);
+  } catch (_) {
+    // names are a nicety: the graph is drawn with local names
+  }
+}
+
+// What the explanation says about one answer: the IRIs it bound, and the hierarchy match per request term.
+function supportOf(explain, iri) {
+  const bound = {}, matched = {}, held = new Set();
+  for (const row of (explain.support || {})[iri] || []) {
+    if ("term" in row) {  // a hierarchy match: IC 0 is the root, i.e. nothing in common
+      matched[row.term] = row;
+      if (row.ic > 0) held.add(row.term);
+    } else {
+      for (const [name, value] of Object.entries(row)) {
+        if (name !== "unit") { bound["?" + name] = value; held.add(value); }
+      }
+    }
+  }
+  return { bound, matched, held, found: iri in (explain.support || {}) };
+}
+
+function provenanceModel(explain, result) {
+  const reading = explain.triplets;
+  const { bound, matched, held, found } = supportOf(explain, result.iri);
+  const nodes = new Map(), edges = [];
+  const linked = explain.linked || {};
+  let hidden = 0;
+  const node = (end) => {
+    if (nodes.has(end)) return nodes.get(end);
+    let made;
+    if (end === reading.answer) {
+      made = { key: end, kind: "answer", label: result.name, sub: `answer ${end}` };
+    } else if (end.startsWith("?")) {
+      made = { key: end, kind: "variable", label: bound[end] ? nameOf(bound[end]) : end,
+               sub: bound[end] ? `bound to ${end}` : found ? "some node that joins the path" : "any node",
+               iri: bound[end] };
+    } else {
+      const candidates = linked[end] || [];
+      const pick = candidates.find((c) => held.has(c.iri)) || candidates[0];
+      const match = pick && matched[pick.iri];
+      let sub = pick ? `"${end}" · ${pick.how} ${pick.score}` : `"${end}" · not linked`;
+      let partial = false;
+      if (match) {
+        const as = match.annotations.filter((a) => a !== match.term).map(nameOf);
+        partial = match.ic > 0 && match.ancestor !== match.term;
+        if (!(match.ic > 0)) sub = "not annotated, nor anything like it";
+        else if (partial) sub = `only via ${nameOf(match.ancestor)}`;
+        else sub = match.annotations.includes(match.term) ? "annotated" : `as ${as.slice(0, 2).join(", ")}`;
+        sub += ` · IC ${match.ic}`;
+      }
+      made = { key: end, kind: "constant", label: pick ? pick.name : end, sub, iri: pick && pick.iri,
+               held: pick ? held.has(pick.iri) : false, partial };
+    }
+    nodes.set(end, made);
+    return made;
+  };
+  for (const t of reading.triplets) {
+    const constant = [t.head, t.tail].find((e) => !e.startsWith("?"));
+    if (constant && !nodes.has(constant) && [...nodes.values()].filter((n) => n.kind === "constant").length >= MAX_CONSTANTS) {
+      hidden += 1;
+      continue;
+    }
+    const head = node(t.head), tail = node(t.tail);
+    const ends = [head, tail].filter((n) => n.kind !== "answer");
+    // A variable the SPARQL does not return is satisfied by whatever node joins the path.
+    const holds = found && ends.every((n) => n.kind !== "constant" || n.held);
+    edges.push({ from: head, to: tail, label: (t.negated ? "NOT " : "") + localName(t.relation),
+                 negated: t.negated, holds, partial: holds && ends.some((n) => n.partial) });
+  }
+  return { nodes: [...nodes.values()], edges, hidden, found };
+}
+
+function layout(model) {
+  // Columns: constants first, variables by their distance from a constant, the answer last.
+  const column = new Map();
+  for (const n of model.nodes) if (n.kind === "constant") column.set(n, 0);
+  for (let changed = true, round = 0; changed && round < 10; round += 1) {
+    changed = false;
+    for (const e of model.edges) {
+      for (const [a, b] of [[e.from, e.to], [e.to, e.from]]) {
+        if (b.kind === "variable" && column.has(a) && (!column.has(b) || column.get(b) > column.get(a) + 1)) {
+          column.set(b, column.get(a) + 1);
+          changed = true;
+        }
+      }
+    }
+  }
+  const last = Math.max(0, ...[...column.values()]) + 1;
+  for (const n of model.nodes) if (!column.has(n)) column.set(n, n.kind === "answer" ? last : 1);
+  const answer = model.nodes.find((n) => n.kind === "answer");
+  if (answer) column.set(answer, Math.max(last, column.get(answer)));
+  const columns = [];
+  for (const [n, c] of column) (columns[c] = columns[c] || []).push(n);
+  return columns.filter(Boolean);
+}
+
+// Up to ``lines`` lines of at most ``width`` characters, broken between words; "…" when cut.
+function wrap(text, width, lines) {
+  const out = [""];
+  for (const word of String(text).split(/\s+/)) {
+    const line = out[out.length - 1];
+    if (!line || line.length + 1 + word.length <= width) out[out.length - 1] = line ? `${line} ${word}` : word;
+    else out.push(word);
+  }
+  const kept = out.slice(0, lines).map((l) => (l.length > width ? l.slice(0, width - 1) + "…" : l));
+  if (out.length > lines) kept[lines - 1] = kept[lines - 1].slice(0, width - 1) + "…";
+  return kept;
+}
+
+function drawProvenance(model) {
+  const W = 200, H = 54, GAP_X = 90, GAP_Y = 14, PAD = 12;
+  const columns = layout(model);
+  const tallest = Math.max(...columns.map((c) => c.length));
+  const height = PAD * 2 + tallest * (H + GAP_Y) - GAP_Y + (model.hidden ? 24 : 0);
+  const width = PAD * 2 + columns.length * (W + GAP_X) - GAP_X;
+  const root = svg("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img",
+                            "aria-label": "provenance graph" });
+  const defs = svg("defs");
+  for (const [id, colour] of [["arrow", "#23395d"], ["arrow-partial", "#b26b00"], ["arrow-miss", "#a0a8b5"],
+                              ["arrow-not", "#b3261e"]]) {
+    const marker = svg("marker", { id, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7,
+                                   orient: "auto-start-reverse" });
+    marker.append(svg("path", { d: "M0,0 L10,5 L0,10 z", fill: colour }));
+    defs.append(marker);
+  }
+  root.append(defs);
+  columns.forEach((column, c) => {
+    const top = PAD + ((tallest - column.length) * (H + GAP_Y)) / 2;
+    column.forEach((n, i) => { n.x = PAD + c * (W + GAP_X); n.y = top + i * (H + GAP_Y); });
+  });
+  for (const e of model.edges) {
+    const leftToRight = e.from.x <= e.to.x;
+    const x1 = e.from.x + (leftToRight ? W : 0), x2 = e.to.x + (leftToRight ? 0 : W);
+    const y1 = e.from.y + H / 2, y2 = e.to.y + H / 2;
+    const kind = e.negated ? "negated" : e.partial ? "partial" : e.holds ? "holds" : "misses";
+    const marker = { negated: "arrow-not", partial: "arrow-partial", holds: "arrow", misses: "arrow-miss" }[kind];
+    root.append(svg("line", { x1, y1, x2, y2, class: `edge ${kind}`, "marker-end": `url(#${marker})` }));
+    root.append(svg("text", { x: (x1 + x2) / 2, y: (y1 + y2) / 2 - 4, class: `edge-label ${kind}`,
+                              "text-anchor": "middle" }, e.label));
+  }
+  for (const n of model.nodes) {
+    const g = svg("g", { class: `node ${n.kind}`, transform: `translate(${n.x},${n.y})` });
+    g.append(svg("rect", { width: W, height: H, rx: 6 }));
+    const label = svg("text", { x: 8, y: 15, class: "label" });
+    const lines = wrap(n.label, 25, 2);
+    lines.forEach((line, i) => label.append(svg("tspan", { x: 8, dy: i ? 14 : 0 }, line)));
+    const sub = svg("text", { x: 8, y: 15 + 14 * lines.length, class: "sub" });
+    wrap(n.sub, 33, 3 - lines.length).forEach((line, i) => sub.append(svg("tspan", { x: 8, dy: i ? 13 : 0 }, line)));
+    g.append(label, sub);
+    g.append(svg("title", {}, `${n.label}${n.iri ? " <" + n.iri + ">" : ""}\n${n.sub}`));
+    root.append(g);
+  }
+  if (model.hidden) {
+    root.append(svg("text", { x: PAD, y: height - 8, class: "sub" }, `+ ${model.hidden} more request term(s) not drawn`));
+  }
+  return root;
+}
+
+async function showProvenance(explain, result) {
+  const first = provenanceModel(explain, result);
+  await fetchLabels([...first.nodes.map((n) => n.iri).filter(Boolean),
+                     ...Object.values((explain.support || {})[result.iri] || []).flatMap(
+                       (row) => ("term" in row ? [row.ancestor, ...row.annotations] : Object.values(row)))]);
+  const model = provenanceModel(explain, result);  // again, now with the names fetched
+  const figure = $("provenance-graph");
+  const caption = element("figcaption");
+  caption.append(element("strong", result.name), document.createTextNode(
+    model.found ? ": the request's constants, the relation path, the answer (solid: paths this answer satisfies)"
+                : ": not a structured answer (topped up from the fallback search); the paths it was read as"));
+  const open = element("button", "open the SPARQL in the editor", "open-sparql");
+  open.type = "button";
+  open.id = "provenance-sparql";
+  open.disabled = !explain.sparql;
+  open.addEventListener("click", () => {
+    $("sparql-text").value = explain.sparql;
+    $("sparql-status").textContent = "the SPARQL 4StepFocus compiled for this request: press Run";
+    $("sparql-text").scrollIntoView({ block: "center" });
+    $("sparql-text").focus();
+  });
+  figure.replaceChildren(caption, drawProvenance(model), open);
+  figure.hidden = false;
 }
 
 function cell(term) {
