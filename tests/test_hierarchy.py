@@ -11,6 +11,7 @@ import math
 
 import pytest
 
+from chat_server import chat_server  # noqa: F401 - fixture
 from fixtures_kb import bio_kb, names, node  # noqa: F401 - fixture
 from kqe_rdf.build import build_kb
 from kqe_rdf.fourstep import FourStep
@@ -197,3 +198,20 @@ def test_phenotype_lists_are_ranked_by_ic_over_the_hpo_hierarchy(bio_kb):  # noq
     hits, explain = batch.hits["q"], batch.explain["q"]
     assert hits and explain["candidates"] >= 1
     assert "subsumedBy" in explain["sparql"]
+
+
+def test_the_llm_variant_ranks_its_phenotype_reading_with_the_same_hierarchy_matcher(bio_kb, chat_server):  # noqa: F811
+    from kqe_rdf.config import Settings
+    from kqe_rdf.retrieval import pipeline
+
+    request = "A patient presents with Focal-onset seizure and High forehead. Which disease explains this?"
+    chat_server.script(json.dumps({"answer": "?x", "triplets": [
+        {"head": "?x", "relation": "hasPhenotype", "tail": "Focal-onset seizure"},
+        {"head": "?x", "relation": "hasPhenotype", "tail": "High forehead"}]}))
+    settings = Settings(llm_base_url=chat_server.url, llm_model="scripted", llm_cache="off", llm_timeout=2.0)
+    llm = pipeline("4step", bio_kb, settings, 3, ["Disease"]).run(request)
+    offline = pipeline("4step-offline", bio_kb, Settings(), 3, ["Disease"]).run(request)
+    explain = llm.explain["q"]
+    assert explain["matcher"] == "hierarchy" and explain["triplets"]["source"].startswith("llm")
+    # Both readings are the same two paths, so the same matcher ranks the same diseases.
+    assert names(bio_kb, llm.hits["q"]) == names(bio_kb, offline.hits["q"])
