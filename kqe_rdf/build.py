@@ -39,6 +39,7 @@ from .importers import Importer
 from .linking import NameIndex
 from .ontology import CORE, Schema
 from .progress import Progress
+from .reader import PHRASES, write_phrase_vectors
 from .rdfize import RecordWriter
 from .records import ImportReport
 from .text_index import build_text_index
@@ -208,9 +209,11 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER)
         store.flush()
     t0 = time.perf_counter()
-    with progress.task("name index", total=None):
+    with progress.task("name index and relation phrase vectors", total=None):
         # A first request reads it, not every name; the reader reads which edges leave a node from it.
         NameIndex.build(store, documents, [r for r, n in relation_counts.items() if n], work / NameIndex.FILE)
+        write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
+            settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size), work / PHRASES)
     names_seconds = time.perf_counter() - t0
     del store
     gc.collect()

@@ -7,6 +7,8 @@ nothing, the reader's next one. The request's own constants are never its answer
 
 from __future__ import annotations
 
+import numpy as np
+
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.config import Settings
 from kqe_rdf.fourstep import FourStep, OfflineTriplets
@@ -115,3 +117,13 @@ def test_the_hop_summary_stored_with_the_kb_agrees_with_the_store(movie_kb):
     finally:
         index._hops = kept
     assert summary == asked and all(summary)
+
+
+def test_the_relation_phrases_are_embedded_with_the_kb(movie_kb):
+    from kqe_rdf.reader import relation_phrases, stored_phrase_vectors
+
+    stored = stored_phrase_vectors(movie_kb)
+    phrases = relation_phrases(movie_kb.schema)
+    assert sorted(stored) == phrases and "directed by" in phrases
+    fresh = movie_kb.encoder.encode(phrases)
+    assert all(np.allclose(stored[p], v, atol=1e-5) for p, v in zip(phrases, fresh))
