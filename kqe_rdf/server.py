@@ -16,12 +16,14 @@ runs it with uvicorn. Routes:
 * ``/search``, ``/triplets``, ``/expand``, ``/answer``: JSON with provenance;
   ``/openapi.json`` describes them. ``/`` is the web page (``kqe_rdf/web``).
 
-Queries run in a fixed set of worker threads (``server_query_slots``).
-pyoxigraph cannot cancel a running query, so a query past
-``server_query_timeout`` gets 503 at once, keeps its slot until it ends (rows
-are streamed with a deadline check, so most stop early), and a request that
-finds every slot busy for a whole timeout also gets 503: no request hangs and
-the pool never grows. Clients never see a stack trace.
+Every query, update and REST call runs in a worker process (:mod:`kqe_rdf.workers`,
+``server_query_slots`` of them): a job past ``server_query_timeout`` gets 503 and its
+worker is killed, so it stops using CPU and memory at once; a worker has a memory
+limit; one client (IP address) holds at most ``server_client_share`` of the workers.
+A request that finds no worker for a whole timeout also gets 503: no request hangs
+and nothing runs on after its answer. Headers must arrive within
+``server_header_timeout`` and a body within ``server_body_timeout``. Clients never
+see a stack trace.
 """
 
 from __future__ import annotations
@@ -34,10 +36,8 @@ import hmac
 import io
 import json
 import logging
-import threading
+import math
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape, quoteattr
@@ -45,7 +45,7 @@ from xml.sax.saxutils import escape, quoteattr
 from pyoxigraph import BlankNode, Literal, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
 
 from .errors import KqeError, SparqlError
-from .sparql_search import SearchFunctions, ServiceNotAllowed, allowed_endpoints, execute, prepare
+from .sparql_search import ServiceNotAllowed, allowed_endpoints, execute, prepare
 
 log = logging.getLogger("kqe_rdf.server")
 WEB = Path(__file__).parent / "web"
@@ -75,12 +75,11 @@ class HTTPError(KqeError):
         self.headers = headers or {}
 
 
-def _status(exc: KqeError) -> int:
-    if isinstance(exc, HTTPError):
-        return exc.status
+def status_of(exc: KqeError) -> int:
+    """The HTTP status a readable error is answered with (400 unless it says otherwise)."""
     if isinstance(exc, ServiceNotAllowed):
         return 403
-    return 400
+    return getattr(exc, "status", 400)
 
 
 # ---------------------------------------------------------------- content negotiation
@@ -247,7 +246,7 @@ def render(result, accept: str, cap: int, deadline: float) -> Rendered:
     return Rendered(serialize(triples, format=GRAPH_TYPES[media]) or b"", media, truncated)
 
 
-# ---------------------------------------------------------------- worker slots
+# ---------------------------------------------------------------- jobs (run in the worker processes)
 
 
 class QueryTimeout(HTTPError):
@@ -255,68 +254,163 @@ class QueryTimeout(HTTPError):
         super().__init__(503, message, {"Retry-After": "5"})
 
 
-#: Native stack of each query thread. pyoxigraph recurses on it; the size limits in Settings keep queries
-#: far below what overflows 8 MiB, and this bigger stack (address space, touched only when used) is a
-#: second margin that does not depend on the platform's default thread stack (which can be far smaller).
-QUERY_THREAD_STACK = 64 * 1024 * 1024
-_stack_size_lock = threading.Lock()
-
-
-class _BigStackExecutor(ThreadPoolExecutor):
-    """A ThreadPoolExecutor whose worker threads get ``QUERY_THREAD_STACK`` bytes of stack."""
-
-    def _adjust_thread_count(self) -> None:
-        with _stack_size_lock:
-            try:
-                previous = threading.stack_size(QUERY_THREAD_STACK)
-            except (ValueError, RuntimeError):  # the platform cannot set it: keep its default
-                super()._adjust_thread_count()
-                return
-            try:
-                super()._adjust_thread_count()
-            finally:
-                threading.stack_size(previous)
-
-
-class QuerySlots:
-    """A fixed pool of worker threads, each job with a deadline; never more jobs than threads."""
-
-    def __init__(self, slots: int, timeout: float) -> None:
-        self.slots, self.timeout = slots, timeout
-        self.executor = _BigStackExecutor(max_workers=slots, thread_name_prefix="kqe-query")
-        self._free: asyncio.Semaphore | None = None
-
-    async def run(self, job: Callable[[float], object]):
-        """``job(deadline)`` in a worker thread; 503 if no slot frees up or it does not finish in time."""
-        if self._free is None:
-            self._free = asyncio.Semaphore(self.slots)
-        free = self._free
-        deadline = time.monotonic() + self.timeout
+def one(params: dict, name: str, default=None, kind=str):
+    """The first value of a REST parameter, as ``kind``; 400 naming the parameter when missing or malformed."""
+    values = params.get(name)
+    if not values:
+        if default is None:
+            raise HTTPError(400, f"missing parameter '{name}'")
+        return default
+    value = values[0]
+    if kind is int:
         try:
-            await asyncio.wait_for(free.acquire(), self.timeout)
-        except TimeoutError:
-            raise QueryTimeout(f"the server is busy: all {self.slots} query slots stayed taken for "
-                               f"{self.timeout:g} s; try again later") from None
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError(value)
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise HTTPError(400, f"parameter '{name}' must be a whole number, got {value!r}") from None
+    if kind is bool:
+        return str(value).lower() in ("1", "true", "yes", "on")
+    return str(value)
+
+
+def _types(params: dict) -> list[str]:
+    return [str(t) for t in params.get("type", []) if str(t).strip()]
+
+
+def search_job(kb, settings, params: dict) -> dict:
+    from .cli import _result_rows
+    from .retrieval import METHODS, pipeline
+
+    text = one(params, "q")
+    method = one(params, "method", "bm25")
+    if method not in METHODS:
+        raise HTTPError(400, f"no retrieval method {method!r}; available: {', '.join(METHODS)}")
+    k = one(params, "k", settings.k, int)
+    if not 1 <= k <= 1000:
+        raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
+    types = _types(params)
+    stage = pipeline(method, kb, settings, k, types or None)
+    batch = stage.run(text)
+    return {"query": text, "method": method, "k": k, "types": types,
+            "results": _result_rows(kb, batch.ranked("q")),
+            "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
+
+
+def triplets_job(kb, settings, params: dict) -> dict:
+    from .retrieval import pipeline
+
+    text = one(params, "q")
+    mode = "strict" if one(params, "strict", False, bool) else "soft"
+    stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
+    return {"query": text, **stage.reading(text)}
+
+
+def expand_job(kb, settings, params: dict) -> dict:
+    from .expansion import expand as expansion
+
+    types = _types(params)
+    return expansion(kb, settings, one(params, "q"), one(params, "method", "kar"), types or None).as_dict()
+
+
+def answer_job(kb, settings, params: dict) -> dict:
+    from .answering import answer as answering
+
+    sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
+    return answering(kb, settings, one(params, "q"), sources or None).as_dict()
+
+
+REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_job, "answer": answer_job}
+
+
+def sparql_job(context, payload: dict, deadline: float) -> Rendered:
+    """A SPARQL query evaluated and rendered in the negotiated format."""
+    kb, settings = context.kb, context.settings
+    prepared = prepare(kb, payload["query"], settings)
+    result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
+    failure = None
+    try:
+        rendered = render(result, payload["accept"], settings.server_result_cap, deadline)
+    except Exception as exc:  # noqa: BLE001
+        if not isinstance(exc, KqeError):
+            log.exception("internal error while rendering results")
+        failure = exc.with_traceback(None)
+    # pyoxigraph results may only be freed on the thread that made them: drop every reference here
+    # (the traceback's frames hold one) before the answer leaves this function.
+    del result
+    if failure is not None:
+        raise failure
+    rendered.searches = prepared.searches
+    return rendered
+
+
+def update_job(context, payload: dict) -> None:
+    kb, settings = context.kb, context.settings
+    prepared = prepare(kb, payload["update"], settings, update=True)
+    try:
+        kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions)
+    except SyntaxError as exc:
+        raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise SparqlError(f"SPARQL Update failed: {exc}") from None
+
+
+def run_job(context, kind: str, payload: dict, deadline: float):
+    """One job in a worker process (:mod:`kqe_rdf.workers`): a rendered query, nothing, or a JSON body."""
+    if kind == "sparql":
+        return sparql_job(context, payload, deadline)
+    if kind == "update":
+        return update_job(context, payload)
+    started = time.perf_counter()
+    out = REST_JOBS[kind](context.kb, context.settings, payload)
+    out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+# ---------------------------------------------------------------- REST parameters
+
+
+class _LongInteger(str):
+    """An integer literal of a JSON body too long to convert (Python refuses over 4,300 digits)."""
+
+
+#: Digits of a JSON integer parameter at most; longer ones are refused, naming their parameter.
+MAX_INTEGER_DIGITS = 100
+
+
+def _integer(text: str):
+    return int(text) if len(text.lstrip("-")) <= MAX_INTEGER_DIGITS else _LongInteger(text)
+
+
+def json_params(raw: bytes) -> dict:
+    """A JSON request body as parameters; 400 (naming the parameter where there is one) for what cannot be one."""
+    try:
+        data = json.loads(raw or b"{}", parse_int=_integer, parse_constant=float)
+    except RecursionError:
+        raise HTTPError(400, "the JSON request body is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPError(400, f"the request body is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise HTTPError(400, "the JSON body must be an object of parameters")
+    return data
+
+
+def check_value(name: str, value) -> None:
+    """A REST parameter value must be a string (valid Unicode), a finite number or a boolean."""
+    if isinstance(value, _LongInteger):
+        raise HTTPError(400, f"parameter '{name}': an integer of {len(value.lstrip('-')):,} digits is too long "
+                             f"(at most {MAX_INTEGER_DIGITS})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise HTTPError(400, f"parameter '{name}' must be a finite number, got {value!r}")
+    if isinstance(value, str):
         try:
-            future = asyncio.get_running_loop().run_in_executor(self.executor, job, deadline)
-        except RuntimeError:  # the executor is shut down: the server is stopping
-            free.release()
-            raise HTTPError(503, "the server is shutting down") from None
-
-        def done(f: asyncio.Future) -> None:
-            free.release()  # only now: a query that outlived its request still holds its slot
-            if not f.cancelled():
-                f.exception()  # an abandoned job's error is retrieved here, not logged as unhandled
-
-        future.add_done_callback(done)
-        try:
-            return await asyncio.wait_for(asyncio.shield(future), max(deadline - time.monotonic(), 0.001))
-        except TimeoutError:
-            raise QueryTimeout(f"the query did not finish within {self.timeout:g} s (server_query_timeout); "
-                               "narrow it down or add a LIMIT") from None
-
-    def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise HTTPError(400, f"parameter '{name}' is not valid Unicode (it holds a lone surrogate)") from None
+        return
+    if not isinstance(value, (int, float, bool)) or value is None:
+        raise HTTPError(400, f"parameter '{name}' must be a string, number or boolean (or a list of them), "
+                             f"not {type(value).__name__ if value is not None else 'null'}")
 
 
 # ---------------------------------------------------------------- the app
@@ -324,17 +418,21 @@ class QuerySlots:
 
 def _check(settings) -> None:
     if settings.server_query_timeout <= 0 or settings.server_result_cap < 1 or settings.server_query_slots < 1 \
-            or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536:
-        raise KqeError("server settings: server_query_timeout must be positive, server_result_cap and "
-                       "server_query_slots at least 1, server_max_request_bytes at least 1024, "
-                       "server_port between 1 and 65535")
+            or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536 \
+            or not 0 < settings.server_client_share <= 1 or settings.server_worker_memory_mb < 256 \
+            or settings.server_header_timeout <= 0 or settings.server_body_timeout <= 0:
+        raise KqeError("server settings: server_query_timeout, server_header_timeout and server_body_timeout must "
+                       "be positive, server_result_cap and server_query_slots at least 1, server_max_request_bytes "
+                       "at least 1024, server_client_share above 0 and at most 1, server_worker_memory_mb at least "
+                       "256, server_port between 1 and 65535")
 
 
 def create_app(kb, settings, writable: bool | None = None):
     """The ASGI app over ``kb``. The store is read-only unless an update token is configured.
 
-    ``writable`` (default: whether ``settings.server_update_token`` is set) opens
-    the store read-write so /update can change it; BM25 and embeddings are not
+    ``writable`` (default: whether ``settings.server_update_token`` is set) has
+    one worker open the store read-write so /update can change it (one process
+    may write a store, so there is one worker then); BM25 and embeddings are not
     updated by SPARQL Update (rebuild the KB for that).
     """
     from starlette.applications import Starlette
@@ -344,29 +442,20 @@ def create_app(kb, settings, writable: bool | None = None):
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
+    from .workers import WorkerPool
+
     _check(settings)
     writable = bool(settings.server_update_token) if writable is None else writable
     if writable and settings.store_endpoint:
         raise KqeError("the KB's triples are in a remote SPARQL store (store_endpoint): send updates to its own "
                        "update endpoint rather than to `kqe-rdf serve --update-token`")
-    if writable:
-        from pyoxigraph import Store
-
-        try:
-            kb.store = Store(str(kb.path / "store"))  # replaces the read-only handle for this process
-        except OSError as exc:
-            raise KqeError(f"cannot open {kb.path / 'store'} for updates ({exc}); is another writer running?") \
-                from None
-    # Opened now, once, rather than raced for by the first concurrent requests.
-    kb.store, kb.schema, kb.prefixes, kb.text_index, kb._documents_by_iri  # noqa: B018
-    functions = SearchFunctions(kb)
-    slots = QuerySlots(settings.server_query_slots, settings.server_query_timeout)
+    pool = WorkerPool(kb, settings, writable)
     cap = settings.server_result_cap
     limit = settings.server_max_request_bytes
 
     def error(exc: Exception, as_json: bool = True) -> Response:
         if isinstance(exc, KqeError):
-            status, message, headers = _status(exc), str(exc), getattr(exc, "headers", {})
+            status, message, headers = status_of(exc), str(exc), getattr(exc, "headers", {})
         else:  # a bug: logged with its traceback, reported without one
             log.exception("internal error")
             status, message, headers = 500, "internal server error (the server log has the details)", {}
@@ -374,18 +463,35 @@ def create_app(kb, settings, writable: bool | None = None):
             return JSONResponse({"error": message, "status": status}, status, headers=headers)
         return PlainTextResponse(message + "\n", status, headers=headers)
 
+    def client_of(request) -> str:
+        return request.client.host if request.client else "unknown"
+
     async def body_of(request) -> bytes:
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
             raise HTTPError(413, f"request body of {int(declared):,} bytes is over the limit of {limit:,} "
                                  "(server_max_request_bytes)")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HTTPError(413, f"request body is over the limit of {limit:,} bytes (server_max_request_bytes)")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(settings.server_body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise HTTPError(413, f"request body is over the limit of {limit:,} bytes "
+                                             "(server_max_request_bytes)")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise HTTPError(408, f"the request body did not arrive within {settings.server_body_timeout:g} s "
+                                 "(server_body_timeout)", {"Connection": "close"}) from None
         return b"".join(chunks)
+
+    def check_graphs(name: str, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                NamedNode(value)
+            except (ValueError, TypeError):
+                raise HTTPError(400, f"parameter '{name}' must be an absolute IRI, got {value[:200]!r}") from None
+        return values
 
     def check_url(request) -> None:
         if len(request.url.query) > limit:
@@ -429,25 +535,9 @@ def create_app(kb, settings, writable: bool | None = None):
             accept = FORMAT_NAMES.get(params.get("format", [""])[0].lower(), request.headers.get("accept", ""))
             defaults, named = params.get("default-graph-uri", []), params.get("named-graph-uri", [])
 
-            def job(deadline: float) -> Rendered:
-                prepared = prepare(kb, query, settings)
-                result = execute(kb, prepared, functions, defaults, named)
-                failure = None
-                try:
-                    rendered = render(result, accept, cap, deadline)
-                except Exception as exc:  # noqa: BLE001
-                    if not isinstance(exc, KqeError):
-                        log.exception("internal error while rendering results")
-                    failure = exc.with_traceback(None)
-                # pyoxigraph results may only be freed on the thread that made them: drop every reference
-                # here (the traceback's frames hold one) before the answer crosses to the event loop.
-                del result
-                if failure is not None:
-                    raise failure
-                rendered.searches = prepared.searches
-                return rendered
-
-            rendered = await slots.run(job)
+            payload = {"query": query, "accept": accept, "defaults": check_graphs("default-graph-uri", defaults),
+                       "named": check_graphs("named-graph-uri", named)}
+            rendered = await pool.run(client_of(request), "sparql", payload)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable answer
             return error(exc, as_json=False)
         headers = {"Vary": "Accept"}
@@ -506,16 +596,7 @@ def create_app(kb, settings, writable: bool | None = None):
                 raise HTTPError(400, "no 'update' parameter in the request")
             text = params["update"][0]
 
-            def job(_deadline: float) -> None:
-                prepared = prepare(kb, text, settings, update=True)
-                try:
-                    kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=functions.functions)
-                except SyntaxError as exc:
-                    raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
-                except (OSError, ValueError, RuntimeError) as exc:
-                    raise SparqlError(f"SPARQL Update failed: {exc}") from None
-
-            await slots.run(job)
+            await pool.run(client_of(request), "update", {"update": text})
         except Exception as exc:  # noqa: BLE001
             return error(exc, as_json=False)
         return Response(status_code=204)
@@ -530,87 +611,28 @@ def create_app(kb, settings, writable: bool | None = None):
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             raw = await body_of(request)
             if kind == "application/json":
-                try:
-                    data = json.loads(raw or b"{}")
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    raise HTTPError(400, "the request body is not valid JSON") from None
-                if not isinstance(data, dict):
-                    raise HTTPError(400, "the JSON body must be an object of parameters")
-                for key, value in data.items():
+                for key, value in json_params(raw).items():
                     params[key] = value if isinstance(value, list) else [value]
             elif kind == "application/x-www-form-urlencoded":
                 for key, value in parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True):
                     params.setdefault(key, []).append(value)
             elif raw:
                 raise HTTPError(415, "POST parameters as application/json or application/x-www-form-urlencoded")
+        for key, values in params.items():
+            for value in values:
+                check_value(key, value)
         return params
 
-    def one(params: dict, name: str, default=None, kind=str):
-        values = params.get(name)
-        if not values:
-            if default is None:
-                raise HTTPError(400, f"missing parameter '{name}'")
-            return default
-        value = values[0]
-        if kind is int:
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                raise HTTPError(400, f"parameter '{name}' must be a whole number, got {value!r}") from None
-        if kind is bool:
-            return str(value).lower() in ("1", "true", "yes", "on")
-        return str(value)
-
-    def rest(handler: Callable[[dict, float], dict]):
+    def rest(kind: str):
         async def endpoint(request):
             try:
                 params = await rest_params(request)
-                started = time.perf_counter()
-                out = await slots.run(lambda deadline: handler(params, deadline))
-                out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+                body = await pool.run(client_of(request), kind, params)
             except Exception as exc:  # noqa: BLE001
                 return error(exc)
-            return JSONResponse(out)
+            return Response(body, media_type="application/json")
 
         return endpoint
-
-    def search(params: dict, _deadline: float) -> dict:
-        from .cli import _result_rows
-        from .retrieval import METHODS, pipeline
-
-        text = one(params, "q")
-        method = one(params, "method", "bm25")
-        if method not in METHODS:
-            raise HTTPError(400, f"no retrieval method {method!r}; available: {', '.join(METHODS)}")
-        k = one(params, "k", settings.k, int)
-        if not 1 <= k <= 1000:
-            raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
-        types = [str(t) for t in params.get("type", []) if str(t).strip()]
-        stage = pipeline(method, kb, settings, k, types or None)
-        batch = stage.run(text)
-        return {"query": text, "method": method, "k": k, "types": types,
-                "results": _result_rows(kb, batch.ranked("q")),
-                "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
-
-    def triplets(params: dict, _deadline: float) -> dict:
-        from .retrieval import pipeline
-
-        text = one(params, "q")
-        mode = "strict" if one(params, "strict", False, bool) else "soft"
-        stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
-        return {"query": text, **stage.reading(text)}
-
-    def expand(params: dict, _deadline: float) -> dict:
-        from .expansion import expand as expansion
-
-        types = [str(t) for t in params.get("type", []) if str(t).strip()]
-        return expansion(kb, settings, one(params, "q"), one(params, "method", "kar"), types or None).as_dict()
-
-    def answer(params: dict, _deadline: float) -> dict:
-        from .answering import answer as answering
-
-        sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
-        return answering(kb, settings, one(params, "q"), sources or None).as_dict()
 
     async def openapi(_request):
         return JSONResponse(openapi_description(settings))
@@ -632,18 +654,19 @@ def create_app(kb, settings, writable: bool | None = None):
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
+        await pool.start()  # a KB that cannot be opened stops the server at startup
         yield
-        slots.close()
+        pool.close()
 
     methods = ["GET", "POST"]
     routes = [
         Route("/", page, methods=["GET"]),
         Route("/sparql", sparql, methods=methods), Route("/query", sparql, methods=methods),
         Route("/update", update, methods=methods),
-        Route("/search", rest(search), methods=methods),
-        Route("/triplets", rest(triplets), methods=methods),
-        Route("/expand", rest(expand), methods=methods),
-        Route("/answer", rest(answer), methods=methods),
+        Route("/search", rest("search"), methods=methods),
+        Route("/triplets", rest("triplets"), methods=methods),
+        Route("/expand", rest("expand"), methods=methods),
+        Route("/answer", rest("answer"), methods=methods),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Mount("/static", StaticFiles(directory=WEB), name="static"),
@@ -655,7 +678,7 @@ def create_app(kb, settings, writable: bool | None = None):
                                      allow_headers=["Accept", "Authorization", "Content-Type"]))
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_found, Exception: internal})
-    app.state.slots = slots
+    app.state.workers = pool
     return app
 
 
@@ -706,10 +729,65 @@ def openapi_description(settings) -> dict:
     return {"openapi": "3.1.0", "info": {"title": "kqe-rdf knowledge service", "version": "0.1.0"}, "paths": paths}
 
 
+def header_timeout_protocol(timeout: float):
+    """uvicorn's HTTP protocol (httptools) with a deadline for every request's headers.
+
+    uvicorn has none: a client that connects and sends nothing, or a byte every
+    few seconds, holds its connection forever (its keep-alive timer is reset by
+    any data). Here each request's headers must be complete within ``timeout``
+    seconds of the connection (or of the request's first byte), or the
+    connection is closed.
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class HeaderTimeoutProtocol(HttpToolsProtocol):
+        _head_timer = None
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(timeout, self._head_late)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutProtocol
+
+
+def uvicorn_config(app, settings, **options):
+    """How ``kqe-rdf serve`` runs the app: uvloop and httptools, header deadlines, graceful shutdown."""
+    import uvicorn
+
+    options = {"host": settings.server_host, "port": settings.server_port, "log_level": "info",
+               "timeout_graceful_shutdown": 10, "server_header": False, "access_log": False,
+               "http": header_timeout_protocol(settings.server_header_timeout), **options}
+    return uvicorn.Config(app, **options)
+
+
 def serve(kb, settings) -> None:
     """Run the app with uvicorn until interrupted (SIGINT/SIGTERM finish open requests first)."""
     import uvicorn
 
-    app = create_app(kb, settings)
-    uvicorn.run(app, host=settings.server_host, port=settings.server_port, log_level="info",
-                timeout_graceful_shutdown=10, server_header=False)
+    uvicorn.Server(uvicorn_config(create_app(kb, settings), settings)).run()
