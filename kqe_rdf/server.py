@@ -40,6 +40,7 @@ import math
 import time
 from pathlib import Path
 from urllib.parse import parse_qsl
+from json.encoder import encode_basestring as _quote  # the C encoder json.dumps uses
 from xml.sax.saxutils import escape, quoteattr
 
 from pyoxigraph import BlankNode, Literal, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
@@ -123,21 +124,23 @@ def negotiate(accept: str, offered: list[str]) -> str | None:
 # ---------------------------------------------------------------- result serialisers
 
 
-def _json_term(term) -> dict:
-    if isinstance(term, NamedNode):
-        return {"type": "uri", "value": term.value}
-    if isinstance(term, BlankNode):
-        return {"type": "bnode", "value": term.value}
-    if isinstance(term, Triple):
-        return {"type": "triple", "value": {"subject": _json_term(term.subject),
-                                            "predicate": _json_term(term.predicate),
-                                            "object": _json_term(term.object)}}
-    out = {"type": "literal", "value": term.value}
+def _json_term(term) -> str:
+    """A term as SPARQL JSON text, written directly: the hot path of every JSON response."""
+    kind = type(term)
+    if kind is NamedNode:
+        return '{"type":"uri","value":' + _quote(term.value) + "}"
+    if kind is BlankNode:
+        return '{"type":"bnode","value":' + _quote(term.value) + "}"
+    if kind is Triple:
+        return (f'{{"type":"triple","value":{{"subject":{_json_term(term.subject)},'
+                f'"predicate":{_json_term(term.predicate)},"object":{_json_term(term.object)}}}}}')
+    out = '{"type":"literal","value":' + _quote(term.value)
     if term.language:
-        out["xml:lang"] = term.language
-    elif term.datatype.value != XSD_STRING:
-        out["datatype"] = term.datatype.value
-    return out
+        return out + ',"xml:lang":' + _quote(term.language) + "}"
+    datatype = term.datatype.value
+    if datatype != XSD_STRING:
+        return out + ',"datatype":' + _quote(datatype) + "}"
+    return out + "}"
 
 
 def _xml_term(term) -> str:
@@ -172,9 +175,13 @@ def _tsv_term(term) -> str:
 def write_solutions(fmt: str, variables: list[str], rows: list) -> bytes:
     """SELECT results in a SPARQL results format (json, xml, csv, tsv)."""
     if fmt == "json":
-        bindings = [{v: _json_term(row[v]) for v in variables if row[v] is not None} for row in rows]
-        return json.dumps({"head": {"vars": variables}, "results": {"bindings": bindings}},
-                          ensure_ascii=False).encode()
+        names = [(v, _quote(v) + ":") for v in variables]
+        bindings = []
+        for row in rows:
+            terms = [(name, row[v]) for v, name in names]
+            bindings.append("{" + ",".join(name + _json_term(t) for name, t in terms if t is not None) + "}")
+        head = '{"head":{"vars":[' + ",".join(_quote(v) for v in variables) + ']},"results":{"bindings":['
+        return (head + ",".join(bindings) + "]}}").encode()
     if fmt == "xml":
         out = ['<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>']
         out += [f"<variable name={quoteattr(v)}/>" for v in variables]
@@ -326,7 +333,7 @@ REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_jo
 def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     """A SPARQL query evaluated and rendered in the negotiated format."""
     kb, settings = context.kb, context.settings
-    prepared = prepare(kb, payload["query"], settings)
+    prepared = context.prepare(payload["query"])
     result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
     failure = None
     try:

@@ -52,6 +52,8 @@ _FRAME = struct.Struct("!Q")
 #: Native stack of the thread a worker runs jobs on (address space, touched only when used): pyoxigraph
 #: recurses on it; the size limits in Settings keep queries far below what overflows even 8 MiB.
 JOB_THREAD_STACK = 64 * 1024 * 1024
+#: Prepared query texts a worker remembers.
+PREPARED_CACHE = 512
 ERROR = "internal server error (the server log has the details)"
 
 
@@ -117,6 +119,23 @@ class _Context:
         self.kb.store, self.kb.prefixes  # noqa: B018 - opened now, not in the first job's time
         self.settings = settings
         self.functions = SearchFunctions(self.kb)
+        self._prepared: collections.OrderedDict[str, object] = collections.OrderedDict()
+
+    def prepare(self, query: str):
+        """:func:`~kqe_rdf.sparql_search.prepare` a query, remembered by its text when it runs no search (then
+        checking it again would give the same answer: half of a simple query's cost here)."""
+        from .sparql_search import prepare
+
+        prepared = self._prepared.get(query)
+        if prepared is not None:
+            self._prepared.move_to_end(query)
+            return prepared
+        prepared = prepare(self.kb, query, self.settings)
+        if not prepared.searches:
+            self._prepared[query] = prepared
+            if len(self._prepared) > PREPARED_CACHE:
+                self._prepared.popitem(last=False)
+        return prepared
 
 
 def _serve(sock: socket.socket, init: dict) -> None:
