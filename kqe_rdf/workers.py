@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import logging
 import os
 import pickle
@@ -108,6 +109,7 @@ class _Context:
 
         self.identity = _store_identity(kb_path)
         self.kb = KnowledgeBase.open(kb_path, kb_settings)
+        self.kb.read_only = True  # a served KB is never written (SPARQL Update aside, into its store)
         if writable:
             from pyoxigraph import Store
 
@@ -117,7 +119,7 @@ class _Context:
                 raise KqeError(f"cannot open {kb_path / 'store'} for updates ({exc}); is another writer running?") \
                     from None
         self.kb.store, self.kb.prefixes  # noqa: B018 - opened now, not in the first job's time
-        self.settings = settings
+        self.settings = dataclasses.replace(settings, lkqe_store=False)  # LKQE's graphs would go into the KB
         self.functions = SearchFunctions(self.kb)
         self._prepared: collections.OrderedDict[str, object] = collections.OrderedDict()
 

@@ -265,3 +265,25 @@ def test_json_and_urlencoded_bodies_still_work(server):
     by_form = httpx.post(server + "/search", data={"q": "seizure", "k": "2"}, timeout=60)
     assert by_json.status_code == by_form.status_code == 200
     assert len(by_json.json()["results"]) <= 2 and json.loads(by_form.text)["k"] == 2
+
+
+# ---------------------------------------------------------------- 4. a served KB is never written
+
+
+def snapshot(folder) -> dict:
+    """Every file under a folder with its size and modification time."""
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_answer_from_text_builds_what_it_needs_without_writing_into_the_served_kb(tmp_path, bio_kb):  # noqa: F811
+    import shutil
+
+    shutil.copytree(bio_kb.path, tmp_path / "kb", ignore=shutil.ignore_patterns("sentences"))
+    before = snapshot(tmp_path / "kb")
+    with serving(create_app(KnowledgeBase.open(tmp_path / "kb"), Settings(server_query_slots=1))) as url:
+        response = httpx.post(url + "/answer", json={"q": "Which disease has Seizure?", "source": ["text"]},
+                              timeout=60)
+        assert response.status_code == 200, response.text
+        assert any(e["source"] == "text" for e in response.json()["evidence"])
+    assert snapshot(tmp_path / "kb") == before  # no sentences/, no lock file, nothing touched
