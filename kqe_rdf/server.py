@@ -281,22 +281,36 @@ def one(params: dict, name: str, default=None, kind=str):
     return str(value)
 
 
-def _types(params: dict) -> list[str]:
-    return [str(t) for t in params.get("type", []) if str(t).strip()]
+def _text(params: dict) -> str:
+    """The request text ``q``: present and not blank."""
+    text = one(params, "q")
+    if not text.strip():
+        raise HTTPError(400, "parameter 'q' is empty: give some words")
+    return text
+
+
+def _types(kb, params: dict) -> list[str]:
+    """The ``type`` filters, each a class of the KB's ontology."""
+    types = [str(t) for t in params.get("type", []) if str(t).strip()]
+    try:
+        kb.resolve_types(types)
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'type': {exc}") from None
+    return types
 
 
 def search_job(kb, settings, params: dict) -> dict:
     from .cli import _result_rows
     from .retrieval import METHODS, pipeline
 
-    text = one(params, "q")
+    text = _text(params)
     method = one(params, "method", "bm25")
     if method not in METHODS:
-        raise HTTPError(400, f"no retrieval method {method!r}; available: {', '.join(METHODS)}")
+        raise HTTPError(400, f"parameter 'method': no retrieval method {method!r}; available: {', '.join(METHODS)}")
     k = one(params, "k", settings.k, int)
     if not 1 <= k <= 1000:
         raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
-    types = _types(params)
+    types = _types(kb, params)
     stage = pipeline(method, kb, settings, k, types or None)
     batch = stage.run(text)
     return {"query": text, "method": method, "k": k, "types": types,
@@ -307,7 +321,7 @@ def search_job(kb, settings, params: dict) -> dict:
 def triplets_job(kb, settings, params: dict) -> dict:
     from .retrieval import pipeline
 
-    text = one(params, "q")
+    text = _text(params)
     mode = "strict" if one(params, "strict", False, bool) else "soft"
     stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
     return {"query": text, **stage.reading(text)}
@@ -316,25 +330,47 @@ def triplets_job(kb, settings, params: dict) -> dict:
 def expand_job(kb, settings, params: dict) -> dict:
     from .expansion import expand as expansion
 
-    types = _types(params)
-    return expansion(kb, settings, one(params, "q"), one(params, "method", "kar"), types or None).as_dict()
+    text, types = _text(params), _types(kb, params)
+    method = one(params, "method", "kar")
+    try:
+        return expansion(kb, settings, text, method, types or None).as_dict()
+    except HTTPError:
+        raise
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'method' ({method!r}): {exc}") from None
 
 
 def answer_job(kb, settings, params: dict) -> dict:
-    from .answering import answer as answering
+    from .answering import answer as answering, check_sources
 
     sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
-    return answering(kb, settings, one(params, "q"), sources or None).as_dict()
+    try:
+        checked = check_sources(sources) if sources else None
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'source': {exc}") from None
+    return answering(kb, settings, _text(params), checked).as_dict()
 
 
 REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_job, "answer": answer_job}
 
 
+@contextlib.contextmanager
+def naming(parameter: str):
+    """Errors about the request's text name its parameter: "parameter 'query': SPARQL syntax error ..."."""
+    try:
+        yield
+    except KqeError as exc:
+        if not isinstance(exc, HTTPError) and "parameter '" not in str(exc):
+            exc.args = (f"parameter '{parameter}': {exc}", *exc.args[1:])
+        raise
+
+
 def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     """A SPARQL query evaluated and rendered in the negotiated format."""
     kb, settings = context.kb, context.settings
-    prepared = context.prepare(payload["query"])
-    result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
+    with naming("query"):
+        prepared = context.prepare(payload["query"])
+        result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
     failure = None
     try:
         rendered = render(result, payload["accept"], settings.server_result_cap, deadline)
@@ -353,13 +389,14 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
 
 def update_job(context, payload: dict) -> None:
     kb, settings = context.kb, context.settings
-    prepared = prepare(kb, payload["update"], settings, update=True)
-    try:
-        kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions)
-    except SyntaxError as exc:
-        raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise SparqlError(f"SPARQL Update failed: {exc}") from None
+    with naming("update"):
+        prepared = prepare(kb, payload["update"], settings, update=True)
+        try:
+            kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions)
+        except SyntaxError as exc:
+            raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise SparqlError(f"SPARQL Update failed: {exc}") from None
 
 
 def run_job(context, kind: str, payload: dict, deadline: float):
@@ -466,6 +503,7 @@ def create_app(kb, settings, writable: bool | None = None):
         else:  # a bug: logged with its traceback, reported without one
             log.exception("internal error")
             status, message, headers = 500, "internal server error (the server log has the details)", {}
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate the client sent
         if as_json:
             return JSONResponse({"error": message, "status": status}, status, headers=headers)
         return PlainTextResponse(message + "\n", status, headers=headers)
@@ -626,6 +664,7 @@ def create_app(kb, settings, writable: bool | None = None):
             elif raw:
                 raise HTTPError(415, "POST parameters as application/json or application/x-www-form-urlencoded")
         for key, values in params.items():
+            check_value("(a parameter name)", key)
             for value in values:
                 check_value(key, value)
         return params
