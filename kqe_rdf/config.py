@@ -104,6 +104,9 @@ class Settings:
     #: Memory one worker may allocate (MiB, RLIMIT_DATA); a job that needs more is stopped with 503. A worker
     #: serving every route of the bio KB (store, BM25, documents, encoder) uses about 450.
     server_worker_memory_mb: int = 2048
+    #: MiB of recent SELECT/ASK answers a read-only server keeps, to answer a repeated query without a worker
+    #: (never queries with RAND/NOW/UUID/BNODE or SERVICE; emptied when the KB is rebuilt); 0: off.
+    server_result_cache_mb: int = 64
     #: Seconds a client has to send a request's headers, and its body (slow or half-open connections are
     #: closed, and a late body gets 408).
     server_header_timeout: float = 10.0

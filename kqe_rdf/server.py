@@ -29,6 +29,7 @@ see a stack trace.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import csv
 import dataclasses
@@ -37,10 +38,12 @@ import io
 import json
 import logging
 import math
+import os
+import re
 import time
+from json.encoder import encode_basestring as _quote  # the C encoder json.dumps uses
 from pathlib import Path
 from urllib.parse import parse_qsl
-from json.encoder import encode_basestring as _quote  # the C encoder json.dumps uses
 from xml.sax.saxutils import escape, quoteattr
 
 from pyoxigraph import BlankNode, Literal, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
@@ -214,10 +217,64 @@ def write_boolean(fmt: str, value: bool) -> bytes:
 
 
 class Rendered:
-    """A finished response body with its media type, and whether the result cap cut it."""
+    """A finished response body with its media type, whether the result cap cut it, and whether the same query
+    always gives the same body (then the server may answer it again from :class:`ResultCache`)."""
 
-    def __init__(self, body: bytes, media: str, truncated: bool = False, searches: list | None = None) -> None:
+    def __init__(self, body: bytes, media: str, truncated: bool = False, searches: list | None = None,
+                 repeatable: bool = False) -> None:
         self.body, self.media, self.truncated, self.searches = body, media, truncated, searches or []
+        self.repeatable = repeatable
+
+
+#: Functions whose value changes from one evaluation to the next: a query using one is never answered from cache.
+_VOLATILE = re.compile(r"\b(RAND|NOW|UUID|STRUUID|BNODE)\s*\(", re.IGNORECASE)
+
+
+class ResultCache:
+    """Recent SELECT/ASK answers of a read-only server, by query, format and dataset, within a byte budget.
+
+    A read-only store gives the same answer to the same deterministic query, so a
+    repeated query (a dashboard, a page reloaded, a crawler) costs no worker. It is
+    emptied when the KB is rebuilt (its ``store`` folder changes); queries with
+    volatile functions, SERVICE calls or graph results are never kept.
+    """
+
+    def __init__(self, budget: int, kb_path: Path) -> None:
+        self.budget, self.store = budget, Path(kb_path) / "store"
+        self.entries: collections.OrderedDict[tuple, tuple[Rendered, int]] = collections.OrderedDict()
+        self.size, self.identity = 0, self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.store)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def get(self, key: tuple) -> Rendered | None:
+        identity = self._identity()
+        if identity != self.identity:
+            self.entries.clear()
+            self.size, self.identity = 0, identity
+            return None
+        found = self.entries.get(key)
+        if found is None:
+            return None
+        self.entries.move_to_end(key)
+        return found[0]
+
+    def put(self, key: tuple, rendered: Rendered) -> None:
+        cost = len(rendered.body) + sum(map(len, key[:2])) + 200
+        if not rendered.repeatable or cost > self.budget // 16:
+            return
+        old = self.entries.pop(key, None)
+        if old is not None:
+            self.size -= old[1]
+        self.entries[key] = (rendered, cost)
+        self.size += cost
+        while self.size > self.budget:
+            _, (_, dropped) = self.entries.popitem(last=False)
+            self.size -= dropped
 
 
 def _take(iterator, cap: int, deadline: float) -> tuple[list, bool]:
@@ -384,6 +441,8 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     if failure is not None:
         raise failure
     rendered.searches = prepared.searches
+    rendered.repeatable = (rendered.media in RESULT_TYPES and not prepared.services
+                           and not _VOLATILE.search(prepared.text))
     return rendered
 
 
@@ -464,11 +523,12 @@ def _check(settings) -> None:
     if settings.server_query_timeout <= 0 or settings.server_result_cap < 1 or settings.server_query_slots < 1 \
             or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536 \
             or not 0 < settings.server_client_share <= 1 or settings.server_worker_memory_mb < 256 \
-            or settings.server_header_timeout <= 0 or settings.server_body_timeout <= 0:
+            or settings.server_header_timeout <= 0 or settings.server_body_timeout <= 0 \
+            or settings.server_result_cache_mb < 0:
         raise KqeError("server settings: server_query_timeout, server_header_timeout and server_body_timeout must "
                        "be positive, server_result_cap and server_query_slots at least 1, server_max_request_bytes "
                        "at least 1024, server_client_share above 0 and at most 1, server_worker_memory_mb at least "
-                       "256, server_port between 1 and 65535")
+                       "256, server_result_cache_mb not negative, server_port between 1 and 65535")
 
 
 def create_app(kb, settings, writable: bool | None = None):
@@ -494,6 +554,8 @@ def create_app(kb, settings, writable: bool | None = None):
         raise KqeError("the KB's triples are in a remote SPARQL store (store_endpoint): send updates to its own "
                        "update endpoint rather than to `kqe-rdf serve --update-token`")
     pool = WorkerPool(kb, settings, writable)
+    cache = ResultCache(settings.server_result_cache_mb * 2**20, kb.path) \
+        if settings.server_result_cache_mb > 0 and not writable and not settings.store_endpoint else None
     cap = settings.server_result_cap
     limit = settings.server_max_request_bytes
 
@@ -582,7 +644,12 @@ def create_app(kb, settings, writable: bool | None = None):
 
             payload = {"query": query, "accept": accept, "defaults": check_graphs("default-graph-uri", defaults),
                        "named": check_graphs("named-graph-uri", named)}
-            rendered = await pool.run(client_of(request), "sparql", payload)
+            key = (query, accept, tuple(defaults), tuple(named))
+            rendered = cache.get(key) if cache is not None else None
+            if rendered is None:
+                rendered = await pool.run(client_of(request), "sparql", payload)
+                if cache is not None:
+                    cache.put(key, rendered)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable answer
             return error(exc, as_json=False)
         headers = {"Vary": "Accept"}
@@ -724,7 +791,7 @@ def create_app(kb, settings, writable: bool | None = None):
                                      allow_headers=["Accept", "Authorization", "Content-Type"]))
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_found, Exception: internal})
-    app.state.workers = pool
+    app.state.workers, app.state.cache = pool, cache
     return app
 
 

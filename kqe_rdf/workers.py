@@ -78,8 +78,16 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytes:
 
 
 def _recv(sock: socket.socket) -> object:
-    (size,) = _FRAME.unpack(_recv_exactly(sock, _FRAME.size))
-    return pickle.loads(_recv_exactly(sock, size))
+    first = sock.recv(1 << 16)  # a job usually arrives whole: one system call (one frame in flight at a time)
+    if len(first) < _FRAME.size:
+        first += _recv_exactly(sock, _FRAME.size - len(first)) if first else b""
+        if not first:
+            raise EOFError
+    (size,) = _FRAME.unpack(first[:_FRAME.size])
+    body = first[_FRAME.size:]
+    if len(body) < size:
+        body += _recv_exactly(sock, size - len(body))
+    return pickle.loads(body)
 
 
 def _limit_memory(megabytes: int) -> None:
@@ -245,6 +253,7 @@ class WorkerPool:
         self.waiters: collections.deque[_Waiter] = collections.deque()
         self.closed = False
         self.killed = 0  # workers ended for a deadline, or found dead
+        self.jobs = 0  # jobs handed to workers
         self._tasks: set[asyncio.Task] = set()
 
     # -- processes
@@ -413,11 +422,13 @@ class WorkerPool:
         return reply[1]
 
     async def _run_once(self, worker: _Worker, kind: str, payload: dict) -> tuple:
+        self.jobs += 1
         ok = False
         try:
             self._write(worker, (kind, payload, self.timeout))
             try:
-                reply = await asyncio.wait_for(self._read(worker), self.timeout + GRACE)
+                async with asyncio.timeout(self.timeout + GRACE):  # no extra task per job, unlike wait_for
+                    reply = await self._read(worker)
             except TimeoutError:
                 raise QueryTimeout(f"the job did not finish within {self.timeout:g} s (server_query_timeout) and was "
                            "stopped; narrow it down or add a LIMIT") from None

@@ -287,3 +287,29 @@ def test_answer_from_text_builds_what_it_needs_without_writing_into_the_served_k
         assert response.status_code == 200, response.text
         assert any(e["source"] == "text" for e in response.json()["evidence"])
     assert snapshot(tmp_path / "kb") == before  # no sentences/, no lock file, nothing touched
+
+
+# ---------------------------------------------------------------- repeated queries
+
+
+def test_a_repeated_query_is_answered_from_the_cache_until_the_kb_is_rebuilt(tmp_path, jsonl, products_text):
+    path = tmp_path / "kb"
+    build_kb(JsonlImporter([jsonl(products_text)]), path)
+    app = create_app(KnowledgeBase.open(path), Settings(server_query_slots=1))
+    count = "SELECT (COUNT(?p) AS ?n) WHERE { ?p a kqe:Node }"
+    with serving(app) as url:
+        def nodes() -> int:
+            return int(ask(url, count).json()["results"]["bindings"][0]["n"]["value"])
+
+        pool = app.state.workers
+        before = nodes()
+        jobs = pool.jobs
+        assert nodes() == before and pool.jobs == jobs  # the same query again: no worker asked
+        assert ask(url, count, format="csv").status_code == 200 and pool.jobs == jobs + 1  # another format
+        for volatile in ("SELECT (RAND() AS ?r) WHERE {}", "CONSTRUCT { ?p a kqe:Node } WHERE { ?p a kqe:Node }"):
+            ask(url, volatile)
+            ask(url, volatile)
+        assert pool.jobs == jobs + 5  # random values and graphs are always evaluated
+        extra = '{"kind": "node", "id": "B010", "type": "Product", "name": "Lens hood"}\n'
+        build_kb(JsonlImporter([jsonl(products_text + extra, "more.jsonl")]), path)  # rebuilt while served
+        assert nodes() == before + 1  # not the cached answer, nor the replaced store's
