@@ -90,6 +90,19 @@ def _recv(sock: socket.socket) -> object:
     return pickle.loads(body)
 
 
+def _die_with_parent() -> None:
+    """Linux: be killed when the server process dies, even mid-job (a socket close is only seen between jobs)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the server died before this line
+        sys.exit(0)
+
+
 def _limit_memory(megabytes: int) -> None:
     import resource
 
@@ -188,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="kqe-rdf worker %(process)d: %(levelname)s %(message)s")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which then closes our socket
+    _die_with_parent()
     sock = socket.socket(fileno=int(argv[0]))
     init = _recv(sock)
     _limit_memory(init["memory_mb"])
@@ -468,7 +482,7 @@ class WorkerPool:
         return [w.process.pid for w in workers]
 
     def close(self) -> None:
-        """Stop every idle worker; busy ones stop when their job ends."""
+        """Stop every worker: idle ones exit, busy ones (jobs of requests that are gone by now) are killed."""
         self.closed = True
         for waiter in self.waiters:
             if not waiter.future.done():
@@ -476,6 +490,8 @@ class WorkerPool:
         self.waiters.clear()
         while self.idle:
             self._retire(self.idle.pop())
+        for worker in list(self.busy):
+            self._end(worker)
 
 
 if __name__ == "__main__":

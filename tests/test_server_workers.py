@@ -145,6 +145,21 @@ def test_a_worker_that_dies_is_replaced_and_its_request_is_answered(bio_kb):  # 
         assert after.status_code == 200, after.text
 
 
+def test_stopping_the_server_stops_a_query_still_running(bio_kb):  # noqa: F811
+    app = create_app(bio_kb, Settings(server_query_timeout=120, server_query_slots=1))
+    with serving(app) as url:
+        slow = in_background(lambda: httpx.get(url + "/sparql", params={"query": ENDLESS}, timeout=120))
+        pid = busy_worker(app)
+    stopped = time.monotonic()
+    while alive(pid) and time.monotonic() < stopped + 2:
+        time.sleep(0.02)
+    assert not alive(pid)
+    try:
+        assert slow.result().status_code != 200  # cut off, whichever way uvicorn ends it
+    except httpx.HTTPError:
+        pass
+
+
 def test_a_kb_that_cannot_be_opened_stops_the_server_at_startup(tmp_path, bio_kb):  # noqa: F811
     import shutil
 
