@@ -88,8 +88,8 @@ class Settings:
     #: `kqe-rdf serve`: address to listen on (loopback by default; the KB is served read-only).
     server_host: str = "127.0.0.1"
     server_port: int = 7878
-    #: Seconds a SPARQL query, update or REST call may take, waiting for a worker included; then the client
-    #: gets 503 and the worker running it is killed (its CPU and memory are freed at once).
+    #: Seconds a SPARQL query, update or REST call may run in its worker; then the client gets 503 and the
+    #: worker is killed (its CPU and memory are freed at once). A request waits as long for a free worker.
     server_query_timeout: float = 30.0
     #: Most solutions (or triples) one SPARQL response carries; more are cut and the response says so.
     server_result_cap: int = 10000
