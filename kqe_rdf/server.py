@@ -600,15 +600,19 @@ def create_app(kb, settings, writable: bool | None = None):
                 raise HTTPError(400, f"parameter '{name}' must be an absolute IRI, got {value[:200]!r}") from None
         return values
 
+    def query_string(request) -> str:
+        """The URL's query string, read from the ASGI scope (building starlette's URL object costs more)."""
+        return request.scope["query_string"].decode("latin-1")
+
     def check_url(request) -> None:
-        if len(request.url.query) > limit:
+        if len(request.scope["query_string"]) > limit:
             raise HTTPError(413, f"query string is over the limit of {limit:,} bytes; POST the query instead")
 
     async def protocol_params(request, field: str, body_type: str) -> dict[str, list[str]]:
         """The SPARQL Protocol parameters of a GET or POST request."""
         check_url(request)
         params: dict[str, list[str]] = {}
-        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+        for key, value in parse_qsl(query_string(request), keep_blank_values=True):
             params.setdefault(key, []).append(value)
         if request.method == "POST":
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -717,7 +721,7 @@ def create_app(kb, settings, writable: bool | None = None):
         """Parameters of a REST call: the URL's, then a JSON or form body's."""
         check_url(request)
         params: dict = {}
-        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+        for key, value in parse_qsl(query_string(request), keep_blank_values=True):
             params.setdefault(key, []).append(value)
         if request.method == "POST":
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
