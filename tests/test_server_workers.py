@@ -160,6 +160,16 @@ def test_stopping_the_server_stops_a_query_still_running(bio_kb):  # noqa: F811
         pass
 
 
+@pytest.mark.parametrize("setting, value", [("server_client_share", 0.0), ("server_client_share", 1.5),
+                                            ("server_worker_memory_mb", 100), ("server_header_timeout", 0),
+                                            ("server_body_timeout", -1), ("server_result_cache_mb", -1)])
+def test_impossible_worker_settings_are_refused(bio_kb, setting, value):  # noqa: F811
+    from kqe_rdf.errors import KqeError
+
+    with pytest.raises(KqeError, match=setting):
+        create_app(bio_kb, Settings(**{setting: value}))
+
+
 def test_a_kb_that_cannot_be_opened_stops_the_server_at_startup(tmp_path, bio_kb):  # noqa: F811
     import shutil
 
