@@ -183,10 +183,10 @@ def _serve(sock: socket.socket, init: dict) -> None:
             reply = ("ok", run_job(context, kind, payload, deadline))
         except KqeError as exc:
             reply = ("error", status_of(exc), str(exc), getattr(exc, "headers", {}))
-        except MemoryError:
-            _send(sock, ("error", 503, f"the job needed more than the {init['memory_mb']:,} MiB a worker may use "
-                                       "(server_worker_memory_mb); narrow it down", {}))
-            return  # its heap may be in any state: a fresh worker takes over
+        except MemoryError:  # its heap may be in any state: it quits, and a fresh worker takes over
+            _send(sock, ("failed", f"the job needed more than the {init['memory_mb']:,} MiB a worker may use "
+                                   "(server_worker_memory_mb); narrow it down"))
+            return
         except Exception:  # noqa: BLE001 - a bug: logged here with its traceback, answered without one
             log.exception("internal error in a %s job", kind)
             reply = ("error", 500, ERROR, {})
@@ -444,8 +444,8 @@ class WorkerPool:
                 async with asyncio.timeout(self.timeout + GRACE):  # no extra task per job, unlike wait_for
                     reply = await self._read(worker)
             except TimeoutError:
-                raise QueryTimeout(f"the job did not finish within {self.timeout:g} s (server_query_timeout) and was "
-                           "stopped; narrow it down or add a LIMIT") from None
+                raise QueryTimeout(f"the job did not finish within {self.timeout:g} s (server_query_timeout) and "
+                                   "was stopped; narrow it down or add a LIMIT") from None
             except (asyncio.IncompleteReadError, ConnectionError, OSError):
                 raise self._died(worker) from None
             if reply[0] == "failed":
