@@ -35,6 +35,7 @@ from .embeddings import DenseIndex, OnnxEncoder, write_dense_index
 from .errors import KqeError
 from .hierarchy import FOLDER as HIERARCHY_FOLDER, build_hierarchies
 from .importers import Importer
+from .linking import NameIndex
 from .ontology import CORE, Schema
 from .progress import Progress
 from .rdfize import RecordWriter
@@ -60,9 +61,19 @@ def write_json_atomic(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
+def kb_location(path: Path) -> Path:
+    """Where the KB really is: a symlinked ``--kb`` is followed, so a rebuild swaps the folder it points at
+    (beside it, in its own parent) and leaves the link in place; every writer locks that same folder.
+
+    A link whose target does not exist yet is followed too (the first build creates the target).
+    """
+    return Path(os.path.realpath(path))
+
+
 @contextlib.contextmanager
 def kb_lock(path: Path) -> Iterator[None]:
     """One writer per KB at a time (a second build or embed fails fast with a clear message)."""
+    path = kb_location(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_path = path.parent / f".{path.name}.lock"
     with open(lock_path, "w") as handle:
@@ -104,7 +115,7 @@ def build_kb(
     """Import, load, render documents and index them; swap the result into ``path``."""
     settings = settings or Settings()
     progress = progress or Progress.quiet()
-    path = Path(path)
+    path = kb_location(path)
     with kb_lock(path):
         recover(path)
         if path.exists() and not (path / MANIFEST).is_file() and (not path.is_dir() or any(path.iterdir())):
@@ -179,7 +190,8 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             settings.doc_neighbours_per_relation, settings.doc_max_chars,
         ))
     if not documents:
-        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index "
+        sources = ", ".join(str(s) for s in importer.sources) or "its sources"
+        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
                        f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
     write_documents(work / DOCUMENTS, documents)
     docs_seconds = time.perf_counter() - t0
@@ -191,6 +203,11 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     with progress.task("hierarchy closures", total=None):
         hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER)
         store.flush()
+    t0 = time.perf_counter()
+    with progress.task("name index", total=None):
+        # A first request reads it, not every name; the reader reads which edges leave a node from it.
+        NameIndex.build(store, documents, [r for r, n in relation_counts.items() if n], work / NameIndex.FILE)
+    names_seconds = time.perf_counter() - t0
     del store
     gc.collect()
 
@@ -222,7 +239,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
         "seconds": {"import": round(import_seconds, 2), "load": round(load_seconds, 2),
                     "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2),
-                    "hierarchies": hierarchies["seconds"]},
+                    "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2)},
         "embeddings": None,
         "hierarchies": hierarchies,
     }
@@ -300,6 +317,9 @@ def embed_kb(
     progress = progress or Progress.quiet()
     path = Path(path)
     with kb_lock(path):
+        index, old = path / "embeddings", path / "embeddings.old"
+        if not index.exists() and old.is_dir():  # an embedding killed between the two renames of its swap
+            os.rename(old, index)
         kb = KnowledgeBase.open(path)
         wanted = kb.resolve_types(types) if types else None
         documents = [d for d in read_documents(path / DOCUMENTS) if wanted is None or wanted.intersection(d.types)]

@@ -356,6 +356,11 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
 
     kb, settings = _open_kb(kb_path)
     qs = load(queryset, *paths, limit=limit)
+    if not any(grade >= rel for q in qs for grade in q.answers.values()):
+        from .errors import InputError
+
+        raise InputError(f"nothing to evaluate in {', '.join(str(p) for p in paths)}: {qs.summary()}; none with an "
+                         f"answer of relevance >= {rel} (--rel)")
     if sample is not None and sample < len(qs):
         import random
 

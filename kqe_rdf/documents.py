@@ -19,6 +19,9 @@ from . import queries
 from .ontology import CORE, Schema, local_name
 
 ALIAS = CORE + "alias"
+#: Up to this many text properties are named in the query's VALUES; Oxigraph joins a longer VALUES list in
+#: quadratic time (8,000 fields: 10 s), so beyond it every literal is read and the wanted ones kept here.
+VALUES_PROPERTIES = 256
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,15 @@ def render_documents(
     for row in _rows(store, queries.load("node_types")):
         types[row["node"].value].append(row["type"].value)
 
-    field_props = [ALIAS, *schema.fields, *extra_text_properties]
+    field_props = list(dict.fromkeys([ALIAS, *schema.fields, *extra_text_properties]))
     text: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-    query = queries.with_values(queries.load("node_text"), property=[NamedNode(p) for p in dict.fromkeys(field_props)])
+    if len(field_props) <= VALUES_PROPERTIES:
+        query, wanted = queries.with_values(queries.load("node_text"), property=[NamedNode(p) for p in field_props]), None
+    else:
+        query, wanted = queries.load("node_literals"), set(field_props)
     for row in _rows(store, query):
+        if wanted is not None and row["property"].value not in wanted:
+            continue
         values = text[row["node"].value][row["property"].value]
         if row["value"].value not in values:
             values.append(row["value"].value)

@@ -20,6 +20,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,6 +40,23 @@ def _constants(compiled: Compiled | None) -> set[str]:
     return {i for iris in (compiled.constants.values() if compiled else ()) for i in iris}
 
 
+@dataclass
+class Attempt:
+    """One reading run through linking, compilation and candidate scoring."""
+
+    reading: TripletQuery
+    shown: dict = field(default_factory=dict)
+    compiled: Compiled | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    support: dict[str, list] = field(default_factory=dict)
+    #: The request's own constants, taken out of the candidates.
+    excluded: list[str] = field(default_factory=list)
+    error: str | None = None
+    #: What the candidate scoring adds to the explanation (the matcher, how many nodes matched, provenance SPARQL).
+    notes: dict = field(default_factory=dict)
+
+
+_LIST_GAP = re.compile(r"\x00(?:(?:\s*(?:,|;|\band\b|\bor\b))+\s*\x00)*")
 WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
 _FUNCTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
 
@@ -165,7 +183,9 @@ class OfflineTriplets:
         # mentions and negated sentences ("D and E were not observed") are taken out.
         stripped = query
         for m in sorted(mentions, key=lambda m: -m.start):
-            stripped = stripped[: m.start] + stripped[m.end :]
+            stripped = stripped[: m.start] + "\x00" + stripped[m.end :]
+        # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
+        stripped = " ".join(_LIST_GAP.sub("", stripped).split())
         positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
         # Only a wh-phrase ("which films", "who") or a request that starts with a class ("films starring X")
         # says which class is asked for; a class merely named ("describe movie X") does not.
@@ -443,19 +463,21 @@ class FourStep(Stage):
         total = max(self.kb.manifest.get("counts", {}).get("nodes", 1), 1)
         return math.log(1 + total / max(candidates, 1))
 
-    def candidates(self, tq: TripletQuery, compiled: Compiled) -> tuple[dict[str, float], dict[str, list]]:
+    def candidates(self, tq: TripletQuery, compiled: Compiled) -> tuple[dict[str, float], dict[str, list], dict]:
+        """Scored candidates, their support (bindings or hierarchy matches) and what the explanation adds."""
         if self.matcher == "hierarchy":
-            # Terms of one hierarchy (a phenotype list): IC-weighted partial credit from the closures stored
-            # with the KB; the best answers' matching annotations come from SPARQL over the closure.
+            # Terms of one hierarchy (a phenotype list): IC-weighted partial credit from the closures and arrays
+            # stored with the KB, already fused with the request's text.
             found = hierarchical_scores(self.kb, compiled, tq.query, self.types or self._answer_types(tq),
-                                        self.kb.settings.fourstep_negated_weight)
+                                        self.kb.settings.fourstep_negated_weight, top=max(5 * self.k, 500))
             if found is not None:
-                return found
+                return found.scores, found.support, {"matcher": "hierarchy", "candidates": found.matched,
+                                                     "provenance_sparql": found.provenance_sparql}
         rows = run(self.kb.store, compiled, self.timeout)
         answer = compiled.answer.lstrip("?")
         if compiled.mode == "strict":
             support = {r[answer]: [r] for r in rows if answer in r}
-            return {iri: 1.0 for iri in support}, support
+            return {iri: 1.0 for iri in support}, support, {}
         by_unit: dict[int, set[str]] = defaultdict(set)
         bindings: dict[str, list] = defaultdict(list)
         for r in rows:
@@ -468,7 +490,7 @@ class FourStep(Stage):
             sign = -self.negation_weight if compiled.units[unit].negated else 1.0
             for iri in iris:
                 scores[iri] += sign * weight
-        return dict(scores), dict(bindings)
+        return dict(scores), dict(bindings), {}
 
     def _answer_types(self, tq: TripletQuery) -> list[str] | None:
         return sorted(self.kb.schema.subclasses(tq.answer_type)) if tq.answer_type else None
@@ -503,22 +525,21 @@ class FourStep(Stage):
         tq, shown, compiled = self.plan(text)
         return {"triplets": tq.to_json(), "linked": shown, "sparql": compiled.sparql if compiled else None}
 
-    def _attempt(self, tq: TripletQuery, clock: StepClock) -> tuple[dict, Compiled | None, dict, dict, str | None]:
-        """One reading linked, compiled and run: (linked as shown, compiled, scores, support, error)."""
+    def _attempt(self, tq: TripletQuery, clock: StepClock) -> Attempt:
+        """One reading linked, compiled and run."""
         if not tq.triplets:
-            return {}, None, {}, {}, None
+            return Attempt(tq)
         linked, shown = self.link(tq)
         compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
         clock.lap("linking")
-        scores: dict[str, float] = {}
-        support: dict[str, list] = {}
-        error = None
+        attempt = Attempt(tq, shown, compiled)
         try:
-            scores, support = self.candidates(tq, compiled)
+            scores, attempt.support, attempt.notes = self.candidates(tq, compiled)
+            attempt.scores, attempt.excluded = self._admissible(scores, compiled)
         except KqeError as exc:
-            error = str(exc)
+            attempt.error = str(exc)
         clock.lap("sparql")
-        return shown, compiled, scores, support, error
+        return attempt
 
     def _admissible(self, scores: dict[str, float], compiled: Compiled | None) -> tuple[dict[str, float], list[str]]:
         """Candidates without the request's own constants (the answer to "who co-directed with X" is never X)
@@ -537,36 +558,36 @@ class FourStep(Stage):
         tq = normalise(self.generator(text), self.kb.schema)
         clock.lap("triplets")
         explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
-        shown, compiled, scores, support, error = self._attempt(tq, clock)
-        scores, excluded = self._admissible(scores, compiled)
-        used, tried = tq, []
+        used = self._attempt(tq, clock)
+        tried = []
         # A reading that finds nothing gives way to the reader's next one (the next relation path).
-        for alternative in tq.alternatives if compiled is not None else ():
-            if scores:
+        for alternative in tq.alternatives if used.compiled is not None else ():
+            if used.scores:
                 break
-            tried.append(" / ".join(t.relation.rsplit("#", 1)[-1] for t in used.triplets))
-            a_shown, a_compiled, a_scores, a_support, a_error = self._attempt(alternative, clock)
-            if a_compiled is None:
-                continue
-            used, shown, compiled, support, error = alternative, a_shown, a_compiled, a_support, a_error
-            scores, excluded = self._admissible(a_scores, compiled)
-        if used is not tq:
-            explain["triplets"] = used.to_json()
+            tried.append(" / ".join(t.relation.rsplit("#", 1)[-1] for t in used.reading.triplets))
+            attempt = self._attempt(alternative, clock)
+            if attempt.compiled is not None:
+                used = attempt
+        if used.reading is not tq:
+            explain["triplets"] = used.reading.to_json()
             explain["tried"] = tried
+        compiled, scores = used.compiled, used.scores
         if compiled is not None:
-            explain["linked"] = shown
+            explain["linked"] = used.shown
             explain["sparql"] = compiled.sparql
-            if error:
-                explain["error"] = error
-        if excluded:
-            explain["excluded"] = excluded
-        sims = self.similarity(text, list(scores))
+            if used.error:
+                explain["error"] = used.error
+        if used.excluded:
+            explain["excluded"] = used.excluded
+        explain.update(used.notes)
+        # Hierarchy matching has fused the text already; exact paths break their ties by similarity.
+        sims = {} if used.notes.get("matcher") == "hierarchy" else self.similarity(text, list(scores))
         ordered = sorted(scores, key=lambda i: (-round(scores[i], 9), -sims.get(i, 0.0), i))[: self.k]
         hits = [Hit(qid, iri, scores[iri] + sims.get(iri, 0.0) * 1e-3, rank) for rank, iri in enumerate(ordered)]
-        explain["candidates"] = len(scores)
-        explain["support"] = {iri: support.get(iri, [])[:5] for iri in ordered[:20]}
+        explain.setdefault("candidates", len(scores))
+        explain["support"] = {iri: used.support.get(iri, [])[:5] for iri in ordered[:20]}
         if self.fallback is not None and len(hits) < self.k:
-            hits += self._top_up(qid, text, used, compiled, hits, explain)
+            hits += self._top_up(qid, text, used.reading, compiled, hits, explain)
         clock.lap("ranking")
         if self.reranker is not None and hits:
             hits, note = self.reranker.rerank(text, hits)

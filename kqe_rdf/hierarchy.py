@@ -23,13 +23,15 @@ node annotated with a more specific or a sibling term gets partial credit.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from string import Template
 
 import numpy as np
-from pyoxigraph import NamedNode, Quad, Variable
+from pyoxigraph import NamedNode, Quad
 
 from . import queries
 from .ontology import CORE, Schema, local_name
@@ -37,6 +39,10 @@ from .ontology import CORE, Schema, local_name
 CLOSURE_GRAPH = "https://w3id.org/kqe/graph/closure"
 SUBSUMED_BY = CORE + "subsumedBy"
 FOLDER = "hierarchy"
+#: Version of the stored arrays; a KB built with another is matched by exact paths until rebuilt.
+FORMAT = 2
+
+log = logging.getLogger(__name__)
 
 
 def ic(counts: np.ndarray, total: int) -> np.ndarray:
@@ -66,7 +72,8 @@ def annotation_relations(schema: Schema, signatures: Iterable[Sequence[str]], hi
     return sorted(found)
 
 
-def _pairs(store, relation: str) -> list[tuple[str, str]]:
+def relation_pairs(store, relation: str) -> list[tuple[str, str]]:
+    """Every (head, tail) edge of one relation."""
     text = queries.with_values(queries.load("hierarchy_edges"), relation=[NamedNode(relation)])
     return [(r["head"].value, r["tail"].value) for r in store.query(text, use_default_graph_as_union=True)]
 
@@ -114,9 +121,9 @@ def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]]
     summary: dict = {}
     folder.mkdir(parents=True, exist_ok=True)
     for relation, term_class in declared_hierarchies(schema):
-        edges = _pairs(store, relation)
+        edges = relation_pairs(store, relation)
         annotations = annotation_relations(schema, signatures, relation, term_class)
-        pairs_of = {rel: _pairs(store, rel) for rel, _other, _tails in annotations}
+        pairs_of = {rel: relation_pairs(store, rel) for rel, _other, _tails in annotations}
         terms = sorted({t for e in edges for t in e} | {(p[1] if tails else p[0]) for rel, _o, tails in annotations
                                                         for p in pairs_of[rel]})
         if not terms:
@@ -139,9 +146,13 @@ def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]]
             # Column-major: the nodes annotated at or below each term, which is what matching reads.
             col_ptr, col_nodes = _csr(cols, rows, len(terms))
             counts = np.diff(col_ptr)
+            # Row-major, direct annotations only: which of a node's own annotations carry a match (provenance).
+            direct_ptr, direct_idx = _csr(node_of, term_of, len(nodes))
             arrays[f"a{n}_nodes"] = np.array(nodes)
             arrays[f"a{n}_ptr"] = col_ptr
             arrays[f"a{n}_idx"] = col_nodes
+            arrays[f"a{n}_direct_ptr"] = direct_ptr
+            arrays[f"a{n}_direct_idx"] = direct_idx
             arrays[f"a{n}_ic"] = ic(counts, len(nodes))
             described.append({"relation": rel, "class": other, "terms_are_tails": tails, "nodes": len(nodes),
                               "annotations": len(pairs)})
@@ -151,16 +162,18 @@ def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]]
                           for i, row in enumerate(ancestors) for a in row)
         summary[relation] = {"class": term_class, "file": f"{FOLDER}/{name}.npz", "terms": len(terms),
                              "closure_pairs": int(anc_ptr[-1]), "annotations": described}
-    return {"hierarchies": summary, "seconds": round(time.perf_counter() - started, 2)}
+    return {"hierarchies": summary, "format": FORMAT, "seconds": round(time.perf_counter() - started, 2)}
 
 
 @dataclass
 class Match:
-    """One requested term's best explanation in one node: the most informative common ancestor."""
+    """One requested term's best explanation in one node: the most informative common ancestor, and the
+    node's own annotations at or below it (the edges that carry the match)."""
 
     term: str
     ancestor: str | None
     ic: float
+    annotations: list[str] = field(default_factory=list)
 
 
 class HierarchyMatch:
@@ -183,11 +196,20 @@ class HierarchyMatch:
         self.nodes = [str(n) for n in arrays[f"a{slot}_nodes"]]
         self.node_index = {n: i for i, n in enumerate(self.nodes)}
         self._ptr, self._idx, self.ic = arrays[f"a{slot}_ptr"], arrays[f"a{slot}_idx"], arrays[f"a{slot}_ic"]
+        self._direct_ptr, self._direct_idx = arrays[f"a{slot}_direct_ptr"], arrays[f"a{slot}_direct_idx"]
 
     def ancestors(self, term: int) -> np.ndarray:
         """A term's ancestors (itself included), most informative first."""
         lineage = self._anc_idx[self._anc_ptr[term]:self._anc_ptr[term + 1]]
         return lineage[np.argsort(-self.ic[lineage], kind="stable")]
+
+    def used_terms(self, terms: Sequence[str]) -> np.ndarray:
+        """Which of ``terms`` annotate some node, themselves or through a more specific term."""
+        cols = np.array([self.term_index.get(t, -1) for t in terms], dtype=np.int64)
+        used = np.zeros(len(cols), dtype=bool)
+        known = cols >= 0
+        used[known] = (self._ptr[cols[known] + 1] - self._ptr[cols[known]]) > 0
+        return used
 
     def best(self, term: int) -> np.ndarray:
         """Per annotated node: the IC of its most informative common ancestor with ``term`` (0 if none)."""
@@ -203,21 +225,33 @@ class HierarchyMatch:
             total += self.best(t) ** self.power
         return (total / max(len(known), 1)) ** (1.0 / self.power)
 
-    def explain(self, node: str, terms: Sequence[str]) -> list[Match]:
-        """For one node, each requested term's most informative common ancestor and its IC."""
-        row = self.node_index.get(node, -1)
-        out = []
-        for t in terms:
-            if t not in self.term_index or row < 0:
-                out.append(Match(t, None, 0.0))
+    def explain(self, nodes: Sequence[str], terms: Sequence[str]) -> dict[str, list[Match]]:
+        """For each node, each requested term's most informative common ancestor, its IC and the node's
+        annotations at or below it (from the stored arrays: no query)."""
+        lineages = [self.ancestors(self.term_index[t]) if t in self.term_index else None for t in terms]
+        out = {}
+        for node in nodes:
+            row = self.node_index.get(node, -1)
+            if row < 0:
+                out[node] = [Match(t, None, 0.0) for t in terms]
                 continue
-            for a in self.ancestors(self.term_index[t]):
-                cells = self._idx[self._ptr[a]:self._ptr[a + 1]]
-                if np.any(cells == row):
-                    out.append(Match(t, self.terms[a], round(float(self.ic[a]), 3)))
-                    break
-            else:
-                out.append(Match(t, None, 0.0))
+            direct = self._direct_idx[self._direct_ptr[row]:self._direct_ptr[row + 1]]
+            # (ancestor, annotation) cells of the node's closure.
+            above = (np.concatenate([self._anc_idx[self._anc_ptr[d]:self._anc_ptr[d + 1]] for d in direct])
+                     if len(direct) else np.zeros(0, dtype=np.int32))
+            below = np.repeat(direct, self._anc_ptr[direct + 1] - self._anc_ptr[direct])
+            reached = np.zeros(len(self.terms), dtype=bool)
+            reached[above] = True
+            matches = []
+            for t, lineage in zip(terms, lineages):
+                present = reached[lineage] if lineage is not None else None
+                if present is None or not present.any():
+                    matches.append(Match(t, None, 0.0))
+                    continue
+                a = int(lineage[int(np.argmax(present))])
+                carried = sorted({self.terms[int(d)] for d in below[above == a]})
+                matches.append(Match(t, self.terms[a], round(float(self.ic[a]), 3), carried))
+            out[node] = matches
         return out
 
 
@@ -226,9 +260,51 @@ class Hierarchies:
 
     def __init__(self, path: Path, manifest: dict) -> None:
         self.path = path
-        self.summary = (manifest.get("hierarchies") or {}).get("hierarchies", {})
-        self._arrays: dict[str, object] = {}
+        stored = manifest.get("hierarchies") or {}
+        self.summary = stored.get("hierarchies", {})
+        if self.summary and stored.get("format") != FORMAT:
+            log.warning("the KB's hierarchy arrays are of an older format: hierarchy matching is off until "
+                        "`kqe-rdf kb build` rebuilds it")
+            self.summary = {}
+        self._arrays: dict[str, dict] = {}
         self._matchers: dict[tuple[str, float], HierarchyMatch | None] = {}
+        self._below: dict[str, tuple[dict[str, int], np.ndarray]] = {}
+
+    def arrays(self, hierarchy: str) -> dict:
+        if hierarchy not in self._arrays:
+            self._arrays[hierarchy] = dict(np.load(self.path / self.summary[hierarchy]["file"]))
+        return self._arrays[hierarchy]
+
+    def hops_below(self, term_class: str, terms: Sequence[str]) -> tuple[list[tuple[str, bool, str]], set[str]] | None:
+        """The relations that leave ``terms`` of a hierarchical class or any term below them, as (relation,
+        walked head → tail, class reached), read from the stored arrays instead of walking the hierarchy, and
+        which of ``terms`` are terms of it; None when no stored hierarchy is on ``term_class``."""
+        for hierarchy, info in self.summary.items():
+            if info["class"] != term_class:
+                continue
+            arrays = self.arrays(hierarchy)
+            if hierarchy not in self._below:
+                index = {str(t): i for i, t in enumerate(arrays["terms"])}
+                # A term is below another when it has an ancestor besides itself; above one when it is one.
+                self._below[hierarchy] = (index, np.bincount(arrays["ancestor_idx"], minlength=len(index)) > 1)
+            index, has_children = self._below[hierarchy]
+            covered = {t for t in terms if t in index}
+            cols = np.array([index[t] for t in covered], dtype=np.int64)
+            if not len(cols):
+                return [], covered
+            ptr = arrays["ancestor_ptr"]
+            has_below = bool(has_children[cols].any())
+            hops = []
+            if has_below or bool(((ptr[cols + 1] - ptr[cols]) > 1).any()):
+                hops.append((hierarchy, True, term_class))
+            if has_below:
+                hops.append((hierarchy, False, term_class))
+            for slot, ann in enumerate(info["annotations"]):
+                col_ptr = arrays[f"a{slot}_ptr"]
+                if bool(((col_ptr[cols + 1] - col_ptr[cols]) > 0).any()):
+                    hops.append((ann["relation"], not ann["terms_are_tails"], ann["class"]))
+            return sorted(set(hops)), covered
+        return None
 
     def __bool__(self) -> bool:
         return bool(self.summary)
@@ -245,9 +321,7 @@ class Hierarchies:
             for hierarchy, info in self.summary.items():
                 for slot, ann in enumerate(info["annotations"]):
                     if ann["relation"] == relation:
-                        if hierarchy not in self._arrays:
-                            self._arrays[hierarchy] = dict(np.load(self.path / info["file"]))
-                        self._matchers[key] = HierarchyMatch(self._arrays[hierarchy], relation, hierarchy, slot, power,
+                        self._matchers[key] = HierarchyMatch(self.arrays(hierarchy), relation, hierarchy, slot, power,
                                                              ann["terms_are_tails"])
         return self._matchers[key]
 
@@ -280,13 +354,25 @@ def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[st
     return matcher, positive, negated
 
 
+@dataclass
+class Scored:
+    """Hierarchy matching's answer for one reading: scores of the best nodes, each shown node's matches, how
+    many nodes matched at all, and the SPARQL over the stored closure that shows the first answers' matches."""
+
+    scores: dict[str, float]
+    support: dict[str, list]
+    matched: int
+    provenance_sparql: str | None
+
+
 def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = None,
-                        negated_weight: float = 0.0, top: int = 2000) -> tuple[dict[str, float], dict[str, list]] | None:
+                        negated_weight: float = 0.0, top: int = 500) -> Scored | None:
     """4StepFocus's soft mode for sets of terms of one hierarchy: IC-weighted partial credit for every annotated
     node (vectorized over the stored matrix), fused with BM25 of the request (``fourstep_text_weight``).
 
-    Returns (scores, support) for the best ``top`` nodes, support holding each requested term's most
-    informative common ancestor in the node, or None when the reading is not of that shape."""
+    Scores the best ``top`` nodes; the support of the first 20 names each requested term's most informative
+    common ancestor in the node and the node's annotations that carry it (from the stored arrays). None
+    when the reading is not of that shape."""
     found = hierarchical_units(kb, compiled)
     if found is None:
         return None
@@ -299,25 +385,23 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     scores = {matcher.nodes[i]: float(structural[i]) for i in order}
     weight = kb.settings.fourstep_text_weight
     if weight and scores:
-        hits = kb.text_index.search(text, 500, list(types) if types else None)
+        hits = kb.text_index.search(text, top, list(types) if types else None)
         best = max((s for _, s in hits), default=0.0) or 1.0
         for iri, s in hits:
             if iri in scores:
                 scores[iri] += weight * s / best
     shown = sorted(scores, key=lambda i: -scores[i])[:20]
-    support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic} for m in matcher.explain(iri, positive)]
-               for iri in shown}
-    # Which annotations of each shown node carry its matches: a basic graph pattern over the stored closure.
-    # (The query's cost grows with its rows: the first 10 answers, the ones a reader looks at.)
-    rows = {(iri, m["ancestor"]) for iri in shown[:10] for m in support[iri] if m["ancestor"]}
-    if rows:
-        sparql = queries.with_rows(queries.load("hierarchy_support"), ["node", "ancestor"],
-                                   [[NamedNode(n), NamedNode(a)] for n, a in sorted(rows)])
-        through: dict[tuple[str, str], list[str]] = {}
-        for r in kb.store.query(sparql, use_default_graph_as_union=True,
-                                substitutions={Variable("relation"): NamedNode(matcher.relation)}):
-            through.setdefault((r["node"].value, r["ancestor"].value), []).append(r["annotation"].value)
-        for iri in shown[:10]:
-            for m in support[iri]:
-                m["annotations"] = sorted(through.get((iri, m["ancestor"]), []))[:3]
-    return scores, support
+    support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic, "annotations": m.annotations[:3]}
+                     for m in matches] for iri, matches in matcher.explain(shown, positive).items()}
+    return Scored(scores, support, int((structural > 0).sum()), provenance_query(matcher, support, shown[:3]))
+
+
+def provenance_query(matcher: HierarchyMatch, support: dict[str, list], nodes: Sequence[str]) -> str | None:
+    """The SPARQL over the stored closure that lists, for ``nodes``, the annotations carrying each match: what a
+    user runs to check the arrays' account (``queries/hierarchy_support.rq`` with its rows filled in)."""
+    rows = sorted({(iri, m["ancestor"]) for iri in nodes for m in support.get(iri, ()) if m["ancestor"]})
+    if not rows:
+        return None
+    text = queries.with_rows(queries.load("hierarchy_support"), ["node", "ancestor"],
+                             [[NamedNode(n), NamedNode(a)] for n, a in rows])
+    return Template(text).substitute(relation=str(NamedNode(matcher.relation)))

@@ -76,6 +76,13 @@ class KnowledgeBase:
         return Hierarchies(self.path, self.manifest)
 
     @functools.cached_property
+    def names(self):
+        """The name index entity linking and the mention finder read (stored with the KB)."""
+        from .linking import NameIndex
+
+        return NameIndex(self)
+
+    @functools.cached_property
     def relation_counts(self) -> dict[str, int]:
         """Edges per relation IRI (recorded at build time; counted now for older KBs)."""
         if "relation_counts" in self.manifest:

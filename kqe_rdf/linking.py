@@ -10,11 +10,13 @@ offline mention finder: n-grams of the query matched against names.
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import queries
 from .retrieval import STOPWORDS
@@ -55,26 +57,94 @@ class Mention:
 
 
 class NameIndex:
-    """Normalised names and aliases → node IRIs, read once from the store."""
+    """Normalised names and aliases → node IRIs, each node's types and display name.
+
+    Built with the KB (``<kb>/names.json.gz``), so a first request reads one file instead of every name in
+    the store; a KB built before it has its index read from the store on first use."""
+
+    FILE = "names.json.gz"
 
     def __init__(self, kb) -> None:
         self.kb = kb
+        stored = kb.path / self.FILE
+        if stored.is_file():
+            self._load(stored)
+        else:
+            self._read(kb.store, {d.iri: d.name for d in kb.documents()})
+        self.keys = list(self.by_name)
+
+    @classmethod
+    def build(cls, store, documents: Iterable, relations: Iterable[str], path) -> None:
+        """Write the index of a KB being built (``documents``: its node documents, for the display names;
+        ``relations``: the stored relations, whose edges make each node's hop summary)."""
+        from .hierarchy import relation_pairs
+
+        index = cls.__new__(cls)
+        index._read(store, {d.iri: d.name for d in documents})
+        iris = sorted(index.labels)
+        number = {iri: i for i, iri in enumerate(iris)}
+        types = sorted({t for ts in index.types.values() for t in ts})
+        type_number = {t: i for i, t in enumerate(types)}
+        # The kinds of edges (relation, direction, class reached) that leave each node, in one pass per relation.
+        vocabulary: dict[tuple[str, bool, str], int] = {}
+        leaving: list[set[int]] = [set() for _ in iris]
+        for relation in sorted(relations):
+            for head, tail in relation_pairs(store, relation):
+                h, t = number.get(head), number.get(tail)
+                if h is None or t is None:
+                    continue
+                for c in index.types.get(tail, ()):
+                    leaving[h].add(vocabulary.setdefault((relation, True, c), len(vocabulary)))
+                for c in index.types.get(head, ()):
+                    leaving[t].add(vocabulary.setdefault((relation, False, c), len(vocabulary)))
+        data = {"iris": iris, "labels": [index.labels[i] for i in iris], "types": types,
+                "node_types": [sorted(type_number[t] for t in index.types.get(i, ())) for i in iris],
+                "names": {k: sorted(number[i] for i in v if i in number) for k, v in index.by_name.items()},
+                "inverted": {k: sorted(number[i] for i in v if i in number) for k, v in index.inverted.items()},
+                "hop_kinds": [list(k) for k in sorted(vocabulary, key=vocabulary.get)],
+                "hops": [sorted(h) for h in leaving]}
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
+            json.dump(data, out, separators=(",", ":"))
+
+    def _read(self, store, labels: dict[str, str]) -> None:
+        self.labels = labels
         self.by_name: dict[str, set[str]] = defaultdict(set)
-        self.display: dict[str, str] = {}
-        for row in kb.store.query(queries.load("node_names"), use_default_graph_as_union=True):
+        self.inverted: dict[str, set[str]] = defaultdict(set)
+        for row in store.query(queries.load("node_names"), use_default_graph_as_union=True):
             iri, name = row["node"].value, row["name"].value
             key = normalise_name(name)
             if key:
                 self.by_name[key].add(iri)
-                self.display.setdefault(key, name)
-        self.keys = list(self.by_name)
+                if name.count(",") == 1:
+                    # Term lists write names inverted at a comma ("Intellectual disability, mild"); requests
+                    # write them straight ("mild intellectual disability").
+                    head, _comma, tail = name.partition(",")
+                    self.inverted[normalise_name(f"{tail} {head}")].add(iri)
         self.types: dict[str, frozenset[str]] = {}
-        for row in kb.store.query(queries.load("node_types"), use_default_graph_as_union=True):
+        for row in store.query(queries.load("node_types"), use_default_graph_as_union=True):
             iri = row["node"].value
             self.types[iri] = self.types.get(iri, frozenset()) | {row["type"].value}
 
+    def _load(self, path) -> None:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+        iris, types = data["iris"], data["types"]
+        self.labels = dict(zip(iris, data["labels"]))
+        self.types = {iri: frozenset(types[t] for t in ts) for iri, ts in zip(iris, data["node_types"])}
+        self.by_name = {k: {iris[i] for i in v} for k, v in data["names"].items()}
+        self.inverted = {k: {iris[i] for i in v} for k, v in data["inverted"].items()}
+        kinds = [tuple(k) for k in data.get("hop_kinds", ())]
+        self._hops = {iri: [kinds[k] for k in ks] for iri, ks in zip(iris, data.get("hops", ()))} if kinds else None
+
+    def hops(self, iris: Iterable[str]) -> set[tuple[str, bool, str]] | None:
+        """The kinds of edges (relation, walked head → tail, class reached) that leave any of ``iris``; None when
+        the KB was built without the summary (then the reader asks the store)."""
+        if getattr(self, "_hops", None) is None:
+            return None
+        return {kind for iri in iris for kind in self._hops.get(iri, ())}
+
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
-        iris = self.by_name.get(key) or self.by_name.get(singular(key), ())
+        iris = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())
         return sorted(i for i in iris if types is None or self.types.get(i, frozenset()) & types)
 
 
@@ -83,16 +153,13 @@ class Linker:
         self.kb = kb
         self.alternatives = alternatives
         self.fuzzy_cutoff = fuzzy_cutoff
-        self._index: NameIndex | None = None
 
     @property
     def index(self) -> NameIndex:
-        if self._index is None:
-            self._index = NameIndex(self.kb)
-        return self._index
+        return self.kb.names
 
     def _name(self, iri: str) -> str:
-        return self.kb.document(iri).name
+        return self.index.labels.get(iri) or self.kb.document(iri).name
 
     def link(self, text: str, types: Iterable[str] | None = None) -> list[Candidate]:
         """Scored candidate nodes for a name; empty when nothing plausible exists."""
@@ -164,9 +231,13 @@ class Linker:
                     for j in range(i, i + n):
                         taken[j] = True
                     cands = tuple(Candidate(iri, self._name(iri), score, how) for iri in iris[: self.alternatives * 2])
-                    found.append(Mention(text, tokens[i][1], tokens[i + n - 1][2], cands,
-                                         _negated(query, tokens[i][1])))
-        return sorted(found, key=lambda m: m.start)
+                    found.append(Mention(text, tokens[i][1], tokens[i + n - 1][2], cands))
+        # Negation cues are read outside the mentions: "absent speech" names a phenotype, it negates nothing.
+        outside = list(query)
+        for m in found:
+            outside[m.start : m.end] = " " * (m.end - m.start)
+        masked = "".join(outside)
+        return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
 
 
 _NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)

@@ -272,6 +272,18 @@ def _read_progress(path: Path, header: dict) -> dict[str, list[dict]]:
     return done
 
 
+def _drop_cut_line(path: Path) -> None:
+    """A run killed mid-write can leave half a line at the end; cut it off, or every later run would append
+    after it and its records would never be read back."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        handle.seek(-1, 2)
+        if handle.read(1) != b"\n":
+            handle.seek(0)
+            handle.truncate(handle.read().rfind(b"\n") + 1)
+
+
 def find_links(kb, url: str, types: Sequence[str] = (), mode: str = "label", targets: Sequence[str] = (),
                language: str = "en", limit: int | None = None, settings=None, restart: bool = False,
                batch_size: int = 20, endpoint: Endpoint | None = None, progress=None) -> LinkRun:
@@ -288,6 +300,7 @@ def find_links(kb, url: str, types: Sequence[str] = (), mode: str = "label", tar
               "language": language}
     if restart and path.exists():
         path.unlink()
+    _drop_cut_line(path)
     done = _read_progress(path, header)
     nodes = local_nodes(kb, types)
     run = LinkRun(url, str(path), LINKS_GRAPH + name, nodes=len(nodes), done_before=len(done))

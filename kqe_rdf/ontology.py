@@ -73,7 +73,12 @@ class Schema:
             path = Path(domain) if isinstance(domain, Path) else ontology_path(domain)
             if not path.is_file():
                 raise SchemaError(f"no ontology file {path}")
-            store.load(path=str(path), format=RdfFormat.TURTLE)
+            try:
+                store.load(path=str(path), format=RdfFormat.TURTLE)
+            except SyntaxError as exc:
+                line = getattr(exc, "lineno", None)
+                raise SchemaError(f"{path}{f':{line}' if line else ''}: not a Turtle ontology "
+                                  f"({str(exc).split(' (')[0]})") from None
         return cls.from_store(store)
 
     @classmethod
@@ -124,7 +129,13 @@ class Schema:
         cache = self.__dict__.setdefault("_resolved", {})
         if (kind, name) in cache:
             return cache[(kind, name)]
-        matches = [t for t in table.values() if t.name == name]
+        # Local name → terms, indexed once per kind: a scan per name made imports quadratic in the fields.
+        by_name = self.__dict__.setdefault("_by_name", {})
+        if kind not in by_name:
+            by_name[kind] = {}
+            for term in table.values():
+                by_name[kind].setdefault(term.name, []).append(term)
+        matches = by_name[kind].get(name, [])
         if len(matches) > 1:  # a domain term overrides a core term of the same name
             matches = [t for t in matches if not t.iri.startswith(CORE)] or matches
         if len(matches) == 1:
@@ -132,10 +143,10 @@ class Schema:
             return matches[0]
         if len(matches) > 1:
             raise SchemaError(f"{kind} name {name!r} is ambiguous: {', '.join(t.iri for t in matches)}")
-        known = sorted({t.name for t in table.values()})
-        close = difflib.get_close_matches(name, known, n=3)
+        known = sorted(by_name[kind])
+        close = difflib.get_close_matches(name, known, n=3) if len(known) <= 1000 else []
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(known[:30])}"
-        raise SchemaError(f"the ontology defines no {kind} {name!r}{hint}")
+        raise SchemaError(f"the ontology defines no {kind} {name[:80]!r}{hint}")
 
     def node_class(self, name: str) -> Term:
         return self._resolve("class", self.classes, name)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import csv
 import io
-import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .errors import InputError
+from .importers.reading import parse_json
 from .metrics import read_trec_qrels, source_lines
 
 
@@ -43,12 +43,19 @@ class QuerySet:
     name: str
     queries: list[EvalQuery] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
+    _seen: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.queries)
 
     def __iter__(self) -> Iterator[EvalQuery]:
         return iter(self.queries)
+
+    def check_new(self, qid: str, where: str) -> None:
+        """A query id given twice would merge two queries' results; refuse it where it comes again."""
+        first = self._seen.setdefault(qid, where)
+        if first != where:
+            raise InputError(f"query id {qid!r} again (first at {first}); every query needs its own id", where)
 
     def skip(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
@@ -101,6 +108,7 @@ def load_stark(path: Path, split_index: Path | None = None, limit: int | None = 
         if wanted is not None and qid not in wanted:
             result.skip("not in split")
             continue
+        result.check_new(qid, where)
         found.add(qid)
         try:
             answer_ids = ast.literal_eval(row["answer_ids"])
@@ -140,6 +148,7 @@ def load_trec(topics: Path, qrels: Path, limit: int | None = None) -> QuerySet:
         if not tab or not qid.strip() or not text.strip():
             raise InputError("expected 'qid<TAB>query text'", f"{name}:{number}")
         qid = qid.strip()
+        result.check_new(qid, f"{name}:{number}")
         seen.add(qid)
         if qid not in judged:
             result.skip("no judgments")
@@ -225,12 +234,10 @@ def load_phenopackets(path: Path, target: str = "disease", limit: int | None = N
         if not line.strip():
             continue
         where = f"{name}:{number}"
-        try:
-            case = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not a JSON object ({exc.msg} at column {exc.colno})", where) from None
+        case = parse_json(line, where)
         if not isinstance(case, dict) or not isinstance(case.get("id"), str):
             raise InputError("each line must be a JSON object with a string 'id'", where)
+        result.check_new(case["id"], where)
         lists = {key: case.get(key) or [] for key in ("observed", "excluded", "diseases", "genes")}
         for key, value in lists.items():
             if not isinstance(value, list):

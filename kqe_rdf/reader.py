@@ -138,6 +138,17 @@ class PathReader:
 
     def _hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
         values = " ".join(str(NamedNode(n)) for n in nodes)
+        stored = self.kb.names.hops(()) is not None
+        if stored:
+            # The KB's hop summary says which edges leave a node; only the nodes a path reaches are asked for.
+            if path is not None:
+                text = Template(_body("reader_reached")).substitute(
+                    constants=f"VALUES ?c {{ {values} }}",
+                    walk=path if " . " in path or path.startswith("?") else f"?c {path} ?n",
+                    reached=str(NamedNode(reached)), cap=self.cap)
+                nodes = [row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)]
+            return sorted((rel, forward, cls) for rel, forward, cls in self.kb.names.hops(nodes)
+                          if cls in self._classes and rel in self.kb.schema.relations)
         if path is None:
             text = Template(_body("reader_first_hops")).substitute(constants=f"VALUES ?n {{ {values} }}")
         else:
@@ -156,16 +167,24 @@ class PathReader:
         """First hops from the constants; where the ontology has a hierarchy on a constant's class, from the
         nodes below it too (the compiled query follows it: "seizure" finds what "focal seizure" has)."""
         found: list[Path] = []
-        plain = True
+        plain, rest = True, set(nodes)
         for start in sorted(starts):
             below = _hierarchy(self.kb.schema, start)
             if below:
                 plain = False
-                for rel, forward, cls in self._hops(nodes, "^" + str(NamedNode(below)) + "*", start):
+                # The hierarchy's arrays stored with the KB say which relations leave the terms below these;
+                # without them the hierarchy is walked (slow from dozens of phenotypes).
+                stored = self.kb.hierarchies.hops_below(start, nodes) if self.kb.hierarchies else None
+                if stored is not None:
+                    hops, covered = stored
+                    rest -= covered
+                else:
+                    hops = self._hops(nodes, "^" + str(NamedNode(below)) + "*", start)
+                for rel, forward, cls in hops:
                     if self._typed(start, rel, forward, cls):
                         found.append(Path(((rel, forward),), (start, cls)))
-        if plain or len(starts) > 1:
-            for rel, forward, cls in self._hops(nodes, None, None):
+        if (plain or len(starts) > 1) and rest:
+            for rel, forward, cls in self._hops(sorted(rest), None, None):
                 for start in self._start_classes(rel, forward, starts):
                     if self._typed(start, rel, forward, cls):
                         found.append(Path(((rel, forward),), (start, cls)))

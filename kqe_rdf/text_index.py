@@ -69,6 +69,7 @@ class TextIndex:
         self.index.reload()
         self.searcher = self.index.searcher()
         self._tantivy = tantivy
+        self._iris: dict[tuple[int, int], str] = {}
 
     def __len__(self) -> int:
         return self.searcher.num_docs
@@ -96,10 +97,16 @@ class TextIndex:
         if query is None or k <= 0:
             return []
         result = self.searcher.search(self._restricted(query, types), limit=k, count=False)
-        out = []
-        for score, address in result.hits:
-            out.append((self.searcher.doc(address)["iri"][0], float(score)))
-        return out
+        return [(self._iri(address), float(score)) for score, address in result.hits]
+
+    def _iri(self, address) -> str:
+        """A hit's node IRI, remembered by address: loading the stored document (its whole text) for every hit
+        is most of the cost of a deep search, and the index never changes under an open searcher."""
+        key = (address.segment_ord, address.doc)
+        iri = self._iris.get(key)
+        if iri is None:
+            iri = self._iris[key] = self.searcher.doc(address)["iri"][0]
+        return iri
 
     def search_names(self, text: str, k: int = 5, types: Sequence[str] | None = None) -> list[tuple[str, float]]:
         """BM25 over node names only (entity linking)."""
@@ -108,7 +115,7 @@ class TextIndex:
             return []
         query, _errors = self.index.parse_query_lenient(source, ["name"])
         hits = self.searcher.search(self._restricted(query, types), limit=k, count=False).hits
-        return [(self.searcher.doc(a)["iri"][0], float(s)) for s, a in hits]
+        return [(self._iri(a), float(s)) for s, a in hits]
 
     def document(self, iri: str) -> dict[str, object] | None:
         """The stored fields of one node (name, types, body), or None."""

@@ -7,6 +7,7 @@ build their own copy from the same lines (``products_text``) with the ``jsonl`` 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from chat_server import chat_server  # noqa: F401  (scripted OpenAI-compatible server for every test file)
@@ -56,6 +57,18 @@ PRODUCTS = """\
 {"kind": "edge", "head": "B006", "relation": "compatibleWith", "tail": "B002"}
 {"kind": "edge", "head": "B006", "relation": "compatibleWith", "tail": "B999"}
 """
+
+
+#: Markers of suites too long for the default run: they run only when ``-m`` names them.
+OPT_IN = {"fuzz": ("fuzz",)}
+
+
+def pytest_collection_modifyitems(config, items):
+    chosen = config.getoption("markexpr") or ""
+    for item in items:
+        for marker, names in OPT_IN.items():
+            if item.get_closest_marker(marker) and not any(re.search(rf"\b{n}\b", chosen) for n in names):
+                item.add_marker(pytest.mark.skip(reason=f"run with -m {marker}"))
 
 
 def write_jsonl(path: Path, text: str | bytes) -> Path:

@@ -619,3 +619,15 @@ def test_ask_and_tables_report_bad_input_without_a_traceback(movie_copy, tmp_pat
 
     assert no_column.exit_code == 2 and "no column 'movie' for --entity-column" in no_column.output
     assert no_source.exit_code == 2 and "qa_sources must name some of kg, text, tables" in no_source.output
+
+
+def test_an_add_killed_between_its_two_renames_is_put_back_by_the_next_add(table_kb, tmp_path):
+    register_table(table_kb, write(tmp_path / "gross.csv", "movie,gross\nHeat,1\n"), "movie")
+    tables = table_kb.path / "tables"
+    (tables / "gross").rename(tables / ".gross.old-99999")  # where a kill -9 mid-swap leaves it
+    (tables / ".other.tmp-99998").mkdir()  # and the work folder of another killed add
+    assert [t["name"] for t in list_tables(table_kb.path)] == []
+
+    register_table(table_kb, write(tmp_path / "years.csv", "movie,year\nHeat,1995\n"), "movie")
+    assert [t["name"] for t in list_tables(table_kb.path)] == ["gross", "years"]
+    assert sorted(p.name for p in tables.iterdir()) == ["gross", "years"]

@@ -252,6 +252,25 @@ def test_a_build_killed_midway_leaves_the_previous_kb_and_the_next_build_cleans_
     assert KnowledgeBase.open(built).manifest == manifest
 
 
+@pytest.mark.parametrize("target_exists", [True, False], ids=["link-to-a-kb", "link-to-nothing-yet"])
+def test_a_symlinked_kb_is_rebuilt_in_place_every_time(tmp_path, jsonl, products_text, target_exists):
+    target = tmp_path / "disk" / "products"
+    if target_exists:
+        build_kb(JsonlImporter([jsonl(products_text, "products.jsonl")]), target)
+    link = tmp_path / "kb"
+    link.symlink_to(target)
+
+    for round in range(3):
+        extra = f'{{"kind": "node", "id": "R{round}", "type": "Product", "name": "Round {round} tripod"}}\n'
+        build_kb(JsonlImporter([jsonl(products_text + extra, f"round{round}.jsonl")]), link)
+        assert link.is_symlink() and link.resolve() == target  # the link stays a link to the same folder
+        assert KnowledgeBase.open(link).resolve_identifiers([f"R{round}"])[f"R{round}"]
+        assert KnowledgeBase.open(target).manifest == KnowledgeBase.open(link).manifest
+        assert leftovers(target) == [] and leftovers(link) == []
+    embed_kb(link)  # the other writers follow the link too, under the same lock
+    assert KnowledgeBase.open(target).has_embeddings
+
+
 def test_a_second_build_while_one_runs_fails_fast_with_the_lock_message(built, jsonl, products_text):
     big = jsonl(generated_products(6000), "big.jsonl")
     process, work = start_build(big, built)

@@ -116,7 +116,7 @@ def test_a_specific_request_gives_partial_credit_by_the_most_informative_common_
                 "p5": (cameras + headphones) / 2,  # mirrorless through Cameras; headphones exactly
                 "p3": (0 + headphones) / 2, "p2": (cameras + 0) / 2, "p4": (0 + audio) / 2}
     assert {pid: scores[node(shop, pid)] for pid in expected} == pytest.approx(expected)
-    explained = matcher.explain(node(shop, "p5"), request)
+    [explained] = matcher.explain([node(shop, "p5")], request).values()
     assert [(m.ancestor, round(m.ic, 3)) for m in explained] == [
         (node(shop, "cameras"), round(cameras, 3)), (node(shop, "headphones"), round(headphones, 3))]
 
@@ -143,6 +143,21 @@ def test_a_rebuild_keeps_the_hierarchy_in_step_with_the_data(tmp_path):
     assert scores[node(kb, "p1")] == pytest.approx(math.log(5 / 2))  # DSLR now has two products
 
 
+def test_the_relations_below_a_term_are_read_from_the_arrays_as_the_walk_finds_them(shop):
+    from kqe_rdf.reader import PathReader
+
+    reader = PathReader(shop)
+    walk = "^" + f"<{SHOP}subCategoryOf>" + "*"
+    for terms in (["cameras"], ["headphones"], ["mirrorless", "audio"], ["electronics"]):
+        iris = [node(shop, t) for t in terms]
+        stored, covered = shop.hierarchies.hops_below(SHOP + "Category", iris)
+        assert stored == reader._hops(iris, walk, SHOP + "Category") and covered == set(iris), terms
+    assert shop.hierarchies.hops_below(SHOP + "Category", [node(shop, "headphones"), node(shop, "p1")]) == (
+        [(SHOP + "inCategory", False, SHOP + "Product"), (SHOP + "subCategoryOf", True, SHOP + "Category")],
+        {node(shop, "headphones")})
+    assert shop.hierarchies.hops_below(SHOP + "Product", [node(shop, "p1")]) is None  # no hierarchy on products
+
+
 # ------------------------------------------------------------ 4StepFocus's soft mode
 
 
@@ -160,6 +175,10 @@ def test_4stepfocus_ranks_by_hierarchy_and_the_exact_mode_stays_selectable(shop)
     assert explain["support"][node(shop, "p2")][0] == {
         "term": node(shop, "mirrorless"), "ancestor": node(shop, "cameras"), "ic": round(math.log(5 / 3), 3),
         "annotations": [node(shop, "dslr")]}
+    # The SPARQL shown beside it, run on the store, finds that annotation through the stored closure.
+    rows = {(r["node"].value, r["ancestor"].value, r["annotation"].value)
+            for r in shop.store.query(explain["provenance_sparql"])}
+    assert (node(shop, "p2"), node(shop, "cameras"), node(shop, "dslr")) in rows
 
     exact = FourStep(shop, k=5, matcher="exact")
     assert exact.search(request)[0].iri == node(shop, "p1")

@@ -150,6 +150,47 @@ def test_a_negation_cue_marks_the_mentions_of_its_sentence_negated(diseases):
     assert [m.negated for m in diseases.mentions("Seen without intellectual disability")] == [True]
 
 
+@pytest.fixture(scope="module")
+def signs(tmp_path_factory) -> Linker:
+    """A few clinical signs as a JSON Lines KB, one of them named the way term lists name things."""
+    import json
+
+    from kqe_rdf.build import build_kb
+    from kqe_rdf.importers.jsonl import JsonlImporter
+    from kqe_rdf.kb import KnowledgeBase
+
+    folder = tmp_path_factory.mktemp("signs")
+    rows = [{"kind": "node", "id": i, "type": "Sign", "name": name} for i, name in
+            (("s1", "Absent speech"), ("s2", "Seizure"), ("s3", "Intellectual disability, mild"),
+             ("s4", "Intellectual disability"))]
+    (folder / "signs.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    build_kb(JsonlImporter([folder / "signs.jsonl"]), folder / "kb")
+    return Linker(KnowledgeBase.open(folder / "kb"))
+
+
+def test_a_name_that_holds_a_negation_cue_negates_nothing(signs):
+    # "absent" in "Absent speech" is the sign's name; only the second sentence is negated.
+    found = signs.mentions("The child presents with absent speech and seizure. Intellectual disability was not observed.")
+    assert [(m.text, m.negated) for m in found] == [
+        ("absent speech", False), ("seizure", False), ("Intellectual disability", True)]
+
+
+def test_a_name_written_inverted_at_a_comma_is_found_written_straight(signs):
+    [mention] = signs.mentions("A boy with mild intellectual disability")
+    assert [c.name for c in mention.candidates] == ["Intellectual disability, mild"]
+
+
+def test_the_name_index_stored_with_the_kb_is_the_one_read_from_the_store(movie_kb):
+    from kqe_rdf.linking import NameIndex
+
+    stored = movie_kb.names
+    assert (movie_kb.path / NameIndex.FILE).is_file()
+    read = NameIndex.__new__(NameIndex)
+    read._read(movie_kb.store, {d.iri: d.name for d in movie_kb.documents()})
+    assert {k: set(v) for k, v in stored.by_name.items()} == {k: set(v) for k, v in read.by_name.items()}
+    assert stored.types == read.types and stored.labels == read.labels and stored.labels
+
+
 def test_a_question_naming_nothing_has_no_mentions(movies):
     assert movies.mentions("tell me something nice") == []
     assert movies.mentions("") == []

@@ -97,6 +97,18 @@ def test_a_run_resumes_where_the_last_one_stopped(kb_copy, oxigraph_endpoint):
     assert changed.exit_code == 2 and "--restart" in changed.output
 
 
+def test_a_run_killed_mid_line_is_resumed_without_losing_later_records(kb_copy, oxigraph_endpoint):
+    args = ["--endpoint", oxigraph_endpoint, "--type", "Disease", "--match", "label+type", "--target-type", DISEASE,
+            "--rate", "50"]
+    first = run_link(kb_copy, *args, "--limit", "1", "--no-write")
+    progress = Path(first["progress_file"])
+    progress.write_bytes(progress.read_bytes() + b'{"node": "https://omim.org/entry/1000')  # half a record
+    second = run_link(kb_copy, *args)
+    assert (second["done_before"], second["looked_up"]) == (1, 2)
+    assert links_in(kb_copy.path) == {"Focal epilepsy type 1": WD + "Q900001",
+                                      "Frontal bossing syndrome": WD + "Q900002"}
+
+
 def test_an_unreachable_endpoint_is_a_clear_error_and_keeps_earlier_progress(kb_copy, oxigraph_endpoint):
     first = run_link(kb_copy, "--endpoint", oxigraph_endpoint, "--type", "Disease", "--rate", "50", "--no-write",
                      "--limit", "1")

@@ -207,7 +207,7 @@ def test_phenopacket_gene_target_skips_and_counts_cases_without_genes(tmp_path: 
 
 def test_bad_phenopacket_json_line_names_the_line(tmp_path: Path) -> None:
     path = write(tmp_path / "cases.jsonl", json.dumps(CASE) + "\n" + '{"id": "PMID_9", "observed": [\n')
-    with pytest.raises(InputError, match=r"cases.jsonl:2: not a JSON object"):
+    with pytest.raises(InputError, match=r"cases.jsonl:2: not valid JSON"):
         load_phenopackets(path)
     path = write(tmp_path / "cases.jsonl", json.dumps({**CASE, "observed": [["HP:1"]]}) + "\n")
     with pytest.raises(InputError, match=r"cases.jsonl:1: phenotype \['HP:1'\] is not an \[id, label\] pair"):

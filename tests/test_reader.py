@@ -100,3 +100,18 @@ def test_the_offline_reading_keeps_its_next_paths(movie_kb):
     tq = OfflineTriplets(movie_kb)("who directed Kismet")
     assert [local_name(t.relation) for t in tq.triplets] == ["directed_by"]
     assert tq.alternatives and all(a.triplets and a.answer_type == f"{M}Person" for a in tq.alternatives[:1])
+
+
+def test_the_hop_summary_stored_with_the_kb_agrees_with_the_store(movie_kb):
+    # Which kinds of edges leave a node is read from the KB's name index, not asked of the store per request.
+    reader = PathReader(movie_kb)
+    constants = [node(movie_kb, "Taxi Driver"), node(movie_kb, "Martin Scorsese")]
+    films = f"^<{M}directed_by>"
+    summary = [reader._hops(constants, None, None), reader._hops(constants, films, M + "Movie")]
+    index = movie_kb.names
+    kept, index._hops = index._hops, None  # as a KB built without the summary: the store answers
+    try:
+        asked = [reader._hops(constants, None, None), reader._hops(constants, films, M + "Movie")]
+    finally:
+        index._hops = kept
+    assert summary == asked and all(summary)

@@ -59,10 +59,8 @@ def test_a_slice_of_the_corpus_gets_readable_answers(server):
     assert sum(statuses.values()) == SLICE and statuses[200] and sum(n for s, n in statuses.items() if s >= 400)
 
 
-@pytest.mark.fuzz
-def test_the_whole_corpus_gets_readable_answers(server, request):
-    if "fuzz" not in (request.config.getoption("-m") or ""):
-        pytest.skip("the whole corpus runs with -m fuzz")
+@pytest.mark.fuzz  # run only with -m fuzz (tests/conftest.py)
+def test_the_whole_corpus_gets_readable_answers(server):
     statuses, found = problems(server, corpus(FULL))
     print(f"\nserver fuzz corpus: {FULL} requests, statuses {dict(sorted(statuses.items()))}, problems {len(found)}")
     assert not found, "\n".join(found[:50])

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ..build import kb_lock
 from ..errors import InputError, KqeError
-from ..linking import NameIndex, normalise_name
+from ..linking import normalise_name
 
 TABLES = "tables"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -116,7 +116,7 @@ def link_column(kb, cells: list[str]) -> list[tuple[str, ...]]:
     nodes of the type most unambiguous cells of the column link to.
     """
     by_id = kb.resolve_identifiers([c for c in cells if c])
-    index = NameIndex(kb)
+    index = kb.names
     found = [tuple(sorted(by_id.get(c) or index.nodes(normalise_name(c)))) if c else () for c in cells]
     votes = Counter(t for iris in found if len(iris) == 1 for t in index.types.get(iris[0], ()))
     column_type = votes.most_common(1)[0][0] if votes else None
@@ -141,6 +141,7 @@ def register_table(kb, path: Path, entity_column: str, name: str | None = None, 
     root = Path(kb.path) / TABLES
     with kb_lock(Path(kb.path)):
         root.mkdir(exist_ok=True)
+        _recover(root)
         final = root / chosen
         if final.exists() and not replace:
             raise KqeError(f"a table named {chosen!r} is already registered; pass --replace to replace it "
@@ -163,6 +164,19 @@ def register_table(kb, path: Path, entity_column: str, name: str | None = None, 
             raise
     _load.cache_clear()
     return info
+
+
+def _recover(root: Path) -> None:
+    """Under the KB's lock, what an ``add`` killed midway left: put back a table whose swap was cut between its
+    two renames, and drop work folders (no other writer can be running)."""
+    for old in sorted(root.glob(".*.old-*")):
+        final = root / old.name[1:].rsplit(".old-", 1)[0]
+        if not final.exists() and (old / "table.json").is_file():
+            os.rename(old, final)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for work in root.glob(".*.tmp-*"):
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def list_tables(kb_path: Path) -> list[dict]:

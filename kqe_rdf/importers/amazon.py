@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import html
-import json
 import re
 import sys
 from collections import Counter
@@ -38,7 +37,7 @@ from pathlib import Path
 from ..errors import InputError, KqeError
 from ..records import Edge, ImportReport, Node
 from . import Importer
-from .reading import numbered_lines
+from .reading import JsonSyntaxError, numbered_lines, parse_json
 
 EXAMPLES = 5  # warnings per kind of repair; the rest are counted in one summary warning
 ALWAYS = sys.maxsize  # ImportReport.warn limit for summaries, which must never be dropped
@@ -74,13 +73,13 @@ def first_words(text: str, count: int = NAME_WORDS) -> str:
 def parse_object(line: str, where: str) -> dict:
     """One JSON object, or a Python dict literal as in some Amazon 2018 files."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
+        obj = parse_json(line, where)
+    except JsonSyntaxError as exc:
         try:
             obj = ast.literal_eval(line)
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             raise InputError(
-                f"neither a JSON object nor a Python dict literal (JSON error: {exc.msg} at column {exc.colno})",
+                f"neither a JSON object nor a Python dict literal (JSON error: {str(exc).split(': ', 1)[-1]})",
                 where,
             ) from None
     if not isinstance(obj, dict):

@@ -1,12 +1,19 @@
 """Reading source files line by line, with file:line in every error.
 
-Gzip is detected by suffix. Bytes that are not UTF-8 are an error naming the
-file and line unless the caller asks to replace them (then they are counted).
+Gzip is detected by suffix; a truncated or corrupt one is an error naming the
+file. Bytes that are not UTF-8 are an error naming the file and line unless
+the caller asks to replace them (then they are counted). JSON lines are read
+by :func:`parse_json`, which refuses what Python's reader would turn into a
+traceback or a silent surprise.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
+import math
+import re
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,5 +45,68 @@ def numbered_lines(path: Path, report: ImportReport | None = None, replace: bool
                     if report is not None:
                         report.warn(f"{path}:{number}: bytes that are not UTF-8 were replaced")
                 yield number, text.rstrip("\r\n")
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read file ({exc})", str(path)) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"cannot read file ({_read_error(exc)})", str(path)) from None
+
+
+def _read_error(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return f"the compressed file ends too early, it was probably cut short: {exc}"
+    if isinstance(exc, zlib.error):
+        return f"corrupt compressed data: {exc}"
+    return str(exc)
+
+
+#: A ``\uD800``-``\uDFFF`` escape: the only way a JSON line read as UTF-8 can carry a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+class JsonSyntaxError(InputError):
+    """A line that is not JSON at all (some readers then try another notation)."""
+
+
+class _Refused(ValueError):
+    """A JSON value parse_json refuses (raised from the decoder's hooks)."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _constant(name: str) -> float:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def parse_json(line: str, where: str) -> object:
+    """One JSON value, or an :class:`InputError` naming ``where`` for what Python's reader gets wrong.
+
+    Refused: malformed JSON, nesting deeper than the interpreter's recursion limit, integers
+    longer than Python converts (4,300 digits), ``NaN``/``Infinity`` and numbers that overflow to
+    infinity (``1e999999``), and lone surrogates (``"\\ud800"``), which no UTF-8 store can hold.
+
+    >>> parse_json('{"id": 7}', "kb.jsonl:1")
+    {'id': 7}
+    >>> parse_json('{"id": 1e999999}', "kb.jsonl:2")
+    Traceback (most recent call last):
+    kqe_rdf.errors.InputError: kb.jsonl:2: the number 1e999999 is out of range
+    """
+    try:
+        value = json.loads(line, parse_float=_finite, parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        raise JsonSyntaxError(f"not valid JSON ({exc.msg} at column {exc.colno})", where) from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply (Python reads about 1,000 levels at most)", where) from None
+    except _Refused as exc:
+        raise InputError(str(exc), where) from None
+    except ValueError as exc:  # int() refusing more than sys.get_int_max_str_digits() digits
+        raise InputError(f"a number too long to read ({str(exc).split(';')[0]})", where) from None
+    if _SURROGATE_ESCAPE.search(line):
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"a string holds a lone surrogate escape ({exc.object[exc.start:exc.end]!r}), "
+                             "which is not a character", where) from None
+    return value
