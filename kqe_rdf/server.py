@@ -899,6 +899,7 @@ def uvicorn_config(app, settings, **options):
 
     options = {"host": settings.server_host, "port": settings.server_port, "log_level": "info",
                "timeout_graceful_shutdown": 10, "server_header": False, "access_log": False,
+               "proxy_headers": settings.server_trust_proxy,
                "http": header_timeout_protocol(settings.server_header_timeout), **options}
     return uvicorn.Config(app, **options)
 

@@ -134,6 +134,17 @@ def test_one_client_cannot_take_every_worker_and_cheap_queries_are_answered_mean
         assert sorted("server_client_share" in a for a in answers) == [False, True], answers
 
 
+def test_a_forged_forwarded_for_header_does_not_make_one_client_many(bio_kb):  # noqa: F811
+    settings = Settings(server_query_timeout=2.0, server_query_slots=2, server_client_share=0.5)
+    app = create_app(bio_kb, settings)
+    with serving(app, settings) as url:
+        attacks = [in_background(lambda n=n: httpx.get(url + "/sparql", params={"query": ENDLESS}, timeout=60,
+                                                       headers={"X-Forwarded-For": f"10.0.0.{n}"}))
+                   for n in range(2)]
+        answers = [a.result().text for a in attacks]
+        assert sorted("server_client_share" in a for a in answers) == [False, True], answers
+
+
 def test_a_worker_that_dies_is_replaced_and_its_request_is_answered(bio_kb):  # noqa: F811
     app = create_app(bio_kb, Settings(server_query_timeout=30, server_query_slots=1))
     with serving(app) as url:
