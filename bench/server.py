@@ -8,7 +8,12 @@ keep-alive HTTP connection, send requests back to back. Reported: requests/s
 ``--repeats`` runs that alternate between the two servers. Then /search with
 BM25 and hybrid (every request a different text, so the query-embedding cache
 never answers), and a load run of mixed valid and malformed requests that must
-give no 5xx to any valid one.
+give no 5xx to any valid one. Last, **under attack** (a second server with a 10 s
+query timeout): simple-query latency from one client with 0 and then with 4
+adversarial queries in flight from another address (127.0.0.2: the issue's
+``COUNT(*)`` over a cross product, and ``ORDER BY RAND()`` over one, which grows
+by ~160 MB/s), the CPU seconds the server spends after each adversarial query's
+503, and the peak memory of the server's processes.
 
     python bench/server.py                 # data/kb/bio, 8 clients; writes docs/benchmarks.md
     python bench/server.py --quick         # a smoke run
@@ -16,6 +21,7 @@ give no 5xx to any valid one.
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import socket
@@ -57,10 +63,11 @@ def wait_ready(url: str, process: subprocess.Popen, seconds: float = 180) -> Non
     raise SystemExit(f"{url} did not answer within {seconds} s")
 
 
-def start_kqe(kb: Path, port: int) -> subprocess.Popen:
+def start_kqe(kb: Path, port: int, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     binary = shutil.which("kqe-rdf") or sys.exit("kqe-rdf is not installed (pip install -e .)")
-    process = subprocess.Popen([binary, "serve", "--kb", str(kb), "--port", str(port), "--result-cap", "100000"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen([binary, "serve", "--kb", str(kb), "--port", str(port), "--result-cap", "100000",
+                                *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, **(env or {})})
     wait_ready(f"http://127.0.0.1:{port}/sparql", process)
     return process
 
@@ -176,6 +183,138 @@ def query_texts(kb: Path, count: int) -> list[str]:
     return names[:count]
 
 
+# ---------------------------------------------------------------- under attack
+
+ADVERSARIAL = {
+    "CPU: COUNT(*) over a cross product": "SELECT (COUNT(*) AS ?n) { ?a ?b ?c . ?d ?e ?f }",
+    "memory: ORDER BY RAND() over a cross product": PREFIXES + "SELECT * { ?a rdfs:label ?b . ?c rdfs:label ?d } "
+                                                               "ORDER BY RAND() LIMIT 1",
+}
+ATTACK_TIMEOUT = 10.0
+
+
+def process_tree(pid: int) -> list[int]:
+    """A process and its children (the server and its query workers)."""
+    out = [pid]
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            out += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    return out
+
+
+def cpu_by_process(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) used so far by each live process of the tree."""
+    out = {}
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            out[p] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of the live processes of the tree."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError):
+            pass
+    return total
+
+
+class PeakMemory:
+    """Samples the server tree's resident memory every 50 ms until stopped."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.peak = max(self.peak, tree_rss(self.pid))
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def simple_latencies(url: str, count: int) -> list[float]:
+    out = []
+    with httpx.Client(timeout=120) as http:
+        for _ in range(count):
+            t0 = time.perf_counter()
+            response = http.get(url + "/sparql", params={"query": SIMPLE})
+            out.append(time.perf_counter() - t0)
+            if response.status_code != 200:
+                out[-1] = float("inf")  # an error counts as never answered
+    return out
+
+
+def under_attack(kb: Path, count: int) -> tuple[list[list[str]], list[list[str]], int, int]:
+    """Latency rows (0 and 4 adversaries), CPU-after-deadline rows, peak and idle memory of the server tree."""
+    port = free_port()
+    # The result cache is off: every simple query needs a worker, as a query never seen before would.
+    server = start_kqe(kb, port, "--query-timeout", str(ATTACK_TIMEOUT), env={"KQE_SERVER_RESULT_CACHE_MB": "0"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        simple_latencies(url, 20)  # warm-up
+        time.sleep(1)
+        idle_memory = tree_rss(server.pid)
+        peak = PeakMemory(server.pid)
+        calm = simple_latencies(url, count)
+        statuses: Counter = Counter()
+        stop = threading.Event()
+
+        def adversary(query: str) -> None:
+            transport = httpx.HTTPTransport(local_address="127.0.0.2")
+            with httpx.Client(transport=transport, timeout=120) as http:
+                while not stop.is_set():
+                    statuses[http.get(url + "/sparql", params={"query": query}).status_code] += 1
+
+        queries = list(ADVERSARIAL.values()) * 2
+        threads = [threading.Thread(target=adversary, args=(q,)) for q in queries]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        attacked = simple_latencies(url, count)
+        stop.set()
+        for t in threads:
+            t.join()
+        cpu_rows = []
+        for name, query in ADVERSARIAL.items():  # one at a time: CPU the server spends after the 503
+            t0 = time.perf_counter()
+            response = httpx.get(url + "/sparql", params={"query": query}, timeout=120)
+            answered = time.perf_counter() - t0
+            before = cpu_by_process(server.pid)
+            time.sleep(3.0)
+            after = cpu_by_process(server.pid)
+            # The killed worker is gone; what is left is the server, the idle workers and the replacement's start.
+            used = sum(after[p] - before.get(p, 0.0) for p in after)
+            cpu_rows.append([name, response.status_code, f"{answered:.1f}", f"{used:.2f}"])
+        peak_memory = peak.stop()
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    latency_rows = [["none", ms(percentile(calm, 50)), ms(percentile(calm, 95)),
+                     sum(x == float("inf") for x in calm)],
+                    ["4 in flight from 127.0.0.2 (2 of each, re-sent at once when answered)",
+                     ms(percentile(attacked, 50)), ms(percentile(attacked, 95)),
+                     sum(x == float("inf") for x in attacked)]]
+    latency_rows[1].append(", ".join(f"{k}: {v}" for k, v in sorted(statuses.items())))
+    latency_rows[0].append("")
+    return latency_rows, cpu_rows, peak_memory, idle_memory
+
+
 def summary(runs: list[Run]) -> tuple[float, float, float]:
     return (statistics.median(r.rate for r in runs),
             statistics.median(percentile(r.latencies, 50) for r in runs),
@@ -195,19 +334,25 @@ def main() -> None:
     search_per = max(per // 4, 5)
     load_per = args.load_requests or (100 if args.quick else 2000)
     env = Environment(["pyoxigraph", "oxigraph", "starlette", "uvicorn", "httpx"])
-    kqe_port, oxi_port = free_port(), free_port()
+    kqe_port, uncached_port, oxi_port = free_port(), free_port(), free_port()
     kqe = start_kqe(args.kb, kqe_port)
+    # The same server with its result cache off: every request is evaluated by a worker.
+    uncached = start_kqe(args.kb, uncached_port, env={"KQE_SERVER_RESULT_CACHE_MB": "0"})
     oxi = start_oxigraph(args.kb, oxi_port)
     kqe_url, oxi_url = f"http://127.0.0.1:{kqe_port}", f"http://127.0.0.1:{oxi_port}"
+    uncached_url = f"http://127.0.0.1:{uncached_port}"
     try:
         texts = query_texts(args.kb, args.clients * search_per * args.repeats * 2 + 100)
-        for url in (kqe_url + "/sparql", oxi_url + "/query"):  # warm-up
+        for url in (kqe_url + "/sparql", uncached_url + "/sparql", oxi_url + "/query"):  # warm-up
             Run(args.clients, 5, sparql_request(url))
         Run(2, 3, search_request(kqe_url, "hybrid", texts[-50:], 2, 3))
-        ours, theirs = [], []
+        ours, evaluated, theirs = [], [], []
         for _ in range(args.repeats):
             ours.append(Run(args.clients, per, sparql_request(kqe_url + "/sparql")))
+            evaluated.append(Run(args.clients, per, sparql_request(uncached_url + "/sparql")))
             theirs.append(Run(args.clients, per, sparql_request(oxi_url + "/query")))
+        uncached.terminate()
+        uncached.wait(30)
         search_runs: dict[str, list[Run]] = {"bm25": [], "hybrid": []}
         offset = 0
         for _ in range(args.repeats):
@@ -218,22 +363,30 @@ def main() -> None:
                                                search_request(kqe_url, method, chunk, args.clients, search_per)))
         load = Run(args.load_clients, load_per, mixed_request(kqe_url, texts))
         alive = kqe.poll() is None
+        for process in (kqe, oxi):  # the attack runs on its own server, alone
+            process.terminate()
+            process.wait(30)
+        attack_latency, attack_cpu, peak_memory, idle_memory = under_attack(args.kb, 20 if args.quick else 100)
     finally:
-        for process in (kqe, oxi):
+        for process in (kqe, uncached, oxi):
             process.terminate()
             try:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
         env.finish()
-        env.jobs = {j for j in env.jobs if f"--port {kqe_port}" not in j}  # the server under test itself
+        env.jobs = {j for j in env.jobs if "--result-cap 100000" not in j}  # the servers under test themselves
 
-    for name, runs in (("failed SPARQL runs (ours)", ours), ("failed SPARQL runs (oxigraph)", theirs)):
+    for name, runs in (("failed SPARQL runs (ours)", ours), ("failed SPARQL runs (ours, no cache)", evaluated),
+                       ("failed SPARQL runs (oxigraph)", theirs)):
         if any(r.statuses.keys() - {200} for r in runs):
             print(f"warning: {name}: {[dict(r.statuses) for r in runs]}")
     o_rate, o_p50, o_p95 = summary(ours)
     t_rate, t_p50, t_p95 = summary(theirs)
+    e_rate, e_p50, e_p95 = summary(evaluated)
     rows = [["`kqe-rdf serve` /sparql", rate(o_rate), ms(o_p50), ms(o_p95), ratio(o_rate, t_rate)],
+            ["`kqe-rdf serve` /sparql, result cache off (every request evaluated by a worker)", rate(e_rate),
+             ms(e_p50), ms(e_p95), ratio(e_rate, t_rate)],
             ["`oxigraph serve-read-only` /query", rate(t_rate), ms(t_p50), ms(t_p95), "1.00×"]]
     sparql_table = table(["server", "requests/s", "p50 ms", "p95 ms", "requests/s vs oxigraph"], rows)
     search_rows = []
@@ -260,14 +413,33 @@ def main() -> None:
     ]
     spec = (f"- Data: `{args.kb.relative_to(ROOT) if args.kb.is_relative_to(ROOT) else args.kb}` "
             f"(the biomedical KB, 2.4 M triples), opened read-only by both servers.\n"
-            f"- Simple query: `SELECT ?d ?name WHERE {{ ?d a bio:Disease ; rdfs:label ?name }} LIMIT 10` (JSON results).\n"
+            f"- Simple query: `SELECT ?d ?name WHERE {{ ?d a bio:Disease ; rdfs:label ?name }} LIMIT 10` (JSON results), "
+            "the same text every time: `kqe-rdf serve` answers all but the first from its result cache "
+            "(`server_result_cache_mb`); the row with the cache off shows the cost of evaluating each request in a "
+            "worker process.\n"
             f"- Clients: {args.clients} threads of one Python process (httpx, keep-alive), on the same 2 CPUs as the "
             f"servers; {per} requests per client per run, {args.repeats} runs alternating the servers; medians "
             f"of the runs. /search: {search_per} requests per client per run, every request a different HPO "
             f"phenotype name as text.")
+    attack_lines = [
+        f"A second `kqe-rdf serve` with `--query-timeout {ATTACK_TIMEOUT:g}` and its result cache off (default 4 "
+        "workers, one client at most half of them). One client sends the simple query back to back; the adversary, "
+        "from another loopback address, keeps 4 adversarial queries in flight:", "",
+        table(["adversarial queries", "simple query p50 ms", "p95 ms", "failed", "adversaries' answers"],
+              attack_latency), "",
+        "CPU the server spends after an adversarial query's answer (each alone; its worker is killed at the "
+        "deadline):", "",
+        table(["query", "status", "answered after s", "server CPU s in the 3 s after the answer"], attack_cpu), "",
+        "(That CPU is the replacement worker starting, about 0.3 s, and the idle server; before issue 15 a "
+        "timed-out query ran on in its thread for as long as it needed: 35 s and more of a CPU each, or until "
+        "memory ran out.)", "",
+        f"- Peak resident memory of the server's processes (main + workers) during the attack: "
+        f"{peak_memory / 2**20:,.0f} MiB (idle: {idle_memory / 2**20:,.0f} MiB; each worker may allocate at most "
+        "`server_worker_memory_mb` = 2,048 MiB).",
+    ]
     body = "\n".join([env.markdown(command_line()), spec, "", "SPARQL, simple query:", "", sparql_table, "",
                       "Search (REST):", "", search_table, "", "Load run, mixed valid and malformed requests:", "",
-                      *load_lines])
+                      *load_lines, "", "Under attack:", "", *attack_lines])
     print(body)
     if args.doc:
         update_doc("server", "Knowledge service over HTTP (`bench/server.py`)", body)

@@ -88,15 +88,32 @@ class Settings:
     #: `kqe-rdf serve`: address to listen on (loopback by default; the KB is served read-only).
     server_host: str = "127.0.0.1"
     server_port: int = 7878
-    #: Seconds a SPARQL query or search may run before the client gets 503 (the query itself cannot be
-    #: cancelled once Oxigraph evaluates it, so it runs on in its worker slot until it ends).
+    #: Seconds a SPARQL query, update or REST call may run in its worker; then the client gets 503 and the
+    #: worker is killed (its CPU and memory are freed at once). A request waits as long for a free worker.
     server_query_timeout: float = 30.0
     #: Most solutions (or triples) one SPARQL response carries; more are cut and the response says so.
     server_result_cap: int = 10000
     #: Largest request body or query string accepted (bytes); larger requests get 413.
     server_max_request_bytes: int = 1_000_000
-    #: Queries evaluated at once (worker threads); further requests wait, then get 503 when all stay busy.
+    #: Jobs evaluated at once: worker processes, each with the store open read-only (one worker, read-write,
+    #: with an update token); further requests wait, then get 503 when all stay busy.
     server_query_slots: int = 4
+    #: Most of the workers one client (IP address) may hold at once, as a share (at least one worker), so
+    #: one client's expensive queries never take every worker.
+    server_client_share: float = 0.5
+    #: Whether a client's address may come from the X-Forwarded-For header of a loopback peer (a reverse proxy
+    #: on this machine). Off: the socket's address, which a client cannot forge to pass for many clients.
+    server_trust_proxy: bool = False
+    #: Memory one worker may allocate (MiB, RLIMIT_DATA); a job that needs more is stopped with 503. A worker
+    #: serving every route of the bio KB (store, BM25, documents, encoder) uses about 450.
+    server_worker_memory_mb: int = 2048
+    #: MiB of recent SELECT/ASK answers a read-only server keeps, to answer a repeated query without a worker
+    #: (never queries with RAND/NOW/UUID/BNODE or SERVICE; emptied when the KB is rebuilt); 0: off.
+    server_result_cache_mb: int = 64
+    #: Seconds a client has to send a request's headers, and its body (slow or half-open connections are
+    #: closed, and a late body gets 408).
+    server_header_timeout: float = 10.0
+    server_body_timeout: float = 30.0
     #: SPARQL Update on /update is off unless this token is set; requests must send `Authorization: Bearer TOKEN`.
     server_update_token: str = dataclasses.field(default="", repr=False)
     #: SERVICE endpoints a query may call, space- or comma-separated exact URLs (others are refused:

@@ -24,6 +24,9 @@ from .sparql import run_query
 
 
 class KnowledgeBase:
+    #: True for a served KB: nothing may write into its folder (what it lacks is built in memory instead).
+    read_only = False
+
     def __init__(self, path: Path, manifest: dict, settings: Settings) -> None:
         self.path = path
         self.manifest = manifest

@@ -16,17 +16,20 @@ runs it with uvicorn. Routes:
 * ``/search``, ``/triplets``, ``/expand``, ``/answer``: JSON with provenance;
   ``/openapi.json`` describes them. ``/`` is the web page (``kqe_rdf/web``).
 
-Queries run in a fixed set of worker threads (``server_query_slots``).
-pyoxigraph cannot cancel a running query, so a query past
-``server_query_timeout`` gets 503 at once, keeps its slot until it ends (rows
-are streamed with a deadline check, so most stop early), and a request that
-finds every slot busy for a whole timeout also gets 503: no request hangs and
-the pool never grows. Clients never see a stack trace.
+Every query, update and REST call runs in a worker process (:mod:`kqe_rdf.workers`,
+``server_query_slots`` of them): a job past ``server_query_timeout`` gets 503 and its
+worker is killed, so it stops using CPU and memory at once; a worker has a memory
+limit; one client (IP address) holds at most ``server_client_share`` of the workers.
+A request that finds no worker for a whole timeout also gets 503: no request hangs
+and nothing runs on after its answer. Headers must arrive within
+``server_header_timeout`` and a body within ``server_body_timeout``. Clients never
+see a stack trace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import csv
 import dataclasses
@@ -34,10 +37,11 @@ import hmac
 import io
 import json
 import logging
-import threading
+import math
+import os
+import re
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from json.encoder import encode_basestring as _quote  # the C encoder json.dumps uses
 from pathlib import Path
 from urllib.parse import parse_qsl
 from xml.sax.saxutils import escape, quoteattr
@@ -45,7 +49,7 @@ from xml.sax.saxutils import escape, quoteattr
 from pyoxigraph import BlankNode, Literal, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
 
 from .errors import KqeError, SparqlError
-from .sparql_search import SearchFunctions, ServiceNotAllowed, allowed_endpoints, execute, prepare
+from .sparql_search import ServiceNotAllowed, allowed_endpoints, execute, prepare
 
 log = logging.getLogger("kqe_rdf.server")
 WEB = Path(__file__).parent / "web"
@@ -75,12 +79,11 @@ class HTTPError(KqeError):
         self.headers = headers or {}
 
 
-def _status(exc: KqeError) -> int:
-    if isinstance(exc, HTTPError):
-        return exc.status
+def status_of(exc: KqeError) -> int:
+    """The HTTP status a readable error is answered with (400 unless it says otherwise)."""
     if isinstance(exc, ServiceNotAllowed):
         return 403
-    return 400
+    return getattr(exc, "status", 400)
 
 
 # ---------------------------------------------------------------- content negotiation
@@ -124,21 +127,23 @@ def negotiate(accept: str, offered: list[str]) -> str | None:
 # ---------------------------------------------------------------- result serialisers
 
 
-def _json_term(term) -> dict:
-    if isinstance(term, NamedNode):
-        return {"type": "uri", "value": term.value}
-    if isinstance(term, BlankNode):
-        return {"type": "bnode", "value": term.value}
-    if isinstance(term, Triple):
-        return {"type": "triple", "value": {"subject": _json_term(term.subject),
-                                            "predicate": _json_term(term.predicate),
-                                            "object": _json_term(term.object)}}
-    out = {"type": "literal", "value": term.value}
+def _json_term(term) -> str:
+    """A term as SPARQL JSON text, written directly: the hot path of every JSON response."""
+    kind = type(term)
+    if kind is NamedNode:
+        return '{"type":"uri","value":' + _quote(term.value) + "}"
+    if kind is BlankNode:
+        return '{"type":"bnode","value":' + _quote(term.value) + "}"
+    if kind is Triple:
+        return (f'{{"type":"triple","value":{{"subject":{_json_term(term.subject)},'
+                f'"predicate":{_json_term(term.predicate)},"object":{_json_term(term.object)}}}}}')
+    out = '{"type":"literal","value":' + _quote(term.value)
     if term.language:
-        out["xml:lang"] = term.language
-    elif term.datatype.value != XSD_STRING:
-        out["datatype"] = term.datatype.value
-    return out
+        return out + ',"xml:lang":' + _quote(term.language) + "}"
+    datatype = term.datatype.value
+    if datatype != XSD_STRING:
+        return out + ',"datatype":' + _quote(datatype) + "}"
+    return out + "}"
 
 
 def _xml_term(term) -> str:
@@ -173,9 +178,13 @@ def _tsv_term(term) -> str:
 def write_solutions(fmt: str, variables: list[str], rows: list) -> bytes:
     """SELECT results in a SPARQL results format (json, xml, csv, tsv)."""
     if fmt == "json":
-        bindings = [{v: _json_term(row[v]) for v in variables if row[v] is not None} for row in rows]
-        return json.dumps({"head": {"vars": variables}, "results": {"bindings": bindings}},
-                          ensure_ascii=False).encode()
+        names = [(v, _quote(v) + ":") for v in variables]
+        bindings = []
+        for row in rows:
+            terms = [(name, row[v]) for v, name in names]
+            bindings.append("{" + ",".join(name + _json_term(t) for name, t in terms if t is not None) + "}")
+        head = '{"head":{"vars":[' + ",".join(_quote(v) for v in variables) + ']},"results":{"bindings":['
+        return (head + ",".join(bindings) + "]}}").encode()
     if fmt == "xml":
         out = ['<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>']
         out += [f"<variable name={quoteattr(v)}/>" for v in variables]
@@ -208,10 +217,64 @@ def write_boolean(fmt: str, value: bool) -> bytes:
 
 
 class Rendered:
-    """A finished response body with its media type, and whether the result cap cut it."""
+    """A finished response body with its media type, whether the result cap cut it, and whether the same query
+    always gives the same body (then the server may answer it again from :class:`ResultCache`)."""
 
-    def __init__(self, body: bytes, media: str, truncated: bool = False, searches: list | None = None) -> None:
+    def __init__(self, body: bytes, media: str, truncated: bool = False, searches: list | None = None,
+                 repeatable: bool = False) -> None:
         self.body, self.media, self.truncated, self.searches = body, media, truncated, searches or []
+        self.repeatable = repeatable
+
+
+#: Functions whose value changes from one evaluation to the next: a query using one is never answered from cache.
+_VOLATILE = re.compile(r"\b(RAND|NOW|UUID|STRUUID|BNODE)\s*\(", re.IGNORECASE)
+
+
+class ResultCache:
+    """Recent SELECT/ASK answers of a read-only server, by query, format and dataset, within a byte budget.
+
+    A read-only store gives the same answer to the same deterministic query, so a
+    repeated query (a dashboard, a page reloaded, a crawler) costs no worker. It is
+    emptied when the KB is rebuilt (its ``store`` folder changes); queries with
+    volatile functions, SERVICE calls or graph results are never kept.
+    """
+
+    def __init__(self, budget: int, kb_path: Path) -> None:
+        self.budget, self.store = budget, Path(kb_path) / "store"
+        self.entries: collections.OrderedDict[tuple, tuple[Rendered, int]] = collections.OrderedDict()
+        self.size, self.identity = 0, self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.store)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def get(self, key: tuple) -> Rendered | None:
+        identity = self._identity()
+        if identity != self.identity:
+            self.entries.clear()
+            self.size, self.identity = 0, identity
+            return None
+        found = self.entries.get(key)
+        if found is None:
+            return None
+        self.entries.move_to_end(key)
+        return found[0]
+
+    def put(self, key: tuple, rendered: Rendered) -> None:
+        cost = len(rendered.body) + sum(map(len, key[:2])) + 200
+        if not rendered.repeatable or cost > self.budget // 16:
+            return
+        old = self.entries.pop(key, None)
+        if old is not None:
+            self.size -= old[1]
+        self.entries[key] = (rendered, cost)
+        self.size += cost
+        while self.size > self.budget:
+            _, (_, dropped) = self.entries.popitem(last=False)
+            self.size -= dropped
 
 
 def _take(iterator, cap: int, deadline: float) -> tuple[list, bool]:
@@ -247,7 +310,7 @@ def render(result, accept: str, cap: int, deadline: float) -> Rendered:
     return Rendered(serialize(triples, format=GRAPH_TYPES[media]) or b"", media, truncated)
 
 
-# ---------------------------------------------------------------- worker slots
+# ---------------------------------------------------------------- jobs (run in the worker processes)
 
 
 class QueryTimeout(HTTPError):
@@ -255,68 +318,202 @@ class QueryTimeout(HTTPError):
         super().__init__(503, message, {"Retry-After": "5"})
 
 
-#: Native stack of each query thread. pyoxigraph recurses on it; the size limits in Settings keep queries
-#: far below what overflows 8 MiB, and this bigger stack (address space, touched only when used) is a
-#: second margin that does not depend on the platform's default thread stack (which can be far smaller).
-QUERY_THREAD_STACK = 64 * 1024 * 1024
-_stack_size_lock = threading.Lock()
-
-
-class _BigStackExecutor(ThreadPoolExecutor):
-    """A ThreadPoolExecutor whose worker threads get ``QUERY_THREAD_STACK`` bytes of stack."""
-
-    def _adjust_thread_count(self) -> None:
-        with _stack_size_lock:
-            try:
-                previous = threading.stack_size(QUERY_THREAD_STACK)
-            except (ValueError, RuntimeError):  # the platform cannot set it: keep its default
-                super()._adjust_thread_count()
-                return
-            try:
-                super()._adjust_thread_count()
-            finally:
-                threading.stack_size(previous)
-
-
-class QuerySlots:
-    """A fixed pool of worker threads, each job with a deadline; never more jobs than threads."""
-
-    def __init__(self, slots: int, timeout: float) -> None:
-        self.slots, self.timeout = slots, timeout
-        self.executor = _BigStackExecutor(max_workers=slots, thread_name_prefix="kqe-query")
-        self._free: asyncio.Semaphore | None = None
-
-    async def run(self, job: Callable[[float], object]):
-        """``job(deadline)`` in a worker thread; 503 if no slot frees up or it does not finish in time."""
-        if self._free is None:
-            self._free = asyncio.Semaphore(self.slots)
-        free = self._free
-        deadline = time.monotonic() + self.timeout
+def one(params: dict, name: str, default=None, kind=str):
+    """The first value of a REST parameter, as ``kind``; 400 naming the parameter when missing or malformed."""
+    values = params.get(name)
+    if not values:
+        if default is None:
+            raise HTTPError(400, f"missing parameter '{name}'")
+        return default
+    value = values[0]
+    if kind is int:
         try:
-            await asyncio.wait_for(free.acquire(), self.timeout)
-        except TimeoutError:
-            raise QueryTimeout(f"the server is busy: all {self.slots} query slots stayed taken for "
-                               f"{self.timeout:g} s; try again later") from None
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError(value)
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise HTTPError(400, f"parameter '{name}' must be a whole number, got {value!r}") from None
+    if kind is bool:
+        return str(value).lower() in ("1", "true", "yes", "on")
+    return str(value)
+
+
+def _text(params: dict) -> str:
+    """The request text ``q``: present and not blank."""
+    text = one(params, "q")
+    if not text.strip():
+        raise HTTPError(400, "parameter 'q' is empty: give some words")
+    return text
+
+
+def _types(kb, params: dict) -> list[str]:
+    """The ``type`` filters, each a class of the KB's ontology."""
+    types = [str(t) for t in params.get("type", []) if str(t).strip()]
+    try:
+        kb.resolve_types(types)
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'type': {exc}") from None
+    return types
+
+
+def search_job(kb, settings, params: dict) -> dict:
+    from .cli import _result_rows
+    from .retrieval import METHODS, pipeline
+
+    text = _text(params)
+    method = one(params, "method", "bm25")
+    if method not in METHODS:
+        raise HTTPError(400, f"parameter 'method': no retrieval method {method!r}; available: {', '.join(METHODS)}")
+    k = one(params, "k", settings.k, int)
+    if not 1 <= k <= 1000:
+        raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
+    types = _types(kb, params)
+    stage = pipeline(method, kb, settings, k, types or None)
+    batch = stage.run(text)
+    return {"query": text, "method": method, "k": k, "types": types,
+            "results": _result_rows(kb, batch.ranked("q")),
+            "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
+
+
+def triplets_job(kb, settings, params: dict) -> dict:
+    from .retrieval import pipeline
+
+    text = _text(params)
+    mode = "strict" if one(params, "strict", False, bool) else "soft"
+    stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
+    return {"query": text, **stage.reading(text)}
+
+
+def expand_job(kb, settings, params: dict) -> dict:
+    from .expansion import expand as expansion
+
+    text, types = _text(params), _types(kb, params)
+    method = one(params, "method", "kar")
+    try:
+        return expansion(kb, settings, text, method, types or None).as_dict()
+    except HTTPError:
+        raise
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'method' ({method!r}): {exc}") from None
+
+
+def answer_job(kb, settings, params: dict) -> dict:
+    from .answering import answer as answering, check_sources
+
+    sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
+    try:
+        checked = check_sources(sources) if sources else None
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'source': {exc}") from None
+    return answering(kb, settings, _text(params), checked).as_dict()
+
+
+REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_job, "answer": answer_job}
+
+
+@contextlib.contextmanager
+def naming(parameter: str):
+    """Errors about the request's text name its parameter: "parameter 'query': SPARQL syntax error ..."."""
+    try:
+        yield
+    except KqeError as exc:
+        if not isinstance(exc, HTTPError) and "parameter '" not in str(exc):
+            exc.args = (f"parameter '{parameter}': {exc}", *exc.args[1:])
+        raise
+
+
+def sparql_job(context, payload: dict, deadline: float) -> Rendered:
+    """A SPARQL query evaluated and rendered in the negotiated format."""
+    kb, settings = context.kb, context.settings
+    with naming("query"):
+        prepared = context.prepare(payload["query"])
+        result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
+    failure = None
+    try:
+        rendered = render(result, payload["accept"], settings.server_result_cap, deadline)
+    except Exception as exc:  # noqa: BLE001
+        if not isinstance(exc, KqeError):
+            log.exception("internal error while rendering results")
+        failure = exc.with_traceback(None)
+    # pyoxigraph results may only be freed on the thread that made them: drop every reference here
+    # (the traceback's frames hold one) before the answer leaves this function.
+    del result
+    if failure is not None:
+        raise failure
+    rendered.searches = prepared.searches
+    rendered.repeatable = (rendered.media in RESULT_TYPES and not prepared.services
+                           and not _VOLATILE.search(prepared.text))
+    return rendered
+
+
+def update_job(context, payload: dict) -> None:
+    kb, settings = context.kb, context.settings
+    with naming("update"):
+        prepared = prepare(kb, payload["update"], settings, update=True)
         try:
-            future = asyncio.get_running_loop().run_in_executor(self.executor, job, deadline)
-        except RuntimeError:  # the executor is shut down: the server is stopping
-            free.release()
-            raise HTTPError(503, "the server is shutting down") from None
+            kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions)
+        except SyntaxError as exc:
+            raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise SparqlError(f"SPARQL Update failed: {exc}") from None
 
-        def done(f: asyncio.Future) -> None:
-            free.release()  # only now: a query that outlived its request still holds its slot
-            if not f.cancelled():
-                f.exception()  # an abandoned job's error is retrieved here, not logged as unhandled
 
-        future.add_done_callback(done)
+def run_job(context, kind: str, payload: dict, deadline: float):
+    """One job in a worker process (:mod:`kqe_rdf.workers`): a rendered query, nothing, or a JSON body."""
+    if kind == "sparql":
+        return sparql_job(context, payload, deadline)
+    if kind == "update":
+        return update_job(context, payload)
+    started = time.perf_counter()
+    out = REST_JOBS[kind](context.kb, context.settings, payload)
+    out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+# ---------------------------------------------------------------- REST parameters
+
+
+class _LongInteger(str):
+    """An integer literal of a JSON body too long to convert (Python refuses over 4,300 digits)."""
+
+
+#: Digits of a JSON integer parameter at most; longer ones are refused, naming their parameter.
+MAX_INTEGER_DIGITS = 100
+
+
+def _integer(text: str):
+    return int(text) if len(text.lstrip("-")) <= MAX_INTEGER_DIGITS else _LongInteger(text)
+
+
+def json_params(raw: bytes) -> dict:
+    """A JSON request body as parameters; 400 (naming the parameter where there is one) for what cannot be one."""
+    try:
+        data = json.loads(raw or b"{}", parse_int=_integer, parse_constant=float)
+    except RecursionError:
+        raise HTTPError(400, "the JSON request body is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise HTTPError(400, f"the request body is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise HTTPError(400, "the JSON body must be an object of parameters")
+    return data
+
+
+def check_value(name: str, value) -> None:
+    """A REST parameter value must be a string (valid Unicode), a finite number or a boolean."""
+    if isinstance(value, _LongInteger):
+        raise HTTPError(400, f"parameter '{name}': an integer of {len(value.lstrip('-')):,} digits is too long "
+                             f"(at most {MAX_INTEGER_DIGITS})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise HTTPError(400, f"parameter '{name}' must be a finite number, got {value!r}")
+    if isinstance(value, str):
         try:
-            return await asyncio.wait_for(asyncio.shield(future), max(deadline - time.monotonic(), 0.001))
-        except TimeoutError:
-            raise QueryTimeout(f"the query did not finish within {self.timeout:g} s (server_query_timeout); "
-                               "narrow it down or add a LIMIT") from None
-
-    def close(self) -> None:
-        self.executor.shutdown(wait=False, cancel_futures=True)
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise HTTPError(400, f"parameter '{name}' is not valid Unicode (it holds a lone surrogate)") from None
+        return
+    if not isinstance(value, (int, float, bool)) or value is None:
+        raise HTTPError(400, f"parameter '{name}' must be a string, number or boolean (or a list of them), "
+                             f"not {type(value).__name__ if value is not None else 'null'}")
 
 
 # ---------------------------------------------------------------- the app
@@ -324,17 +521,22 @@ class QuerySlots:
 
 def _check(settings) -> None:
     if settings.server_query_timeout <= 0 or settings.server_result_cap < 1 or settings.server_query_slots < 1 \
-            or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536:
-        raise KqeError("server settings: server_query_timeout must be positive, server_result_cap and "
-                       "server_query_slots at least 1, server_max_request_bytes at least 1024, "
-                       "server_port between 1 and 65535")
+            or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536 \
+            or not 0 < settings.server_client_share <= 1 or settings.server_worker_memory_mb < 256 \
+            or settings.server_header_timeout <= 0 or settings.server_body_timeout <= 0 \
+            or settings.server_result_cache_mb < 0:
+        raise KqeError("server settings: server_query_timeout, server_header_timeout and server_body_timeout must "
+                       "be positive, server_result_cap and server_query_slots at least 1, server_max_request_bytes "
+                       "at least 1024, server_client_share above 0 and at most 1, server_worker_memory_mb at least "
+                       "256, server_result_cache_mb not negative, server_port between 1 and 65535")
 
 
 def create_app(kb, settings, writable: bool | None = None):
     """The ASGI app over ``kb``. The store is read-only unless an update token is configured.
 
-    ``writable`` (default: whether ``settings.server_update_token`` is set) opens
-    the store read-write so /update can change it; BM25 and embeddings are not
+    ``writable`` (default: whether ``settings.server_update_token`` is set) has
+    one worker open the store read-write so /update can change it (one process
+    may write a store, so there is one worker then); BM25 and embeddings are not
     updated by SPARQL Update (rebuild the KB for that).
     """
     from starlette.applications import Starlette
@@ -344,35 +546,32 @@ def create_app(kb, settings, writable: bool | None = None):
     from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
+    from .workers import WorkerPool
+
     _check(settings)
     writable = bool(settings.server_update_token) if writable is None else writable
     if writable and settings.store_endpoint:
         raise KqeError("the KB's triples are in a remote SPARQL store (store_endpoint): send updates to its own "
                        "update endpoint rather than to `kqe-rdf serve --update-token`")
-    if writable:
-        from pyoxigraph import Store
-
-        try:
-            kb.store = Store(str(kb.path / "store"))  # replaces the read-only handle for this process
-        except OSError as exc:
-            raise KqeError(f"cannot open {kb.path / 'store'} for updates ({exc}); is another writer running?") \
-                from None
-    # Opened now, once, rather than raced for by the first concurrent requests.
-    kb.store, kb.schema, kb.prefixes, kb.text_index, kb._documents_by_iri  # noqa: B018
-    functions = SearchFunctions(kb)
-    slots = QuerySlots(settings.server_query_slots, settings.server_query_timeout)
+    pool = WorkerPool(kb, settings, writable)
+    cache = ResultCache(settings.server_result_cache_mb * 2**20, kb.path) \
+        if settings.server_result_cache_mb > 0 and not writable and not settings.store_endpoint else None
     cap = settings.server_result_cap
     limit = settings.server_max_request_bytes
 
     def error(exc: Exception, as_json: bool = True) -> Response:
         if isinstance(exc, KqeError):
-            status, message, headers = _status(exc), str(exc), getattr(exc, "headers", {})
+            status, message, headers = status_of(exc), str(exc), getattr(exc, "headers", {})
         else:  # a bug: logged with its traceback, reported without one
             log.exception("internal error")
             status, message, headers = 500, "internal server error (the server log has the details)", {}
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate the client sent
         if as_json:
             return JSONResponse({"error": message, "status": status}, status, headers=headers)
         return PlainTextResponse(message + "\n", status, headers=headers)
+
+    def client_of(request) -> str:
+        return request.client.host if request.client else "unknown"
 
     async def body_of(request) -> bytes:
         declared = request.headers.get("content-length")
@@ -380,22 +579,40 @@ def create_app(kb, settings, writable: bool | None = None):
             raise HTTPError(413, f"request body of {int(declared):,} bytes is over the limit of {limit:,} "
                                  "(server_max_request_bytes)")
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise HTTPError(413, f"request body is over the limit of {limit:,} bytes (server_max_request_bytes)")
-            chunks.append(chunk)
+        try:
+            async with asyncio.timeout(settings.server_body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise HTTPError(413, f"request body is over the limit of {limit:,} bytes "
+                                             "(server_max_request_bytes)")
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise HTTPError(408, f"the request body did not arrive within {settings.server_body_timeout:g} s "
+                                 "(server_body_timeout)", {"Connection": "close"}) from None
         return b"".join(chunks)
 
+    def check_graphs(name: str, values: list[str]) -> list[str]:
+        for value in values:
+            try:
+                NamedNode(value)
+            except (ValueError, TypeError):
+                raise HTTPError(400, f"parameter '{name}' must be an absolute IRI, got {value[:200]!r}") from None
+        return values
+
+    def query_string(request) -> str:
+        """The URL's query string, read from the ASGI scope (building starlette's URL object costs more)."""
+        return request.scope["query_string"].decode("latin-1")
+
     def check_url(request) -> None:
-        if len(request.url.query) > limit:
+        if len(request.scope["query_string"]) > limit:
             raise HTTPError(413, f"query string is over the limit of {limit:,} bytes; POST the query instead")
 
     async def protocol_params(request, field: str, body_type: str) -> dict[str, list[str]]:
         """The SPARQL Protocol parameters of a GET or POST request."""
         check_url(request)
         params: dict[str, list[str]] = {}
-        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+        for key, value in parse_qsl(query_string(request), keep_blank_values=True):
             params.setdefault(key, []).append(value)
         if request.method == "POST":
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -429,25 +646,14 @@ def create_app(kb, settings, writable: bool | None = None):
             accept = FORMAT_NAMES.get(params.get("format", [""])[0].lower(), request.headers.get("accept", ""))
             defaults, named = params.get("default-graph-uri", []), params.get("named-graph-uri", [])
 
-            def job(deadline: float) -> Rendered:
-                prepared = prepare(kb, query, settings)
-                result = execute(kb, prepared, functions, defaults, named)
-                failure = None
-                try:
-                    rendered = render(result, accept, cap, deadline)
-                except Exception as exc:  # noqa: BLE001
-                    if not isinstance(exc, KqeError):
-                        log.exception("internal error while rendering results")
-                    failure = exc.with_traceback(None)
-                # pyoxigraph results may only be freed on the thread that made them: drop every reference
-                # here (the traceback's frames hold one) before the answer crosses to the event loop.
-                del result
-                if failure is not None:
-                    raise failure
-                rendered.searches = prepared.searches
-                return rendered
-
-            rendered = await slots.run(job)
+            payload = {"query": query, "accept": accept, "defaults": check_graphs("default-graph-uri", defaults),
+                       "named": check_graphs("named-graph-uri", named)}
+            key = (query, accept, tuple(defaults), tuple(named))
+            rendered = cache.get(key) if cache is not None else None
+            if rendered is None:
+                rendered = await pool.run(client_of(request), "sparql", payload)
+                if cache is not None:
+                    cache.put(key, rendered)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable answer
             return error(exc, as_json=False)
         headers = {"Vary": "Accept"}
@@ -506,16 +712,7 @@ def create_app(kb, settings, writable: bool | None = None):
                 raise HTTPError(400, "no 'update' parameter in the request")
             text = params["update"][0]
 
-            def job(_deadline: float) -> None:
-                prepared = prepare(kb, text, settings, update=True)
-                try:
-                    kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=functions.functions)
-                except SyntaxError as exc:
-                    raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
-                except (OSError, ValueError, RuntimeError) as exc:
-                    raise SparqlError(f"SPARQL Update failed: {exc}") from None
-
-            await slots.run(job)
+            await pool.run(client_of(request), "update", {"update": text})
         except Exception as exc:  # noqa: BLE001
             return error(exc, as_json=False)
         return Response(status_code=204)
@@ -524,93 +721,35 @@ def create_app(kb, settings, writable: bool | None = None):
         """Parameters of a REST call: the URL's, then a JSON or form body's."""
         check_url(request)
         params: dict = {}
-        for key, value in parse_qsl(request.url.query, keep_blank_values=True):
+        for key, value in parse_qsl(query_string(request), keep_blank_values=True):
             params.setdefault(key, []).append(value)
         if request.method == "POST":
             kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
             raw = await body_of(request)
             if kind == "application/json":
-                try:
-                    data = json.loads(raw or b"{}")
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    raise HTTPError(400, "the request body is not valid JSON") from None
-                if not isinstance(data, dict):
-                    raise HTTPError(400, "the JSON body must be an object of parameters")
-                for key, value in data.items():
+                for key, value in json_params(raw).items():
                     params[key] = value if isinstance(value, list) else [value]
             elif kind == "application/x-www-form-urlencoded":
                 for key, value in parse_qsl(raw.decode("utf-8", "replace"), keep_blank_values=True):
                     params.setdefault(key, []).append(value)
             elif raw:
                 raise HTTPError(415, "POST parameters as application/json or application/x-www-form-urlencoded")
+        for key, values in params.items():
+            check_value("(a parameter name)", key)
+            for value in values:
+                check_value(key, value)
         return params
 
-    def one(params: dict, name: str, default=None, kind=str):
-        values = params.get(name)
-        if not values:
-            if default is None:
-                raise HTTPError(400, f"missing parameter '{name}'")
-            return default
-        value = values[0]
-        if kind is int:
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                raise HTTPError(400, f"parameter '{name}' must be a whole number, got {value!r}") from None
-        if kind is bool:
-            return str(value).lower() in ("1", "true", "yes", "on")
-        return str(value)
-
-    def rest(handler: Callable[[dict, float], dict]):
+    def rest(kind: str):
         async def endpoint(request):
             try:
                 params = await rest_params(request)
-                started = time.perf_counter()
-                out = await slots.run(lambda deadline: handler(params, deadline))
-                out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+                body = await pool.run(client_of(request), kind, params)
             except Exception as exc:  # noqa: BLE001
                 return error(exc)
-            return JSONResponse(out)
+            return Response(body, media_type="application/json")
 
         return endpoint
-
-    def search(params: dict, _deadline: float) -> dict:
-        from .cli import _result_rows
-        from .retrieval import METHODS, pipeline
-
-        text = one(params, "q")
-        method = one(params, "method", "bm25")
-        if method not in METHODS:
-            raise HTTPError(400, f"no retrieval method {method!r}; available: {', '.join(METHODS)}")
-        k = one(params, "k", settings.k, int)
-        if not 1 <= k <= 1000:
-            raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
-        types = [str(t) for t in params.get("type", []) if str(t).strip()]
-        stage = pipeline(method, kb, settings, k, types or None)
-        batch = stage.run(text)
-        return {"query": text, "method": method, "k": k, "types": types,
-                "results": _result_rows(kb, batch.ranked("q")),
-                "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
-
-    def triplets(params: dict, _deadline: float) -> dict:
-        from .retrieval import pipeline
-
-        text = one(params, "q")
-        mode = "strict" if one(params, "strict", False, bool) else "soft"
-        stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
-        return {"query": text, **stage.reading(text)}
-
-    def expand(params: dict, _deadline: float) -> dict:
-        from .expansion import expand as expansion
-
-        types = [str(t) for t in params.get("type", []) if str(t).strip()]
-        return expansion(kb, settings, one(params, "q"), one(params, "method", "kar"), types or None).as_dict()
-
-    def answer(params: dict, _deadline: float) -> dict:
-        from .answering import answer as answering
-
-        sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
-        return answering(kb, settings, one(params, "q"), sources or None).as_dict()
 
     async def openapi(_request):
         return JSONResponse(openapi_description(settings))
@@ -632,18 +771,19 @@ def create_app(kb, settings, writable: bool | None = None):
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
+        await pool.start()  # a KB that cannot be opened stops the server at startup
         yield
-        slots.close()
+        pool.close()
 
     methods = ["GET", "POST"]
     routes = [
         Route("/", page, methods=["GET"]),
         Route("/sparql", sparql, methods=methods), Route("/query", sparql, methods=methods),
         Route("/update", update, methods=methods),
-        Route("/search", rest(search), methods=methods),
-        Route("/triplets", rest(triplets), methods=methods),
-        Route("/expand", rest(expand), methods=methods),
-        Route("/answer", rest(answer), methods=methods),
+        Route("/search", rest("search"), methods=methods),
+        Route("/triplets", rest("triplets"), methods=methods),
+        Route("/expand", rest("expand"), methods=methods),
+        Route("/answer", rest("answer"), methods=methods),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Mount("/static", StaticFiles(directory=WEB), name="static"),
@@ -655,7 +795,7 @@ def create_app(kb, settings, writable: bool | None = None):
                                      allow_headers=["Accept", "Authorization", "Content-Type"]))
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_found, Exception: internal})
-    app.state.slots = slots
+    app.state.workers, app.state.cache = pool, cache
     return app
 
 
@@ -706,10 +846,66 @@ def openapi_description(settings) -> dict:
     return {"openapi": "3.1.0", "info": {"title": "kqe-rdf knowledge service", "version": "0.1.0"}, "paths": paths}
 
 
+def header_timeout_protocol(timeout: float):
+    """uvicorn's HTTP protocol (httptools) with a deadline for every request's headers.
+
+    uvicorn has none: a client that connects and sends nothing, or a byte every
+    few seconds, holds its connection forever (its keep-alive timer is reset by
+    any data). Here each request's headers must be complete within ``timeout``
+    seconds of the connection (or of the request's first byte), or the
+    connection is closed.
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class HeaderTimeoutProtocol(HttpToolsProtocol):
+        _head_timer = None
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(timeout, self._head_late)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm()
+
+        def on_headers_complete(self) -> None:
+            self._disarm()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutProtocol
+
+
+def uvicorn_config(app, settings, **options):
+    """How ``kqe-rdf serve`` runs the app: uvloop and httptools, header deadlines, graceful shutdown."""
+    import uvicorn
+
+    options = {"host": settings.server_host, "port": settings.server_port, "log_level": "info",
+               "timeout_graceful_shutdown": 10, "server_header": False, "access_log": False,
+               "proxy_headers": settings.server_trust_proxy,
+               "http": header_timeout_protocol(settings.server_header_timeout), **options}
+    return uvicorn.Config(app, **options)
+
+
 def serve(kb, settings) -> None:
     """Run the app with uvicorn until interrupted (SIGINT/SIGTERM finish open requests first)."""
     import uvicorn
 
-    app = create_app(kb, settings)
-    uvicorn.run(app, host=settings.server_host, port=settings.server_port, log_level="info",
-                timeout_graceful_shutdown=10, server_header=False)
+    uvicorn.Server(uvicorn_config(create_app(kb, settings), settings)).run()

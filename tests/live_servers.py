@@ -21,6 +21,9 @@ import httpx
 import pytest
 import uvicorn
 
+from kqe_rdf.config import Settings
+from kqe_rdf.server import uvicorn_config
+
 WD = "http://www.wikidata.org/entity/"
 DISEASE, FILM, SYMPTOM = WD + "Q12136", WD + "Q11424", WD + "Q169872"
 
@@ -50,13 +53,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(app) -> Iterator[str]:
-    """The app under uvicorn on a free loopback port; yields ``http://127.0.0.1:PORT``."""
+def serving(app, settings: Settings | None = None) -> Iterator[str]:
+    """The app under uvicorn, configured as `kqe-rdf serve` runs it, on a free loopback port.
+
+    Yields ``http://127.0.0.1:PORT``; ``settings`` are the server's (header timeout)."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5))
+    config = uvicorn_config(app, settings or Settings(), log_level="warning", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

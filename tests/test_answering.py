@@ -480,7 +480,7 @@ def cite(pattern: str, answer: str | None = None, extra: tuple[str, ...] = ()):
 
     def reply(request):
         prompt = request["messages"][-1]["content"]
-        match = re.search(r"\[([^\]]+)\] " + pattern, prompt)
+        match = re.search(r"\[([^\]]+)\] <data>" + pattern, prompt)
         ids = [match.group(1)] if match else []
         return json.dumps({"answer": answer, "evidence": [*ids, *extra]})
 

@@ -230,8 +230,8 @@ def test_lkqe_extracts_completes_stores_and_expands(passages_kb, chat_server, se
 
     assert exp.passages == bm25_top and exp.llm_usage["calls"] == 4
     for i, iri in enumerate(bm25_top, start=1):
-        assert f"[{i}] {passages_kb.document(iri).text.split()[0]}" in chat_server.prompt(0)
-    assert "[1] This blocks thromboxane synthesis in platelets." in chat_server.prompt(1)
+        assert f"[{i}] <data>{passages_kb.document(iri).text.split()[0]}" in chat_server.prompt(0)
+    assert "[1] <data>This blocks thromboxane synthesis in platelets.</data>" in chat_server.prompt(1)
     assert "never shown" not in chat_server.prompt(1)
     assert "aspirin | inhibits | cyclooxygenase" in chat_server.prompt(2)
     assert "thromboxane | activates | platelets" in chat_server.prompt(3)

@@ -308,7 +308,7 @@ def test_the_reranker_prompt_shows_the_candidates_documents(movie_kb, chat_serve
     prompt = chat_server.prompt(1)
     assert "Request: who directed Kismet" in prompt
     for number, hit in enumerate(unranked, start=1):
-        assert f"[{number}] {movie_kb.document(hit.iri).text[:600]}" in prompt
+        assert f"[{number}] <data>{movie_kb.document(hit.iri).text[:600]}</data>" in prompt
     assert "{{" not in prompt  # the instructions reach the model as written, not as a format template
     assert request["response_format"]["json_schema"]["name"] == "ranking"
 

@@ -7,12 +7,10 @@ to uvicorn (tests/live_servers.py). The KB is the tiny HPO KB of tests/fixtures_
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import shutil
 import socket
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -23,7 +21,7 @@ from starlette.testclient import TestClient
 from fixtures_kb import bio_kb, node  # noqa: F401 - fixtures
 from kqe_rdf.config import Settings
 from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.server import QuerySlots, QueryTimeout, create_app
+from kqe_rdf.server import create_app
 from live_servers import WD, oxigraph_endpoint, serving  # noqa: F401 - fixture
 
 DISEASES = "SELECT ?d ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
@@ -189,13 +187,13 @@ def test_results_over_the_cap_are_cut_and_say_so(bio_kb):  # noqa: F811
 
 
 def test_a_bug_is_500_without_details(client, monkeypatch):
-    import kqe_rdf.cli
+    import kqe_rdf.server
 
-    def broken(kb, hits):
+    def broken(settings):
         raise ValueError("secret internal detail")
 
-    monkeypatch.setattr(kqe_rdf.cli, "_result_rows", broken)
-    response = client.get("/search", params={"q": "seizure"})
+    monkeypatch.setattr(kqe_rdf.server, "openapi_description", broken)
+    response = client.get("/openapi.json")
     assert response.status_code == 500 and "secret" not in response.text and "server log" in response.json()["error"]
 
 
@@ -368,26 +366,6 @@ def test_a_query_past_the_timeout_gets_503_and_the_server_keeps_answering(bio_kb
         assert httpx.get(url + "/sparql", params={"query": DISEASES}, timeout=30).status_code == 200
         timed_out = httpx.get(url + "/sparql", params={"query": slow_query(300)}, timeout=30)  # ~2.5 s of work
         assert timed_out.status_code == 503
-
-
-def test_query_slots_answer_busy_instead_of_queueing_forever():
-    release = threading.Event()
-    slots = QuerySlots(1, timeout=0.2)
-
-    async def scenario():
-        with pytest.raises(QueryTimeout, match="did not finish"):
-            await slots.run(lambda deadline: release.wait(30))
-        with pytest.raises(QueryTimeout, match="busy"):  # the abandoned job still holds the only slot
-            await slots.run(lambda deadline: "never runs")
-        release.set()
-        await asyncio.sleep(0.1)
-        return await slots.run(lambda deadline: "ran")
-
-    try:
-        assert asyncio.run(scenario()) == "ran"
-    finally:
-        release.set()
-        slots.close()
 
 
 def test_federated_service_to_an_allowed_endpoint_joins_remote_data(bio_kb, oxigraph_endpoint):  # noqa: F811

@@ -9,7 +9,7 @@
   "English") and contributes none, so hubs cannot flood the pool.
 * **text** — sentences (lines) of node documents: those of the question's entities,
   plus the best BM25 matches in a sentence index of the whole KB, built on first use
-  in ``<kb>/sentences`` (written aside, then swapped in).
+  in ``<kb>/sentences`` (written aside, then swapped in), or in memory for a served KB.
 * **tables** — rows of the tables registered with the KB (:mod:`.tables`): those
   whose entity cell names a question entity or a node whose facts the KG walk read
   (a row is one more fact of that node, with the same hop); the best BM25 matches only
@@ -224,7 +224,12 @@ def document_sentences(name: str, text: str) -> list[str]:
 
 
 class SentenceIndex:
-    """BM25 over every sentence of the KB's node documents (Tantivy), built once into ``<kb>/sentences``."""
+    """BM25 over every sentence of the KB's node documents (Tantivy), built once into ``<kb>/sentences``.
+
+    A served KB (``kb.read_only``) is never written: without a current index on disk
+    the index is built in memory, once per process (about 5 s for the 128k sentences
+    of the bio KB).
+    """
 
     def __init__(self, kb) -> None:
         import tantivy
@@ -232,11 +237,39 @@ class SentenceIndex:
         self.kb = kb
         self.path = Path(kb.path) / SENTENCES
         stamp = kb.manifest.get("documents_sha256", "")
-        if not self._current(stamp):
+        if self._current(stamp):
+            self.index = tantivy.Index.open(str(self.path))
+        elif getattr(kb, "read_only", False):
+            self.index = tantivy.Index(self._schema())
+            self._fill(self.index)
+        else:
             self._build(stamp)
-        self.index = tantivy.Index.open(str(self.path))
+            self.index = tantivy.Index.open(str(self.path))
         self.index.reload()
         self.searcher = self.index.searcher()
+
+    @staticmethod
+    def _schema():
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("iri", stored=True, tokenizer_name="raw")
+        builder.add_integer_field("n", stored=True)
+        builder.add_text_field("text", stored=True, tokenizer_name="en_stem")
+        return builder.build()
+
+    def _fill(self, index) -> int:
+        import tantivy
+
+        writer = index.writer(heap_size=100_000_000, num_threads=1)
+        count = 0
+        for doc in self.kb.documents():
+            for n, sentence in enumerate(document_sentences(doc.name, doc.text)):
+                writer.add_document(tantivy.Document(iri=doc.iri, n=n, text=sentence))
+                count += 1
+        writer.commit()
+        writer.wait_merging_threads()
+        return count
 
     def _current(self, stamp: str) -> bool:
         info = self.path / "sentences.json"
@@ -252,19 +285,7 @@ class SentenceIndex:
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir()
             try:
-                builder = tantivy.SchemaBuilder()
-                builder.add_text_field("iri", stored=True, tokenizer_name="raw")
-                builder.add_integer_field("n", stored=True)
-                builder.add_text_field("text", stored=True, tokenizer_name="en_stem")
-                index = tantivy.Index(builder.build(), path=str(work))
-                writer = index.writer(heap_size=100_000_000, num_threads=1)
-                count = 0
-                for doc in self.kb.documents():
-                    for n, sentence in enumerate(document_sentences(doc.name, doc.text)):
-                        writer.add_document(tantivy.Document(iri=doc.iri, n=n, text=sentence))
-                        count += 1
-                writer.commit()
-                writer.wait_merging_threads()
+                count = self._fill(tantivy.Index(self._schema(), path=str(work)))
                 (work / "sentences.json").write_text(json.dumps(
                     {"documents_sha256": stamp, "sentences": count, "source": DOCUMENTS}), encoding="utf-8")
                 old = self.path.parent / f".{SENTENCES}.old-{os.getpid()}"

@@ -5,6 +5,8 @@ Both read the schema from the ontology (:meth:`Schema.describe_for_prompt`), nev
 
 from __future__ import annotations
 
+from ..prompts import DATA_RULE, data
+
 INTENT_SYSTEM = """You read a question to a knowledge graph and describe what it asks for.
 The graph's schema:
 {schema}
@@ -14,9 +16,10 @@ Only use words of the question; leave lists empty when the question has none."""
 
 INTENT_USER = "Question: {question}"
 
-ANSWER_SYSTEM = """You answer a question from numbered evidence only. Each piece is "[id] sentence".
+ANSWER_SYSTEM = """You answer a question from numbered evidence only. Each piece is "[id] <data>sentence</data>".
 Return JSON: {"answer": <the answer as the evidence writes it: an entity name or a value>, "evidence": [ids of the pieces that support the answer]}.
-Cite only ids shown. If the evidence does not answer the question, return {"answer": null, "evidence": []}."""
+Cite only ids shown. If the evidence does not answer the question, return {"answer": null, "evidence": []}.
+""" + DATA_RULE
 
 ANSWER_USER = """Question: {question}
 {hint}
@@ -31,7 +34,7 @@ def intent_messages(schema_text: str, question: str) -> list[dict[str, str]]:
 
 def answer_messages(question: str, pieces: list[tuple[str, str]], answer_type: str | None,
                     max_chars: int = 300) -> list[dict[str, str]]:
-    shown = "\n".join(f"[{i}] {text[:max_chars]}" for i, text in pieces)
+    shown = "\n".join(f"[{i}] {data(text[:max_chars])}" for i, text in pieces)
     hint = f"The answer is a {answer_type}.\n" if answer_type else ""
     return [{"role": "system", "content": ANSWER_SYSTEM},
             {"role": "user", "content": ANSWER_USER.format(question=question, hint=hint, evidence=shown)}]

@@ -11,7 +11,11 @@ Structured answers come with a JSON schema (``*_SCHEMA``) that :meth:`LLM.json` 
 
 from __future__ import annotations
 
+from ..prompts import DATA_RULE, data
+
 Messages = list[dict[str, str]]
+#: The prompts that show passages (user messages only) open with the rule that passages are data.
+_RULE = DATA_RULE.replace("{", "{{").replace("}", "}}") + "\n\n"
 
 
 def _chat(system: str, user: str) -> Messages:
@@ -19,7 +23,8 @@ def _chat(system: str, user: str) -> Messages:
 
 
 def numbered(passages: list[str]) -> str:
-    return "\n\n".join(f"[{i + 1}] {p}" for i, p in enumerate(passages))
+    """Passages as numbered ``<data>`` blocks (:func:`kqe_rdf.prompts.data`)."""
+    return "\n\n".join(f"[{i + 1}] {data(p)}" for i, p in enumerate(passages))
 
 
 # KAR.
@@ -42,7 +47,8 @@ KAR_SYSTEM = """You help a search engine by expanding a query with knowledge.
 You get the query and knowledge as document triples (document of an entity, relation, document of a related
 entity) from a knowledge base. Write {n} short passages (one to three sentences each) that could be part of a
 document answering the query, using the knowledge where it is relevant and ignoring it where it is not.
-Return JSON: {{"expansions": [<passage>, ...]}}"""
+Return JSON: {{"expansions": [<passage>, ...]}}
+""" + _RULE.rstrip()
 
 KAR_USER = """Query: {query}
 
@@ -55,7 +61,8 @@ def entity_messages(schema_text: str, query: str) -> Messages:
 
 
 def kar_messages(query: str, knowledge: str, n: int) -> Messages:
-    return _chat(KAR_SYSTEM.format(n=n), KAR_USER.format(query=query, knowledge=knowledge or "(none found)"))
+    return _chat(KAR_SYSTEM.format(n=n), KAR_USER.format(query=query, knowledge=data(knowledge) if knowledge
+                                                          else "(none found)"))
 
 
 # Baselines.
@@ -64,7 +71,7 @@ HYDE_USER = "Please write a passage to answer the question.\nQuestion: {query}\n
 
 Q2D_USER = "Write a passage that answers the given query:\nQuery: {query}\nPassage:"
 
-RAR_USER = """Give a passage that answers the question, using the candidate passages below where they help.
+RAR_USER = _RULE + """Give a passage that answers the question, using the candidate passages below where they help.
 Candidate passages:
 {passages}
 
@@ -75,7 +82,7 @@ AGR_ANALYZE = """Analyze the question: what does it ask for, and which pieces of
 answer it? List the information needs briefly, one per line.
 Question: {query}"""
 
-AGR_GENERATE = """Question: {query}
+AGR_GENERATE = _RULE + """Question: {query}
 Information needed:
 {analysis}
 
@@ -128,7 +135,7 @@ TRIPLES_SCHEMA = {"type": "object", "required": ["triples"], "properties": {"tri
                                "properties": {"head": {"type": "string"}, "relation": {"type": "string"},
                                               "tail": {"type": "string"}, "passage": {"type": "integer"}}}}}}
 
-LKQE_SENTENCES = """Query: {query}
+LKQE_SENTENCES = _RULE + """Query: {query}
 
 Passages:
 {passages}
@@ -136,7 +143,7 @@ Passages:
 Extract the key sentences of these passages: the ones that carry information relevant to the query.
 Copy them as they are. Return JSON: {{"sentences": [{{"passage": <passage number>, "sentence": <text>}}]}}"""
 
-LKQE_TRIPLES = """Query: {query}
+LKQE_TRIPLES = _RULE + """Query: {query}
 
 Key sentences (with the number of the passage each comes from):
 {sentences}
@@ -144,7 +151,7 @@ Key sentences (with the number of the passage each comes from):
 Extract the knowledge in these sentences as (head, relation, tail) triples of short phrases.
 Return JSON: {{"triples": [{{"head": ..., "relation": ..., "tail": ..., "passage": <passage number>}}]}}"""
 
-LKQE_COMPLETE = """Query: {query}
+LKQE_COMPLETE = _RULE + """Query: {query}
 
 Knowledge graph (head | relation | tail):
 {triples}
@@ -152,7 +159,7 @@ Knowledge graph (head | relation | tail):
 Complete this knowledge graph for the query: add the triples that are missing to answer it (facts you
 are confident of). Return JSON with only the new triples: {{"triples": [{{"head": ..., "relation": ..., "tail": ...}}]}}"""
 
-LKQE_EXPAND = """Query: {query}
+LKQE_EXPAND = _RULE + """Query: {query}
 
 Knowledge graph (head | relation | tail):
 {triples}
@@ -161,7 +168,9 @@ Using this knowledge, write a short passage that answers the query. Write only t
 
 
 def render_triples(triples: list[dict]) -> str:
-    return "\n".join(f"{t['head']} | {t['relation']} | {t['tail']}" for t in triples) or "(empty)"
+    """Triples read from passages, one per line, as a ``<data>`` block (they carry the passages' words)."""
+    return data("\n".join(f"{t['head']} | {t['relation']} | {t['tail']}" for t in triples)) if triples \
+        else "(empty)"
 
 
 def lkqe_sentence_messages(query: str, passages: list[str]) -> Messages:
@@ -169,7 +178,7 @@ def lkqe_sentence_messages(query: str, passages: list[str]) -> Messages:
 
 
 def lkqe_triple_messages(query: str, sentences: list[tuple[int, str]]) -> Messages:
-    shown = "\n".join(f"[{p}] {s}" for p, s in sentences)
+    shown = "\n".join(f"[{p}] {data(s)}" for p, s in sentences)
     return [{"role": "user", "content": LKQE_TRIPLES.format(query=query, sentences=shown)}]
 
 
