@@ -6,7 +6,7 @@ and excluded HPO ids are resolved to nodes directly (the product reads them from
 rule?" for the settings fourstep_ic_power, fourstep_text_weight and fourstep_negated_weight, and shows how
 much rank ties decide: every variant is scored with ties broken by IRI (what a sort gives) and at random.
 
-    python bench/hierarchy_variants.py --kb data/kb/bio2
+    python bench/hierarchy_variants.py --kb data/kb/bio3
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kb", type=Path, default=ROOT / "data" / "kb" / "bio")
     parser.add_argument("--cases", type=Path, default=ROOT.parent / "shared" / "data" / "phenopackets" / "dev.jsonl.gz")
+    parser.add_argument("--only", default="", help="run only the variants whose name contains this text")
     args = parser.parse_args()
     kb = KnowledgeBase.open(args.kb)
     cases = [json.loads(line) for line in gzip.open(args.cases, "rt") if line.strip()]
@@ -65,13 +66,46 @@ def main() -> None:
             bm25_cache[i] = v
         return bm25_cache[i]
 
-    def evaluate(name: str, power: float, text_weight: float, negated_weight: float) -> None:
+    m3 = matchers[3.0]
+    ancestors = [set(m3._anc_idx[m3._anc_ptr[t]:m3._anc_ptr[t + 1]].tolist()) for t in range(len(m3.terms))]
+
+    def most_specific(observed: list[str]) -> list[str]:
+        """Observed terms without those that are ancestors of another observed term."""
+        cols = {m3.term_index[t] for t in observed if t in m3.term_index}
+        return [t for t in observed if t not in m3.term_index
+                or not any(m3.term_index[t] in ancestors[u] for u in cols if u != m3.term_index[t])]
+
+    direct_rows = np.repeat(np.arange(len(order)), np.diff(m3._direct_ptr))
+    annotation_counts = np.maximum(np.diff(m3._direct_ptr), 1)
+
+    def reverse(observed: list[str]) -> np.ndarray:
+        """Per disease: the mean over its own annotations of their best IC(MICA) with an observed term."""
+        reached = np.zeros(len(m3.terms), dtype=bool)
+        for t in observed:
+            if t in m3.term_index:
+                reached[list(ancestors[m3.term_index[t]])] = True
+        # Per term: the largest IC among its ancestors that are also an observed term's ancestors.
+        shared = np.where(reached[m3._anc_idx], m3.ic[m3._anc_idx], 0.0)
+        best = np.maximum.reduceat(shared, m3._anc_ptr[:-1])
+        total = np.zeros(len(order))
+        np.add.at(total, direct_rows, best[m3._direct_idx])
+        return total / annotation_counts
+
+    genes = {r["d"].value for r in kb.store.query(
+        "SELECT DISTINCT ?d WHERE { ?g <https://w3id.org/kqe/bio#associatedWith> ?d }", use_default_graph_as_union=True)}
+    has_gene = np.array([n in genes for n in order], dtype=float)
+
+    def evaluate(name: str, power: float, text_weight: float, negated_weight: float, terms=None, extra=None) -> None:
+        if args.only not in name:
+            return
         rng = np.random.default_rng(0)
         for ties in ("IRI", "random"):
             hit1 = hit5 = rr = 0.0
             for i, (observed, excluded, gold, text) in enumerate(prepared):
                 m = matchers[power]
-                s = m.score(observed)
+                s = m.score(terms(observed) if terms else observed)
+                if extra is not None:
+                    s = s + extra(observed)
                 if negated_weight and excluded:
                     s = s - negated_weight * m.score(excluded)
                 if text_weight:
@@ -93,6 +127,14 @@ def main() -> None:
     evaluate("power 3 + 0.03 BM25, negated terms cost 0.1", 3.0, 0.03, 0.1)
     evaluate("power 3 + 0.03 BM25, negated terms cost 0.5", 3.0, 0.03, 0.5)
     evaluate("power 3 + 0.3 BM25", 3.0, 0.3, 0.0)
+    evaluate("power 3 + 0.03 BM25, observed ancestors of observed terms dropped", 3.0, 0.03, 0.0, most_specific)
+    evaluate("power 3 + 0.03 BM25 + 0.01 reverse best-match average", 3.0, 0.03, 0.0, None,
+             lambda observed: 0.01 * reverse(observed))
+    evaluate("power 3 + 0.01 reverse best-match average (no BM25)", 3.0, 0.0, 0.0, None,
+             lambda observed: 0.01 * reverse(observed))
+    # For reference only: every case here has a genetic diagnosis, so a prior for diseases with a known gene
+    # rewards the case collection, not the request.
+    evaluate("power 3 + 0.5 × has-a-known-gene prior", 3.0, 0.0, 0.0, None, lambda observed: 0.5 * has_gene)
 
 
 if __name__ == "__main__":
