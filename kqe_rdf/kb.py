@@ -162,6 +162,16 @@ class KnowledgeBase:
         return {d.iri: d for d in self.documents()}
 
     def document(self, iri: str) -> NodeDocument:
+        if "_documents_by_iri" not in self.__dict__:
+            # A few documents (a command's results) are read from the BM25 index's stored fields; reading every
+            # document to show three would be most of a first request's time.
+            self._looked_up = getattr(self, "_looked_up", 0) + 1
+            if self._looked_up <= 100:
+                stored = self.text_index.document(iri)
+                if stored is None:
+                    raise KqeError(f"no node {iri} in this KB")
+                return NodeDocument(stored["iri"], stored["identifier"], stored["name"], tuple(stored["types"]),
+                                    stored["text"])
         try:
             return self._documents_by_iri[iri]
         except KeyError:

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from fixtures_kb import movie_kb  # noqa: F401 - fixture
 from kqe_rdf.build import DOCUMENTS, MANIFEST, build_kb, embed_kb
 from kqe_rdf.config import Settings
 from kqe_rdf.errors import InputError, KBNotFound, KqeError, SchemaError
@@ -419,3 +420,13 @@ def test_truncation_is_not_at_128_tokens(encoder):
 
     first, second = encoder.encode([text, different_tail])
     assert float(first @ second) < 0.99
+
+
+def test_a_document_looked_up_alone_is_the_one_in_the_documents_file(movie_kb):
+    # The first lookups read the BM25 index's stored fields instead of loading every document.
+    fresh = KnowledgeBase.open(movie_kb.path)
+    every = list(fresh.documents())
+    assert [fresh.document(d.iri) for d in every[:50]] == every[:50]
+    assert "_documents_by_iri" not in fresh.__dict__
+    with pytest.raises(KqeError, match="no node"):
+        fresh.document("https://example.org/not-a-node")
