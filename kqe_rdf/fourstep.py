@@ -56,9 +56,20 @@ class Attempt:
     notes: dict = field(default_factory=dict)
 
 
+_ARTICLES = ("the", "a", "an")
 _LIST_GAP = re.compile(r"\x00(?:(?:\s*(?:,|;|\band\b|\bor\b))+\s*\x00)*")
 WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
 _FUNCTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
+
+
+def _is_name(query: str, mention: Mention) -> bool:
+    """Whether a mention is written as a proper name: capitalised ("Kismet", "Todd McFarlane"; not "CD4"), and
+    not only because it starts a sentence."""
+    text = mention.text
+    if len(text) < 2 or not (text[0].isupper() and text[1].islower()):
+        return False
+    before = query[: mention.start].rstrip()
+    return bool(before) and before[-1] not in ".!?:;"
 
 
 class OfflineTriplets:
@@ -125,6 +136,10 @@ class OfflineTriplets:
             found, j = set(), i
             while j < len(words) and (found or j < i + span):
                 here, n = cue_at(j)
+                if here and 0 < j and words[j - 1] in _ARTICLES and words[j + n : j + n + 1] == ["of"]:
+                    # "the director of", "the language of": a noun of a relation, not the class asked for
+                    # ("what was E the director of" asks for films).
+                    break
                 if not here:
                     # Only function words may stand between the wh-word and its class ("what are the films");
                     # another word ends the wh-phrase ("which words describe movie X" asks for no movie).
@@ -227,8 +242,12 @@ class OfflineTriplets:
         if not usable:
             return TripletQuery(query, [], "?x", None, "offline",
                                 ["no relation of the KB leaves the entities named in the query"])
-        primary = max(usable, key=lambda t: (ranked[t][0].score, sum(len(mentions[n].text) for n in groups[t]),
-                                              -groups[t][0]))
+        # A proper name (capitalised, not merely at the start of a sentence) is the request's constant sooner
+        # than a common word that happens to name a node ("who wrote movies together with Todd McFarlane",
+        # where "together" is also a film).
+        named = {t for t in usable if any(_is_name(query, mentions[n]) for n in groups[t])}
+        primary = max(usable, key=lambda t: (t in named, ranked[t][0].score,
+                                             sum(len(mentions[n].text) for n in groups[t]), -groups[t][0]))
         best = ranked[primary][0]
         answer_type = best.path.end
         choice: dict[int, Scored] = {}

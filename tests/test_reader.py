@@ -127,3 +127,17 @@ def test_the_relation_phrases_are_embedded_with_the_kb(movie_kb):
     assert sorted(stored) == phrases and "directed by" in phrases
     fresh = movie_kb.encoder.encode(phrases)
     assert all(np.allclose(stored[p], v, atol=1e-5) for p, v in zip(phrases, fresh))
+
+
+def test_a_proper_name_is_the_constant_sooner_than_a_common_word_that_names_a_node(movie_kb):
+    # "heat" is also a film; the request is about Al Pacino's co-stars.
+    reading = OfflineTriplets(movie_kb)("who starred together with Al Pacino in the heat")
+    assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
+        ("?m0_0", "starred_actors", "Al Pacino"), ("?m0_0", "starred_actors", "?x")]
+
+
+def test_the_noun_of_a_relation_is_not_the_class_a_question_asks_for(movie_kb):
+    reader = OfflineTriplets(movie_kb)
+    # "the director of" names the relation: "what was E the director of" asks for films, not a person.
+    assert reader.answer_types("what was the director of", wh_only=True) == set()
+    assert reader.answer_types("which director made", wh_only=True) == {M + "Person"}
