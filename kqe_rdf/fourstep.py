@@ -136,9 +136,9 @@ class OfflineTriplets:
             found, j = set(), i
             while j < len(words) and (found or j < i + span):
                 here, n = cue_at(j)
-                if here and 0 < j and words[j - 1] in _ARTICLES and words[j + n : j + n + 1] == ["of"]:
-                    # "the director of", "the language of": a noun of a relation, not the class asked for
-                    # ("what was E the director of" asks for films).
+                if here and 0 < j and words[j - 1] in _ARTICLES and words[j + n :] == ["of"]:
+                    # A relation's noun before a stranded "of" names the relation, not the class asked for
+                    # ("what was E the director of" asks for films; "the genres of the films ..." for genres).
                     break
                 if not here:
                     # Only function words may stand between the wh-word and its class ("what are the films");

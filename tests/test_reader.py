@@ -141,3 +141,5 @@ def test_the_noun_of_a_relation_is_not_the_class_a_question_asks_for(movie_kb):
     # "the director of" names the relation: "what was E the director of" asks for films, not a person.
     assert reader.answer_types("what was the director of", wh_only=True) == set()
     assert reader.answer_types("which director made", wh_only=True) == {M + "Person"}
+    # With an object after "of" the noun is what is asked for: "what are the genres of the films ...".
+    assert reader.answer_types("what are the genres of the films directed by", wh_only=True) == {M + "Genre"}
