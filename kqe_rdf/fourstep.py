@@ -63,13 +63,15 @@ _FUNCTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "al
 
 
 def _is_name(query: str, mention: Mention) -> bool:
-    """Whether a mention is written as a proper name: capitalised ("Kismet", "Todd McFarlane"; not "CD4"), and
-    not only because it starts a sentence."""
-    text = mention.text
-    if len(text) < 2 or not (text[0].isupper() and text[1].islower()):
-        return False
+    """Whether a mention is written as a proper name: capitalised ("Kismet", "Nikon D500"), and not only because
+    it starts a sentence."""
     before = query[: mention.start].rstrip()
-    return bool(before) and before[-1] not in ".!?:;"
+    return mention.text[:1].isupper() and bool(before) and before[-1] not in ".!?:;"
+
+
+def _is_common_word(mention: Mention) -> bool:
+    """A single lower-case word ("together", "heat")."""
+    return mention.text.islower() and " " not in mention.text.strip()
 
 
 class OfflineTriplets:
@@ -242,11 +244,12 @@ class OfflineTriplets:
         if not usable:
             return TripletQuery(query, [], "?x", None, "offline",
                                 ["no relation of the KB leaves the entities named in the query"])
-        # A proper name (capitalised, not merely at the start of a sentence) is the request's constant sooner
-        # than a common word that happens to name a node ("who wrote movies together with Todd McFarlane",
-        # where "together" is also a film).
-        named = {t for t in usable if any(_is_name(query, mentions[n]) for n in groups[t])}
-        primary = max(usable, key=lambda t: (t in named, ranked[t][0].score,
+        # Beside a proper name, a common word that happens to name a node is not the request's constant
+        # ("who wrote movies together with Todd McFarlane", where "together" is also a film).
+        common = set()
+        if any(_is_name(query, m) for m in mentions):
+            common = {t for t in usable if all(_is_common_word(mentions[n]) for n in groups[t])}
+        primary = max(usable, key=lambda t: (t not in common, ranked[t][0].score,
                                              sum(len(mentions[n].text) for n in groups[t]), -groups[t][0]))
         best = ranked[primary][0]
         answer_type = best.path.end
