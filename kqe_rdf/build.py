@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 import traceback
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
@@ -186,10 +186,11 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
                        store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
     t0 = time.perf_counter()
     counted_signatures: Counter = Counter()
+    hops: dict[str, set] = defaultdict(set)
     with progress.task("rendering documents", total=None):
         documents = list(render_documents(
             store, store_schema, importer.extra_text_properties,
-            settings.doc_neighbours_per_relation, settings.doc_max_chars, counted_signatures,
+            settings.doc_neighbours_per_relation, settings.doc_max_chars, counted_signatures, hops,
         ))
     # What relation_signatures(store) returns, counted from the edges the documents read (one pass, not two).
     signatures = sorted(([d, rel, r, n] for (d, rel, r), n in counted_signatures.items()),
@@ -211,7 +212,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     t0 = time.perf_counter()
     with progress.task("name index and relation phrase vectors", total=None):
         # A first request reads it, not every name; the reader reads which edges leave a node from it.
-        NameIndex.build(store, documents, [r for r, n in relation_counts.items() if n], work / NameIndex.FILE)
+        NameIndex.build(store, documents, hops, work / NameIndex.FILE)
         write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
             settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size), work / PHRASES)
     names_seconds = time.perf_counter() - t0

@@ -49,11 +49,14 @@ def render_documents(
     neighbours_per_relation: int = 25,
     max_chars: int = 6000,
     signatures: Counter | None = None,
+    hops: dict[str, set] | None = None,
 ) -> Iterator[NodeDocument]:
     """Yield one document per node, in a stable order (sorted by IRI).
 
     ``signatures``, when given, is filled with the edges per (head class, relation, tail class), counted from
     the edges read here: on the bio KB a second, separate query for them took longer than the documents.
+    ``hops``, when given, is filled with the kinds of edges (relation, walked head → tail, class reached) that
+    leave each node, for the path reader (:class:`~kqe_rdf.linking.NameIndex`), from the same edges.
     """
     nodes: set[str] = set()
     names: dict[str, str] = {}
@@ -89,13 +92,18 @@ def render_documents(
         out_edges[head][rel].append(tail)
         in_edges[tail][rel].append(head)
 
-    if signatures is not None:
+    if signatures is not None or hops is not None:
         for head, relations in out_edges.items():
             for rel, tails in relations.items():
                 for tail in tails:
-                    for domain in types.get(head, ()):
-                        for range_ in types.get(tail, ()):
-                            signatures[(domain, rel, range_)] += 1
+                    head_types, tail_types = types.get(head, ()), types.get(tail, ())
+                    if signatures is not None:
+                        for domain in head_types:
+                            for range_ in tail_types:
+                                signatures[(domain, rel, range_)] += 1
+                    if hops is not None:
+                        hops[head].update((rel, True, c) for c in tail_types)
+                        hops[tail].update((rel, False, c) for c in head_types)
 
     def neighbour_line(label: str, iris: list[str]) -> str:
         # Ties of the case-blind order broken by the exact name: a set's order changes with the hash seed, and

@@ -74,29 +74,20 @@ class NameIndex:
         self.keys = list(self.by_name)
 
     @classmethod
-    def build(cls, store, documents: Iterable, relations: Iterable[str], path) -> None:
+    def build(cls, store, documents: Iterable, hops: dict[str, set[tuple[str, bool, str]]], path) -> None:
         """Write the index of a KB being built (``documents``: its node documents, for the display names;
-        ``relations``: the stored relations, whose edges make each node's hop summary)."""
-        from .hierarchy import relation_pairs
-
+        ``hops``: the kinds of edges that leave each node, as the documents' pass collected them)."""
         index = cls.__new__(cls)
         index._read(store, {d.iri: d.name for d in documents})
         iris = sorted(index.labels)
         number = {iri: i for i, iri in enumerate(iris)}
         types = sorted({t for ts in index.types.values() for t in ts})
         type_number = {t: i for i, t in enumerate(types)}
-        # The kinds of edges (relation, direction, class reached) that leave each node, in one pass per relation.
         vocabulary: dict[tuple[str, bool, str], int] = {}
         leaving: list[set[int]] = [set() for _ in iris]
-        for relation in sorted(relations):
-            for head, tail in relation_pairs(store, relation):
-                h, t = number.get(head), number.get(tail)
-                if h is None or t is None:
-                    continue
-                for c in index.types.get(tail, ()):
-                    leaving[h].add(vocabulary.setdefault((relation, True, c), len(vocabulary)))
-                for c in index.types.get(head, ()):
-                    leaving[t].add(vocabulary.setdefault((relation, False, c), len(vocabulary)))
+        for node, kinds in hops.items():
+            if node in number:
+                leaving[number[node]].update(vocabulary.setdefault(kind, len(vocabulary)) for kind in sorted(kinds))
         data = {"iris": iris, "labels": [index.labels[i] for i in iris], "types": types,
                 "node_types": [sorted(type_number[t] for t in index.types.get(i, ())) for i in iris],
                 "names": {k: sorted(number[i] for i in v if i in number) for k, v in index.by_name.items()},
