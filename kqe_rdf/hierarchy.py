@@ -203,14 +203,6 @@ class HierarchyMatch:
         lineage = self._anc_idx[self._anc_ptr[term]:self._anc_ptr[term + 1]]
         return lineage[np.argsort(-self.ic[lineage], kind="stable")]
 
-    def used_terms(self, terms: Sequence[str]) -> np.ndarray:
-        """Which of ``terms`` annotate some node, themselves or through a more specific term."""
-        cols = np.array([self.term_index.get(t, -1) for t in terms], dtype=np.int64)
-        used = np.zeros(len(cols), dtype=bool)
-        known = cols >= 0
-        used[known] = (self._ptr[cols[known] + 1] - self._ptr[cols[known]]) > 0
-        return used
-
     def best(self, term: int) -> np.ndarray:
         """Per annotated node: the IC of its most informative common ancestor with ``term`` (0 if none)."""
         out = np.zeros(len(self.nodes), dtype=np.float64)

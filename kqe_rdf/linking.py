@@ -99,6 +99,7 @@ class NameIndex:
 
     def _read(self, store, labels: dict[str, str]) -> None:
         self.labels = labels
+        self._hops: dict[str, list[tuple[str, bool, str]]] | None = None  # built with the KB only
         self.by_name: dict[str, set[str]] = defaultdict(set)
         self.inverted: dict[str, set[str]] = defaultdict(set)
         for row in store.query(queries.load("node_names"), use_default_graph_as_union=True):
@@ -127,11 +128,13 @@ class NameIndex:
         kinds = [tuple(k) for k in data.get("hop_kinds", ())]
         self._hops = {iri: [kinds[k] for k in ks] for iri, ks in zip(iris, data.get("hops", ()))} if kinds else None
 
-    def hops(self, iris: Iterable[str]) -> set[tuple[str, bool, str]] | None:
-        """The kinds of edges (relation, walked head → tail, class reached) that leave any of ``iris``; None when
-        the KB was built without the summary (then the reader asks the store)."""
-        if getattr(self, "_hops", None) is None:
-            return None
+    @property
+    def has_hops(self) -> bool:
+        """Whether the KB was built with the hop summary (else the reader asks the store)."""
+        return self._hops is not None
+
+    def hops(self, iris: Iterable[str]) -> set[tuple[str, bool, str]]:
+        """The kinds of edges (relation, walked head → tail, class reached) that leave any of ``iris``."""
         return {kind for iri in iris for kind in self._hops.get(iri, ())}
 
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:

@@ -138,24 +138,22 @@ class PathReader:
 
     def _hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
         values = " ".join(str(NamedNode(n)) for n in nodes)
-        stored = self.kb.names.hops(()) is not None
-        if stored:
+        slots = {}
+        if path is not None:
+            slots = {"constants": f"VALUES ?c {{ {values} }}", "reached": str(NamedNode(reached)), "cap": self.cap,
+                     "walk": path if " . " in path or path.startswith("?") else f"?c {path} ?n"}
+        names = self.kb.names
+        if names.has_hops:
             # The KB's hop summary says which edges leave a node; only the nodes a path reaches are asked for.
             if path is not None:
-                text = Template(_body("reader_reached")).substitute(
-                    constants=f"VALUES ?c {{ {values} }}",
-                    walk=path if " . " in path or path.startswith("?") else f"?c {path} ?n",
-                    reached=str(NamedNode(reached)), cap=self.cap)
+                text = Template(_body("reader_reached")).substitute(slots)
                 nodes = [row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)]
-            return sorted((rel, forward, cls) for rel, forward, cls in self.kb.names.hops(nodes)
+            return sorted((rel, forward, cls) for rel, forward, cls in names.hops(nodes)
                           if cls in self._classes and rel in self.kb.schema.relations)
         if path is None:
             text = Template(_body("reader_first_hops")).substitute(constants=f"VALUES ?n {{ {values} }}")
         else:
-            text = Template(_body("reader_next_hops")).substitute(
-                constants=f"VALUES ?c {{ {values} }}",
-                walk=path if " . " in path or path.startswith("?") else f"?c {path} ?n",
-                reached=str(NamedNode(reached)), cap=self.cap)
+            text = Template(_body("reader_next_hops")).substitute(slots)
         out = []
         for row in self.kb.store.query(text, use_default_graph_as_union=True):
             cls = row["class"].value
