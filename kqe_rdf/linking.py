@@ -63,6 +63,7 @@ class NameIndex:
     the store; a KB built before it has its index read from the store on first use."""
 
     FILE = "names.json.gz"
+    LONGEST = 24
 
     def __init__(self, kb) -> None:
         self.kb = kb
@@ -72,6 +73,8 @@ class NameIndex:
         else:
             self._read(kb.store, {d.iri: d.name for d in kb.documents()})
         self.keys = list(self.by_name)
+        #: Words in the longest name (capped): how long a span of a request can name a node.
+        self.longest = min(max((k.count(" ") + 1 for k in self.by_name), default=1), self.LONGEST)
 
     @classmethod
     def build(cls, store, documents: Iterable, hops: dict[str, set[tuple[str, bool, str]]], path) -> None:
@@ -184,54 +187,92 @@ class Linker:
             return [Candidate(i, self._name(i), s * 0.7, "dense") for i, s in found if s > 0.5]
         return []
 
-    def mentions(self, query: str, max_words: int = 8, skip_words: Iterable[str] = ()) -> list[Mention]:
+    def mentions(self, query: str, max_words: int | None = None, skip_words: Iterable[str] = ()) -> list[Mention]:
         """Longest non-overlapping n-grams of ``query`` that name nodes (exact, then fuzzy).
 
         An n-gram made only of stopwords or schema words ("movie", "disease",
-        "directed") is never a mention on its own. Mentions after a negation
-        cue in the same sentence ("... were not observed", "no ...") are
-        marked negated.
+        "directed") is a mention only when nothing else is, and then only when
+        written as a name (capitalised inside a sentence, or a number: the film
+        "Her", "360"). An n-gram that starts or ends with such a word in lower
+        case ("in Time", "the American") yields to any overlapping name that
+        does not ("Time Changer", "American Gangster"). Among nodes that share
+        a folded name, those whose name is written exactly, punctuation and
+        all, win ("Moulin Rouge!" over "Moulin Rouge"). Mentions after a
+        negation cue in the same sentence ("... were not observed", "no ...")
+        are marked negated.
         """
         skip = STOPWORDS | {w.lower() for w in skip_words}
         tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(query)]
+        keys = [normalise_name(t[0]) for t in tokens]
+        plain = [w.lower() in skip or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]
+        # A lower-case stopword or schema word at an edge makes a span weak ("in Time").
+        soft = [w.lower() in skip and not w[:1].isupper() for w, _a, _b in tokens]
+        longest = max_words or self.index.longest
         taken = [False] * len(tokens)
         found: list[Mention] = []
-        from rapidfuzz import fuzz, process
 
-        # Exact names first; fuzzy matching (slow over a large index) only when nothing matched exactly.
-        for fuzzy in (False, True):
-            if fuzzy and found:
-                break
-            for n in range(min(max_words, len(tokens)), 0, -1):
-                for i in range(len(tokens) - n + 1):
-                    if any(taken[i : i + n]):
+        def spans(n: int):
+            for i in range(len(tokens) - n + 1):
+                if not any(taken[i : i + n]):
+                    yield i, [t[0] for t in tokens[i : i + n]], " ".join(k for k in keys[i : i + n] if k)
+
+        def take(i: int, n: int, iris: list[str], how: str, score: float) -> None:
+            for j in range(i, i + n):
+                taken[j] = True
+            start, end = tokens[i][1], tokens[i + n - 1][2]
+            iris, end = self._written(query, start, end, iris)
+            cands = tuple(Candidate(iri, self._name(iri), score, how) for iri in iris[: self.alternatives * 2])
+            found.append(Mention(query[start:end], start, end, cands))
+
+        # Exact names first, names with no weak edge before the rest; fuzzy matching (slow over a large index)
+        # only when nothing matched exactly.
+        for weak in (False, True):
+            for n in range(min(longest, len(tokens)), 0, -1):
+                for i, words, key in spans(n):
+                    if not key or all(plain[i : i + n]) or (soft[i] or soft[i + n - 1]) != weak:
                         continue
-                    words = [t[0] for t in tokens[i : i + n]]
-                    if all(w.lower() in skip or (w.isdigit() and len(w) < 4) for w in words):
+                    iris = self.index.nodes(key)
+                    if iris:
+                        take(i, n, iris, "exact", 1.0)
+        if not found:
+            from rapidfuzz import fuzz, process
+
+            for n in range(min(longest, len(tokens)), 1, -1):
+                for i, words, key in spans(n):
+                    if all(plain[i : i + n]) or words[0].lower() in STOPWORDS or words[-1].lower() in STOPWORDS:
                         continue
-                    if fuzzy and (n < 2 or words[0].lower() in STOPWORDS or words[-1].lower() in STOPWORDS):
-                        continue
-                    text = query[tokens[i][1] : tokens[i + n - 1][2]]
-                    key = normalise_name(text)
-                    if not key:
-                        continue
-                    iris, how, score = self.index.nodes(key), "exact", 1.0
-                    if fuzzy and len(key) >= 8:
-                        match = process.extractOne(key, self.index.keys, scorer=fuzz.ratio, score_cutoff=92)
-                        if match:
-                            iris, how, score = self.index.nodes(match[0]), "fuzzy", match[1] / 100.0
-                    if not iris:
-                        continue
-                    for j in range(i, i + n):
-                        taken[j] = True
-                    cands = tuple(Candidate(iri, self._name(iri), score, how) for iri in iris[: self.alternatives * 2])
-                    found.append(Mention(text, tokens[i][1], tokens[i + n - 1][2], cands))
+                    match = process.extractOne(key, self.index.keys, scorer=fuzz.ratio, score_cutoff=92) \
+                        if len(key) >= 8 else None
+                    if match:
+                        take(i, n, self.index.nodes(match[0]), "fuzzy", match[1] / 100.0)
+        if not found:
+            # Titles made of common words or a number ("who stars in Her", "who directed 360").
+            for n in range(min(longest, len(tokens)), 0, -1):
+                for i, words, key in spans(n):
+                    initial = i == 0 or query[:tokens[i][1]].rstrip()[-1:] in ".?!"
+                    named = words[0][:1].isupper() and not initial or all(w.isdigit() for w in words)
+                    iris = self.index.nodes(key) if key and named else []
+                    if iris:
+                        take(i, n, iris, "exact", 1.0)
         # Negation cues are read outside the mentions: "absent speech" names a phenotype, it negates nothing.
         outside = list(query)
         for m in found:
             outside[m.start : m.end] = " " * (m.end - m.start)
         masked = "".join(outside)
         return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
+
+    def _written(self, query: str, start: int, end: int, iris: list[str]) -> tuple[list[str], int]:
+        """Of nodes sharing a folded name, those whose name the query writes exactly from ``start`` (the
+        longest such name), and where the mention then ends; all of them when none is written so."""
+        if len(iris) < 2:
+            return iris, end
+        written = [(len(label), iri) for iri in iris
+                   if (label := self.index.labels.get(iri)) and len(label) >= end - start
+                   and query[start : start + len(label)].lower() == label.lower()]
+        if not written:
+            return iris, end
+        size = max(n for n, _iri in written)
+        return [iri for n, iri in written if n == size], start + size
 
 
 _NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)

@@ -219,3 +219,57 @@ def test_every_mistyped_name_is_found(movies, query):
                    "the best hit, so the best of nothing still scores 0.8")
 def test_bm25_linking_ignores_stopwords(movies):
     assert movies.link("the one with a pilot") == []
+
+
+# ---------------------------------------------------- titles that look like anything but a name
+
+TITLES = """\
+Moulin Rouge|directed_by|John Huston
+Moulin Rouge!|directed_by|Baz Luhrmann
+Her|directed_by|Spike Jonze
+360|directed_by|Fernando Meirelles
+In Time|directed_by|Andrew Niccol
+Time Changer|directed_by|Rich Christiano
+Love|directed_by|Guillaume Nicloux
+The Incredibly True Adventure of Two Girls in Love|directed_by|Maria Maggenti
+The American|directed_by|Anton Corbijn
+American Gangster|directed_by|Ridley Scott
+"""
+
+
+@pytest.fixture(scope="module")
+def titles(tmp_path_factory) -> Linker:
+    from kqe_rdf.build import build_kb
+    from kqe_rdf.importers.metaqa import MetaQAImporter
+    from kqe_rdf.kb import KnowledgeBase
+
+    folder = tmp_path_factory.mktemp("titles")
+    (folder / "src").mkdir()
+    (folder / "src" / "kb.txt").write_text(TITLES, encoding="utf-8")
+    build_kb(MetaQAImporter([folder / "src"]), folder / "kb")
+    return Linker(KnowledgeBase.open(folder / "kb"))
+
+
+@pytest.mark.parametrize("query, title", [
+    # punctuation written in the request picks the node whose name has it, and only then
+    ("who directed Moulin Rouge!", "Moulin Rouge!"),
+    ("who directed Moulin Rouge in 1952", "Moulin Rouge"),
+    # a name longer than eight words
+    ("who was The Incredibly True Adventure of Two Girls in Love directed by", 
+     "The Incredibly True Adventure of Two Girls in Love"),
+    # a span that starts with a lower-case stopword yields to an overlapping name without one
+    ("who directed Time Changer", "Time Changer"),
+    ("who stars in Time Changer", "Time Changer"),
+    ("American Gangster was directed by who", "American Gangster"),
+    # a title made of a stopword or a number, when nothing else in the request names a node
+    ("who directed Her", "Her"),
+    ("who was 360 directed by", "360"),
+])
+def test_titles_are_found_as_written(titles, query, title):
+    found = titles.mentions(query, skip_words={"directed", "stars"})
+    assert [(m.text, [c.name for c in m.candidates]) for m in found] == [(title, [title])]
+
+
+def test_a_stopword_is_a_mention_only_when_written_as_a_name(titles):
+    assert titles.mentions("who directed her first film") == []  # lower case: a pronoun, not the film "Her"
+    assert titles.mentions("Her first film was directed by who") == []  # capitalised only as a sentence start
