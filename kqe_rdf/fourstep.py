@@ -64,9 +64,11 @@ _FUNCTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "al
 
 def _is_name(query: str, mention: Mention) -> bool:
     """Whether a mention is written as a proper name: capitalised ("Kismet", "Nikon D500"), and not only because
-    it starts a sentence."""
+    it starts a sentence (at a sentence start a later word must be capitalised too: "Roberto Benigni")."""
     before = query[: mention.start].rstrip()
-    return mention.text[:1].isupper() and bool(before) and before[-1] not in ".!?:;"
+    if not mention.text[:1].isupper():
+        return False
+    return (bool(before) and before[-1] not in ".!?:;") or any(w[:1].isupper() for w in mention.text.split()[1:])
 
 
 def _is_common_word(mention: Mention) -> bool:
@@ -176,6 +178,18 @@ class OfflineTriplets:
                 return found
         return set()
 
+    def trailing_class(self, marked: str) -> set[str]:
+        """The classes named by the last words of a request with no wh-word ("the scriptwriter of X also wrote
+        movies"); ``marked`` has its mentions replaced by NUL, so "describe movie X" ends with no class."""
+        words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
+        cues = self.kb.schema.class_cues
+        for n in (3, 2, 1):
+            phrase = " ".join(words[-n:])
+            found = {c for c, cs in cues.items() if phrase in cs or singular(phrase) in cs}
+            if len(words) > n and found and "\x00" not in words[-n:]:
+                return found
+        return set()
+
     def request(self, query: str, mentions: Sequence[Mention], wanted: set[str], vector) -> Request:
         """The request's words outside the mentions (word position, stem) and the mentions' word spans."""
         tokens = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"[a-z0-9]+", query.lower())]
@@ -201,12 +215,15 @@ class OfflineTriplets:
         stripped = query
         for m in sorted(mentions, key=lambda m: -m.start):
             stripped = stripped[: m.start] + "\x00" + stripped[m.end :]
+        marked = stripped
         # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
         stripped = " ".join(_LIST_GAP.sub("", stripped).split())
         positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
-        # Only a wh-phrase ("which films", "who") or a request that starts with a class ("films starring X")
-        # says which class is asked for; a class merely named ("describe movie X") does not.
-        wanted = self.answer_types(stripped, wh_only=True) or self.leading_class(stripped)
+        # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
+        # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
+        # does not.
+        wanted = (self.answer_types(stripped, wh_only=True) or self.leading_class(stripped)
+                  or self.trailing_class(marked))
         request = self.request(query, mentions, wanted, self.kb.embed_query(positive))
         index = self.linker.index
         reader = self.reader
@@ -365,6 +382,9 @@ class LLMTriplets:
                 names = ", ".join(sorted(local_name(c) for c in asked))
                 return self._fallback(query, f"LLM triplets, once its guessed answer became a variable, cannot "
                                              f"reach the class the request asks for ({names})")
+        # A reading whose path has no instance in this KB gives way to the offline reader's grounded paths.
+        offline = self.offline(query)
+        tq.alternatives = [a for a in (offline, *offline.alternatives) if a.triplets]
         return tq
 
     def _answer_classes(self, tq: TripletQuery) -> set[str]:
@@ -491,7 +511,8 @@ class FourStep(Stage):
             # Terms of one hierarchy (a phenotype list): IC-weighted partial credit from the closures and arrays
             # stored with the KB, already fused with the request's text.
             found = hierarchical_scores(self.kb, compiled, tq.query, self.types or self._answer_types(tq),
-                                        self.kb.settings.fourstep_negated_weight, top=max(5 * self.k, 500))
+                                        self.kb.settings.fourstep_negated, self.kb.settings.fourstep_negated_weight,
+                                        top=max(5 * self.k, 500))
             if found is not None:
                 return found.scores, found.support, {"matcher": "hierarchy", "candidates": found.matched,
                                                      "provenance_sparql": found.provenance_sparql}

@@ -426,3 +426,13 @@ def test_with_an_llm_4step_reads_with_it(movie_kb, settings):
     stage = pipeline("4step", movie_kb, settings(), K)
     assert isinstance(stage.generator, LLMTriplets) and stage.generator.name == "llm:scripted"
     assert stage.llm is stage.generator.llm and stage.reranker is None
+
+
+def test_a_reading_with_no_instance_gives_way_to_the_offline_readers_grounded_path(movie_kb, chat_server, settings):
+    # The model reads the request as a path that leaves Kismet through no edge of this KB.
+    chat_server.script(reading(("Kismet", "directed_by", "?m"), ("?m", "directed_by", "?x")))
+    batch = pipeline("4step", movie_kb, settings(), K).run(QUESTION)
+    explain = batch.explain["q"]
+    assert names(movie_kb, batch.ranked("q")[:1]) == ["William Dieterle"]
+    assert explain["tried"] == ["directed_by / directed_by"]
+    assert explain["triplets"]["source"] == "offline"

@@ -143,3 +143,20 @@ def test_the_noun_of_a_relation_is_not_the_class_a_question_asks_for(movie_kb):
     assert reader.answer_types("which director made", wh_only=True) == {M + "Person"}
     # With an object after "of" the noun is what is asked for: "what are the genres of the films ...".
     assert reader.answer_types("what are the genres of the films directed by", wh_only=True) == {M + "Genre"}
+
+
+def test_a_proper_name_that_starts_the_request_is_still_a_name(movie_kb):
+    # Capitalised at a sentence start, but "Pacino" is capitalised too: a name, not the common word "heat".
+    reading = OfflineTriplets(movie_kb)("Al Pacino starred together with who in the heat")
+    assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
+        ("?m0_0", "starred_actors", "Al Pacino"), ("?m0_0", "starred_actors", "?x")]
+
+
+def test_a_request_without_a_wh_word_that_ends_with_a_class_asks_for_it(movie_kb):
+    reader = OfflineTriplets(movie_kb)
+    # "... also wrote movies": films, reached through the writer of Taxi Driver.
+    reading = reader("the writer of Taxi Driver also wrote movies")
+    assert reading.answer_type == M + "Movie"
+    assert [local_name(t.relation) for t in reading.triplets] == ["written_by", "written_by"]
+    # A class named before the request's last name is not what it asks for ("describe movie X").
+    assert reader.trailing_class("describe movie \x00") == set()
