@@ -57,9 +57,13 @@ class Settings:
     #: Hierarchy matching: weight of the request's BM25 score (normalised to the best hit) added to the
     #: structural score; 0 ranks by structure alone (ties broken by similarity).
     fourstep_text_weight: float = 0.03
-    #: Hierarchy matching: how much a node's match to negated terms ("X was not observed") costs, relative
-    #: to a positive match; 0 ignores them (measured better on the phenopacket dev split; see docs/results.md).
-    fourstep_negated_weight: float = 0.0
+    #: Hierarchy matching: what a node's match to negated terms ("X was not observed") does. "context": adds
+    #: ``fourstep_negated_weight`` × that match, since the terms a request rules out name the part of the
+    #: hierarchy it is about (a case report lists the absent features of the disease it suspects); "cost":
+    #: subtracts it (negation as evidence against); "ignore". "context" measured best on the phenopacket dev
+    #: split, "cost" worst at every weight (docs/results.md).
+    fourstep_negated: str = "context"
+    fourstep_negated_weight: float = 0.05
     #: 4StepFocus: let the LLM rerank the top ``rerank_depth`` results (needs an LLM).
     rerank: bool = False
     rerank_depth: int = 10
@@ -241,6 +245,8 @@ class Settings:
                 raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
         if self.kar_hops not in (1, 2):
             raise KqeError(f"setting kar_hops must be 1 or 2, got {self.kar_hops!r}")
+        if self.fourstep_negated not in ("context", "cost", "ignore"):
+            raise KqeError(f"setting fourstep_negated must be 'context', 'cost' or 'ignore', got {self.fourstep_negated!r}")
         if self.fourstep_matcher not in ("hierarchy", "exact"):
             raise KqeError(f"setting fourstep_matcher must be 'hierarchy' or 'exact', got {self.fourstep_matcher!r}")
         if not self.fourstep_ic_power > 0:

@@ -358,9 +358,10 @@ class Scored:
 
 
 def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = None,
-                        negated_weight: float = 0.0, top: int = 500) -> Scored | None:
+                        negated: str = "ignore", negated_weight: float = 0.0, top: int = 500) -> Scored | None:
     """4StepFocus's soft mode for sets of terms of one hierarchy: IC-weighted partial credit for every annotated
     node (vectorized over the stored matrix), fused with BM25 of the request (``fourstep_text_weight``).
+    Negated terms count as ``negated`` says (``fourstep_negated``: "context", "cost" or "ignore").
 
     Scores the best ``top`` nodes; the support of the first 20 names each requested term's most informative
     common ancestor in the node and the node's annotations that carry it (from the stored arrays). None
@@ -368,10 +369,11 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     found = hierarchical_units(kb, compiled)
     if found is None:
         return None
-    matcher, positive, negated = found
+    matcher, positive, ruled_out = found
     structural = matcher.score(positive)
-    if negated and negated_weight:
-        structural = structural - negated_weight * matcher.score(negated)
+    if ruled_out and negated_weight and negated != "ignore":
+        sign = 1.0 if negated == "context" else -1.0
+        structural = structural + sign * negated_weight * matcher.score(ruled_out)
     order = np.argsort(-structural, kind="stable")[:top]
     order = order[structural[order] > 0]
     scores = {matcher.nodes[i]: float(structural[i]) for i in order}

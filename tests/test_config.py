@@ -67,6 +67,7 @@ def test_environment_beats_file_and_options_beat_both():
     ({"KQE_RRF_K": "-1"}, "setting rrf_k must not be negative"),
     ({"KQE_PRF_ORIGINAL_WEIGHT": "1.5"}, "setting prf_original_weight must be between 0 and 1"),
     ({"KQE_ON_UNKNOWN_EDGE": "sometimes"}, "setting on_unknown_edge must be 'skip' or 'fail', got 'sometimes'"),
+    ({"KQE_FOURSTEP_NEGATED": "penalise"}, "setting fourstep_negated must be 'context', 'cost' or 'ignore'"),
 ])
 def test_bad_environment_values_are_refused(env, message):
     with pytest.raises(KqeError, match=message.replace("(", r"\(")):

@@ -215,3 +215,21 @@ def test_the_llm_variant_ranks_its_phenotype_reading_with_the_same_hierarchy_mat
     assert explain["matcher"] == "hierarchy" and explain["triplets"]["source"].startswith("llm")
     # Both readings are the same two paths, so the same matcher ranks the same diseases.
     assert names(bio_kb, llm.hits["q"]) == names(bio_kb, offline.hits["q"])
+
+
+@pytest.mark.parametrize("mode, first", [("context", "p5"), ("cost", "p1")])
+def test_negated_terms_count_as_context_by_default_or_as_a_cost(shop, mode, first):
+    from kqe_rdf.config import Settings
+
+    # Three camera products match "Cameras" equally (IC ln 5/3); only p5 also has Headphones, ruled out here.
+    request = "Which product is in the category Cameras? Headphones were not wanted."
+    kb = KnowledgeBase.open(shop.path, Settings(fourstep_negated=mode, fourstep_text_weight=0.0))
+    stage = FourStep(kb, k=5, matcher="hierarchy")
+    ranked = names(kb, stage.search(request))
+    assert ranked[0] == first
+    assert set(ranked[:3]) == {"p1", "p2", "p5"}
+    # As context the ruled-out term lifts p5 by 0.05 x IC(Headphones) = 0.05 ln 5/2; as a cost it sinks it last.
+    scores = {names(kb, [h])[0]: h.score for h in stage.search(request)}
+    gap = scores["p5"] - scores["p1"]
+    assert gap == pytest.approx(0.05 * math.log(5 / 2) * (1 if mode == "context" else -1), abs=1e-6)
+    assert Settings().fourstep_negated == "context"
