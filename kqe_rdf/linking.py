@@ -75,6 +75,17 @@ class NameIndex:
         self.keys = list(self.by_name)
         #: Words in the longest name (capped): how long a span of a request can name a node.
         self.longest = min(max((k.count(" ") + 1 for k in self.by_name), default=1), self.LONGEST)
+        #: First and last words of names, so a span that cannot name a node is passed over without a lookup.
+        self.first_words = {k.partition(" ")[0] for k in (*self.by_name, *self.inverted)}
+        self.last_words = {k.rpartition(" ")[2] for k in (*self.by_name, *self.inverted)}
+
+    def could_start(self, word: str) -> bool:
+        """Whether a folded word may start a name (as a plural too, when it is the name's only word)."""
+        return word in self.first_words or singular(word) in self.first_words
+
+    def could_end(self, word: str) -> bool:
+        """Whether a folded word may end a name ("seizures" ends "Focal seizure")."""
+        return word in self.last_words or singular(word) in self.last_words
 
     @classmethod
     def build(cls, store, documents: Iterable, hops: dict[str, set[tuple[str, bool, str]]], path) -> None:
@@ -211,10 +222,21 @@ class Linker:
         taken = [False] * len(tokens)
         found: list[Mention] = []
 
-        def spans(n: int):
-            for i in range(len(tokens) - n + 1):
-                if not any(taken[i : i + n]):
-                    yield i, [t[0] for t in tokens[i : i + n]], " ".join(k for k in keys[i : i + n] if k)
+        index = self.index
+        # Which words may start or end a name: most spans of a long request are passed over without a lookup.
+        starts = [index.could_start(k.partition(" ")[0]) for k in keys]
+        ends = [index.could_end(k.rpartition(" ")[2]) for k in keys]
+
+        def spans(exact: bool = True, shortest: int = 1) -> list[tuple[int, int]]:
+            """(first word, words) of the spans to try, longest first, then in the order of the request."""
+            size = len(tokens)
+            return sorted(((i, n) for i in range(size) if starts[i] or not exact
+                           for n in range(shortest, min(longest, size - i) + 1) if ends[i + n - 1] or not exact),
+                          key=lambda span: (-span[1], span[0]))
+
+        def free(i: int, n: int) -> str:
+            """The span's folded text when none of its words is taken yet."""
+            return "" if any(taken[i : i + n]) else " ".join(k for k in keys[i : i + n] if k)
 
         def take(i: int, n: int, iris: list[str], how: str, score: float) -> None:
             for j in range(i, i + n):
@@ -226,33 +248,28 @@ class Linker:
 
         # Exact names first, names with no weak edge before the rest; fuzzy matching (slow over a large index)
         # only when nothing matched exactly.
+        exact = spans()
         for weak in (False, True):
-            for n in range(min(longest, len(tokens)), 0, -1):
-                for i, words, key in spans(n):
-                    if not key or all(plain[i : i + n]) or (soft[i] or soft[i + n - 1]) != weak:
-                        continue
-                    iris = self.index.nodes(key)
-                    if iris:
+            for i, n in exact:
+                if (soft[i] or soft[i + n - 1]) == weak and not all(plain[i : i + n]) and (key := free(i, n)):
+                    if iris := index.nodes(key):
                         take(i, n, iris, "exact", 1.0)
         if not found:
             from rapidfuzz import fuzz, process
 
-            for n in range(min(longest, len(tokens)), 1, -1):
-                for i, words, key in spans(n):
-                    if all(plain[i : i + n]) or words[0].lower() in STOPWORDS or words[-1].lower() in STOPWORDS:
-                        continue
-                    match = process.extractOne(key, self.index.keys, scorer=fuzz.ratio, score_cutoff=92) \
-                        if len(key) >= 8 else None
-                    if match:
-                        take(i, n, self.index.nodes(match[0]), "fuzzy", match[1] / 100.0)
+            for i, n in spans(exact=False, shortest=2):
+                first, last = tokens[i][0].lower(), tokens[i + n - 1][0].lower()
+                if all(plain[i : i + n]) or first in STOPWORDS or last in STOPWORDS or len(key := free(i, n)) < 8:
+                    continue
+                if match := process.extractOne(key, index.keys, scorer=fuzz.ratio, score_cutoff=92):
+                    take(i, n, index.nodes(match[0]), "fuzzy", match[1] / 100.0)
         if not found:
             # Titles made of common words or a number ("who stars in Her", "who directed 360").
-            for n in range(min(longest, len(tokens)), 0, -1):
-                for i, words, key in spans(n):
-                    initial = i == 0 or query[:tokens[i][1]].rstrip()[-1:] in ".?!"
-                    named = words[0][:1].isupper() and not initial or all(w.isdigit() for w in words)
-                    iris = self.index.nodes(key) if key and named else []
-                    if iris:
+            for i, n in exact:
+                words = [t[0] for t in tokens[i : i + n]]
+                initial = i == 0 or query[: tokens[i][1]].rstrip()[-1:] in ".?!"
+                if (words[0][:1].isupper() and not initial) or all(w.isdigit() for w in words):
+                    if (key := free(i, n)) and (iris := index.nodes(key)):
                         take(i, n, iris, "exact", 1.0)
         # Negation cues are read outside the mentions: "absent speech" names a phenotype, it negates nothing.
         outside = list(query)
