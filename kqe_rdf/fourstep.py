@@ -514,8 +514,11 @@ class FourStep(Stage):
                                         self.kb.settings.fourstep_negated, self.kb.settings.fourstep_negated_weight,
                                         top=max(5 * self.k, 500))
             if found is not None:
-                return found.scores, found.support, {"matcher": "hierarchy", "candidates": found.matched,
-                                                     "provenance_sparql": found.provenance_sparql}
+                notes = {"matcher": "hierarchy", "candidates": found.matched,
+                         "provenance_sparql": found.provenance_sparql}
+                if found.negated:
+                    notes["negated"] = found.negated  # how "X was not observed" counted (fourstep_negated)
+                return found.scores, found.support, notes
         rows = run(self.kb.store, compiled, self.timeout)
         answer = compiled.answer.lstrip("?")
         if compiled.mode == "strict":

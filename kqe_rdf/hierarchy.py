@@ -355,6 +355,8 @@ class Scored:
     support: dict[str, list]
     matched: int
     provenance_sparql: str | None
+    #: How the request's negated terms counted ("context", "cost" or "ignore") and how many there were.
+    negated: dict = field(default_factory=dict)
 
 
 def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = None,
@@ -387,7 +389,9 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     shown = sorted(scores, key=lambda i: -scores[i])[:20]
     support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic, "annotations": m.annotations[:3]}
                      for m in matches] for iri, matches in matcher.explain(shown, positive).items()}
-    return Scored(scores, support, int((structural > 0).sum()), provenance_query(matcher, support, shown[:3]))
+    counted = {"as": negated if negated_weight else "ignore", "terms": len(ruled_out)} if ruled_out else {}
+    return Scored(scores, support, int((structural > 0).sum()), provenance_query(matcher, support, shown[:3]),
+                  counted)
 
 
 def provenance_query(matcher: HierarchyMatch, support: dict[str, list], nodes: Sequence[str]) -> str | None:

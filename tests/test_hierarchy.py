@@ -232,4 +232,6 @@ def test_negated_terms_count_as_context_by_default_or_as_a_cost(shop, mode, firs
     scores = {names(kb, [h])[0]: h.score for h in stage.search(request)}
     gap = scores["p5"] - scores["p1"]
     assert gap == pytest.approx(0.05 * math.log(5 / 2) * (1 if mode == "context" else -1), abs=1e-6)
+    # The explanation says how the negated term counted.
+    assert stage.transform(hierarchy_batch(request)).explain["q"]["negated"] == {"as": mode, "terms": 1}
     assert Settings().fourstep_negated == "context"
