@@ -185,6 +185,9 @@ class HierarchyMatch:
     terms over nodes that explain many general ones).
     """
 
+    #: How many terms' per-node scores are kept (about 100 KB each on the bio KB).
+    CACHED = 512
+
     def __init__(self, arrays, relation: str, hierarchy: str, slot: int, power: float = 3.0,
                  terms_are_tails: bool = True) -> None:
         self.relation, self.hierarchy, self.power = relation, hierarchy, power
@@ -197,6 +200,7 @@ class HierarchyMatch:
         self.node_index = {n: i for i, n in enumerate(self.nodes)}
         self._ptr, self._idx, self.ic = arrays[f"a{slot}_ptr"], arrays[f"a{slot}_idx"], arrays[f"a{slot}_ic"]
         self._direct_ptr, self._direct_idx = arrays[f"a{slot}_direct_ptr"], arrays[f"a{slot}_direct_idx"]
+        self._powered: dict[int, np.ndarray] = {}  # least recently used first
 
     def ancestors(self, term: int) -> np.ndarray:
         """A term's ancestors (itself included), most informative first."""
@@ -207,20 +211,39 @@ class HierarchyMatch:
         """Per annotated node: the IC of its most informative common ancestor with ``term`` (0 if none)."""
         out = np.zeros(len(self.nodes), dtype=np.float64)
         for a in self.ancestors(term)[::-1]:  # least informative first, so the most informative write last
-            out[self._idx[self._ptr[a]:self._ptr[a + 1]]] = self.ic[a]
+            if self.ic[a] > 0:  # an ancestor every node has (the root) adds nothing and costs a write per node
+                out[self._idx[self._ptr[a]:self._ptr[a + 1]]] = self.ic[a]
         return out
+
+    def term_scores(self, term: int) -> np.ndarray:
+        """``best(term) ** power``, kept (read-only) for the last :attr:`CACHED` terms asked for: requests share
+        their common terms."""
+        found = self._powered.pop(term, None)
+        if found is None:
+            found = self.best(term) ** self.power
+            found.setflags(write=False)
+            if len(self._powered) >= self.CACHED:
+                self._powered.pop(next(iter(self._powered)))
+        self._powered[term] = found
+        return found
 
     def score(self, terms: Sequence[str]) -> np.ndarray:
         known = [self.term_index[t] for t in terms if t in self.term_index]
-        total = np.zeros(len(self.nodes), dtype=np.float64)
-        for t in known:
-            total += self.best(t) ** self.power
-        return (total / max(len(known), 1)) ** (1.0 / self.power)
+        if not known:
+            return np.zeros(len(self.nodes), dtype=np.float64)
+        total = np.sum([self.term_scores(t) for t in known], axis=0)
+        return (total / len(known)) ** (1.0 / self.power)
 
     def explain(self, nodes: Sequence[str], terms: Sequence[str]) -> dict[str, list[Match]]:
         """For each node, each requested term's most informative common ancestor, its IC and the node's
         annotations at or below it (from the stored arrays: no query)."""
-        lineages = [self.ancestors(self.term_index[t]) if t in self.term_index else None for t in terms]
+        known = [self.term_index.get(t, -1) for t in terms]
+        lineages = [self.ancestors(i) if i >= 0 else np.zeros(0, dtype=np.int32) for i in known]
+        # The terms' lineages as one padded matrix (most informative first); the pad points at a term never reached.
+        pad = len(self.terms)
+        table = np.full((len(terms), max((len(x) for x in lineages), default=0) or 1), pad, dtype=np.int64)
+        for row, lineage in enumerate(lineages):
+            table[row, : len(lineage)] = lineage
         out = {}
         for node in nodes:
             row = self.node_index.get(node, -1)
@@ -228,21 +251,24 @@ class HierarchyMatch:
                 out[node] = [Match(t, None, 0.0) for t in terms]
                 continue
             direct = self._direct_idx[self._direct_ptr[row]:self._direct_ptr[row + 1]]
-            # (ancestor, annotation) cells of the node's closure.
-            above = (np.concatenate([self._anc_idx[self._anc_ptr[d]:self._anc_ptr[d + 1]] for d in direct])
-                     if len(direct) else np.zeros(0, dtype=np.int32))
-            below = np.repeat(direct, self._anc_ptr[direct + 1] - self._anc_ptr[direct])
-            reached = np.zeros(len(self.terms), dtype=bool)
+            # (ancestor, annotation) cells of the node's closure, by ancestor.
+            sizes = self._anc_ptr[direct + 1] - self._anc_ptr[direct]
+            cells = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes - self._anc_ptr[direct], sizes)
+            above, below = self._anc_idx[cells], np.repeat(direct, sizes)
+            order = np.argsort(above, kind="stable")
+            above, below = above[order], below[order]
+            reached = np.zeros(pad + 1, dtype=bool)
             reached[above] = True
+            present = reached[table]
+            ancestor = table[np.arange(len(terms)), present.argmax(axis=1)]
+            lo, hi = np.searchsorted(above, ancestor, "left"), np.searchsorted(above, ancestor, "right")
             matches = []
-            for t, lineage in zip(terms, lineages):
-                present = reached[lineage] if lineage is not None else None
-                if present is None or not present.any():
+            for t, found, a, start, end in zip(terms, present.any(axis=1), ancestor, lo, hi):
+                if not found:
                     matches.append(Match(t, None, 0.0))
                     continue
-                a = int(lineage[int(np.argmax(present))])
-                carried = sorted({self.terms[int(d)] for d in below[above == a]})
-                matches.append(Match(t, self.terms[a], round(float(self.ic[a]), 3), carried))
+                carried = sorted({self.terms[int(d)] for d in below[start:end]})
+                matches.append(Match(t, self.terms[int(a)], round(float(self.ic[a]), 3), carried))
             out[node] = matches
         return out
 
@@ -300,6 +326,12 @@ class Hierarchies:
 
     def __bool__(self) -> bool:
         return bool(self.summary)
+
+    def cache_clear(self) -> None:
+        """Forget the per-term scores the matchers keep (benchmarks time a request as if it were the first)."""
+        for matcher in self._matchers.values():
+            if matcher is not None:
+                matcher._powered.clear()
 
     def closure_of(self, relation: str) -> str | None:
         """The closure predicate stored for a hierarchy relation (None when the KB has none)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from chat_server import chat_server  # noqa: F401 - fixture
@@ -235,3 +236,13 @@ def test_negated_terms_count_as_context_by_default_or_as_a_cost(shop, mode, firs
     # The explanation says how the negated term counted.
     assert stage.transform(hierarchy_batch(request)).explain["q"]["negated"] == {"as": mode, "terms": 1}
     assert Settings().fourstep_negated == "context"
+
+
+def test_a_terms_scores_are_kept_for_the_next_request_and_cannot_be_changed(shop):
+    matcher = shop.hierarchies.matcher(SHOP + "inCategory")
+    cameras = matcher.term_index[node(shop, "cameras")]
+    first = matcher.term_scores(cameras)
+    assert matcher.term_scores(cameras) is first and not first.flags.writeable
+    before = matcher.score([node(shop, "cameras")]).copy()
+    matcher.score([node(shop, "cameras"), node(shop, "audio")])
+    assert np.array_equal(matcher.score([node(shop, "cameras")]), before)
