@@ -3,7 +3,7 @@
 This isolates the scoring (kqe_rdf.hierarchy.HierarchyMatch) from reading and linking: each case's observed
 and excluded HPO ids are resolved to nodes directly (the product reads them from the question's text, see
 ``kqe-rdf eval phenopackets ... -m 4step-offline`` for that end-to-end number). It answers "which scoring
-rule?" for the settings fourstep_ic_power, fourstep_text_weight and fourstep_negated_weight, and shows how
+rule?" for the settings fourstep_ic_power, fourstep_text_weight and fourstep_negated(_weight), and shows how
 much rank ties decide: every variant is scored with ties broken by IRI (what a sort gives) and at random.
 
     python bench/hierarchy_variants.py --kb data/kb/bio3
@@ -12,11 +12,13 @@ much rank ties decide: every variant is scored with ties broken by IRI (what a s
 from __future__ import annotations
 
 import argparse
+import re
 import gzip
 import json
 from pathlib import Path
 
 import numpy as np
+from pyoxigraph import NamedNode
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_PHENOTYPE = "https://w3id.org/kqe/bio#hasPhenotype"
@@ -24,6 +26,7 @@ DISEASE = "https://w3id.org/kqe/bio#Disease"
 
 
 def main() -> None:
+    from kqe_rdf import queries
     from kqe_rdf.kb import KnowledgeBase
     from kqe_rdf.querysets import _label, phenopacket_question
 
@@ -91,11 +94,57 @@ def main() -> None:
         np.add.at(total, direct_rows, best[m3._direct_idx])
         return total / annotation_counts
 
+    def frequency(label: str) -> float | None:
+        """An annotation's frequency as a share of patients: category midpoints, ratios, percentages."""
+        bands = {"Obligate": 1.0, "Very frequent": 0.895, "Frequent": 0.545, "Occasional": 0.17, "Very rare": 0.025}
+        for band, share in bands.items():
+            if label.startswith(band + " "):
+                return share
+        ratio = re.fullmatch(r"(\d+)/(\d+)", label)
+        if ratio:
+            return int(ratio[1]) / max(int(ratio[2]), 1)
+        percent = re.fullmatch(r"([\d.]+)%", label)
+        return float(percent[1]) / 100 if percent else None
+
+    def frequency_weighted(alpha: float, unknown: float = 0.5):
+        """Per-term scores where each annotation's match counts IC x (alpha + (1 - alpha) x its frequency)."""
+        share = {}
+        text = queries.with_values(queries.load("annotation_frequencies"), relation=[NamedNode(HAS_PHENOTYPE)])
+        for r in kb.store.query(text, use_default_graph_as_union=True):
+            share[(r["node"].value, r["term"].value)] = frequency(r["frequency"].value)
+        rows = np.repeat(np.arange(len(order)), np.diff(m3._direct_ptr))
+        weight = np.array([share.get((order[r], m3.terms[t])) for r, t in zip(rows, m3._direct_idx)], dtype=object)
+        weight = np.array([unknown if w is None else w for w in weight], dtype=float)
+        # Per (ancestor, node) cell of the stored column matrix: the largest weight among the node's annotations
+        # at or below the ancestor.
+        sizes = m3._anc_ptr[m3._direct_idx + 1] - m3._anc_ptr[m3._direct_idx]
+        cells = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes - m3._anc_ptr[m3._direct_idx], sizes)
+        key = m3._anc_idx[cells].astype(np.int64) * len(order) + np.repeat(rows, sizes)
+        heaviest = np.lexsort((-np.repeat(weight, sizes), key))
+        key, value = key[heaviest], np.repeat(weight, sizes)[heaviest]
+        first = np.r_[True, key[1:] != key[:-1]]
+        key, value = key[first], value[first]
+        columns = np.repeat(np.arange(len(m3.terms)), np.diff(m3._ptr)).astype(np.int64) * len(order) + m3._idx
+        factor = alpha + (1 - alpha) * value[np.searchsorted(key, columns)]
+
+        def score(observed: list[str]) -> np.ndarray:
+            total = np.zeros(len(order))
+            known = [m3.term_index[t] for t in observed if t in m3.term_index]
+            for t in known:
+                best = np.zeros(len(order))
+                for a in m3._anc_idx[m3._anc_ptr[t]:m3._anc_ptr[t + 1]]:
+                    part = slice(m3._ptr[a], m3._ptr[a + 1])
+                    np.maximum.at(best, m3._idx[part], m3.ic[a] * factor[part])
+                total += best ** 3
+            return (total / max(len(known), 1)) ** (1 / 3)
+        return score
+
     genes = {r["d"].value for r in kb.store.query(
         "SELECT DISTINCT ?d WHERE { ?g <https://w3id.org/kqe/bio#associatedWith> ?d }", use_default_graph_as_union=True)}
     has_gene = np.array([n in genes for n in order], dtype=float)
 
-    def evaluate(name: str, power: float, text_weight: float, negated_weight: float, terms=None, extra=None) -> None:
+    def evaluate(name: str, power: float, text_weight: float, negated_weight: float, terms=None, extra=None,
+                 scorer=None) -> None:
         if args.only not in name:
             return
         rng = np.random.default_rng(0)
@@ -103,10 +152,10 @@ def main() -> None:
             hit1 = hit5 = rr = 0.0
             for i, (observed, excluded, gold, text) in enumerate(prepared):
                 m = matchers[power]
-                s = m.score(terms(observed) if terms else observed)
+                s = (scorer or m.score)(terms(observed) if terms else observed)
                 if extra is not None:
-                    s = s + extra(observed)
-                if negated_weight and excluded:
+                    s = s + extra(observed, excluded)
+                if negated_weight and excluded:  # > 0: a cost; < 0: context (the product's fourstep_negated)
                     s = s - negated_weight * m.score(excluded)
                 if text_weight:
                     s = s + text_weight * bm25(i, text)
@@ -123,18 +172,37 @@ def main() -> None:
     print("| variant | rank ties | Hit@1 | Hit@5 | MRR |\n|---|---|---|---|---|")
     evaluate("Resnik (power 1)", 1.0, 0.0, 0.0)
     evaluate("power 3", 3.0, 0.0, 0.0)
-    evaluate("power 3 + 0.03 BM25 (default)", 3.0, 0.03, 0.0)
+    evaluate("power 3 + 0.03 BM25, negated terms ignored", 3.0, 0.03, 0.0)
     evaluate("power 3 + 0.03 BM25, negated terms cost 0.1", 3.0, 0.03, 0.1)
     evaluate("power 3 + 0.03 BM25, negated terms cost 0.5", 3.0, 0.03, 0.5)
+    for weight in (0.01, 0.03, 0.05, 0.1):
+        evaluate(f"power 3 + 0.03 BM25, negated terms as context {weight}" + (" (default)" if weight == 0.05 else ""),
+                 3.0, 0.03, -weight)
+
+    def contradicted(excluded: list[str]) -> np.ndarray:
+        """How many excluded terms a disease is annotated with, at or below (a logical contradiction)."""
+        count = np.zeros(len(order))
+        for t in excluded:
+            if t in m3.term_index:
+                col = m3.term_index[t]
+                count[m3._idx[m3._ptr[col]:m3._ptr[col + 1]]] += 1
+        return count
+    for weight in (0.02, 0.1):
+        evaluate(f"power 3 + 0.03 BM25, each excluded term the disease has (at or below) costs {weight}", 3.0, 0.03,
+                 0.0, None, lambda _observed, excluded, w=weight: -w * contradicted(excluded))
+    if "frequency" in args.only or not args.only:
+        for alpha in (0.5, 0.8):
+            evaluate(f"power 3 + 0.03 BM25, matches weighted by annotation frequency (alpha {alpha})", 3.0, 0.03,
+                     0.0, scorer=frequency_weighted(alpha))
     evaluate("power 3 + 0.3 BM25", 3.0, 0.3, 0.0)
     evaluate("power 3 + 0.03 BM25, observed ancestors of observed terms dropped", 3.0, 0.03, 0.0, most_specific)
     evaluate("power 3 + 0.03 BM25 + 0.01 reverse best-match average", 3.0, 0.03, 0.0, None,
-             lambda observed: 0.01 * reverse(observed))
+             lambda observed, _excluded: 0.01 * reverse(observed))
     evaluate("power 3 + 0.01 reverse best-match average (no BM25)", 3.0, 0.0, 0.0, None,
-             lambda observed: 0.01 * reverse(observed))
+             lambda observed, _excluded: 0.01 * reverse(observed))
     # For reference only: every case here has a genetic diagnosis, so a prior for diseases with a known gene
     # rewards the case collection, not the request.
-    evaluate("power 3 + 0.5 × has-a-known-gene prior", 3.0, 0.0, 0.0, None, lambda observed: 0.5 * has_gene)
+    evaluate("power 3 + 0.5 × has-a-known-gene prior", 3.0, 0.0, 0.0, None, lambda _observed, _excluded: 0.5 * has_gene)
 
 
 if __name__ == "__main__":
