@@ -107,7 +107,10 @@ def fetch(cache: Path) -> GoFiles:
             raise KqeError(_missing(f"`apt-get download {' '.join(PACKAGES)}` failed ({said}; try "
                                     "`apt-get update` first)"))
         for deb in sorted(work.glob("*.deb")):
-            subprocess.run([dpkg, "-x", str(deb), str(work / "root")], check=True, capture_output=True)
+            done = subprocess.run([dpkg, "-x", str(deb), str(work / "root")], capture_output=True, text=True)
+            if done.returncode != 0:
+                said = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                raise KqeError(_missing(f"`dpkg-deb -x {deb.name}` failed ({said})"))
         for name in PACKAGES.values():
             extracted = _find(work / "root", name)
             if extracted is None:
@@ -170,10 +173,9 @@ def metadata(files: GoFiles) -> dict[str, str]:
     for path, keys in ((files.go, {"GOSOURCEDATE": "go_release"}),
                        (files.org, {"EGSOURCEDATE": "ncbi_gene_release", "GOSOURCEDATE": "go_annotations_release"})):
         con = _connect(path, ("metadata",), "r-bioc-go.db / r-bioc-org.hs.eg.db")
-        with con:
-            for name, value in _rows(con, path, "SELECT name, value FROM metadata"):
-                if name in keys:
-                    out[keys[name]] = value
+        for name, value in _rows(con, path, "SELECT name, value FROM metadata"):
+            if name in keys:
+                out[keys[name]] = value
         con.close()
     return out
 
