@@ -83,7 +83,7 @@ INSERT INTO metadata VALUES ('EGSOURCEDATE', '2099-Sep12'), ('GOSOURCEDATE', '20
 INSERT INTO genes VALUES (1, '2113'), (2, '7157'), (3, '100000001');
 INSERT INTO gene_info VALUES (1, 'ETS proto-oncogene 1, transcription factor', 'ETS1'),
   (2, 'tumor protein p53', 'TP53'), (3, 'some pseudogene 1', 'SPG1P');
-INSERT INTO alias VALUES (1, 'ETS1'), (1, 'ETS-1'), (1, 'EWSR2'), (2, 'TP53'), (2, 'P53'), (2, 'LFS1');
+INSERT INTO alias VALUES (1, 'ETS1'), (1, 'ETS-1'), (1, 'EWSR2'), (2, 'TP53'), (2, 'P53'), (2, 'NUCLEUS'), (2, 'LFS1');
 INSERT INTO go_bp VALUES (1, 'GO:0043065', 'IDA'), (1, 'GO:0043065', 'IMP'), (2, 'GO:0006915', 'IDA'),
   (2, 'GO:0009999', 'IEA');
 INSERT INTO go_mf VALUES (1, 'GO:0003674', 'ND'), (2, 'GO:0005515', 'IPI');
@@ -132,7 +132,11 @@ def test_go_terms_genes_and_annotations_join_hpo_genes(hpo_folder, go_dir):
     assert dict(ets1[0].fields) == {"fullName": "ETS proto-oncogene 1, transcription factor"}
     assert ("NCBIGene:2113", "associatedWith", "OMIM:147791") in edges
     # a gene with GO annotations only joins the KB; one with neither does not
-    assert nodes["NCBIGene:7157"].iri_hint == "http://identifiers.org/ncbigene/7157"
+    tp53 = nodes["NCBIGene:7157"]
+    assert tp53.iri_hint == "http://identifiers.org/ncbigene/7157"
+    # an alias that is a word of another node's name (the GO term "nucleus") is text, not a name to link
+    assert tp53.aliases == ("P53", "LFS1") and dict(tp53.fields)["otherSymbols"] == "NUCLEUS"
+    assert any("1 gene aliases are words of other names" in w for w in report.warnings)
     assert "NCBIGene:100000001" not in nodes
 
     # annotations by aspect, with every evidence code of the pair; ND ("no data") is left out

@@ -23,6 +23,7 @@ the packages with ``apt-get download`` and extract them into the cache.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -275,25 +276,25 @@ def with_go(records: Iterable[Node | Edge], files: GoFiles, report: ImportReport
 
     Without a limit every GO term and every gene with a GO annotation is added;
     with one, only HPO's (limited) genes, their annotations' terms and those
-    terms' ancestors.
+    terms' ancestors. Genes come after every other node, so that their aliases
+    can be checked against the words of all other names (see :class:`_Words`).
     """
     terms = _terms(files, report)
     genes, annotations = _genes(files, report)
-    hpo_genes: set[str] = set()
+    words = _Words()
+    hpo_genes: dict[str, Node] = {}
     for record in records:
         if isinstance(record, Node) and record.type == "Gene":
-            number = record.id.partition(":")[2]
-            hpo_genes.add(number)
-            gene = genes.get(number)
-            if gene is not None:
-                record = replace(record, aliases=tuple(dict.fromkeys(record.aliases + _aliases(record.name, gene))),
-                                 fields=record.fields + (("fullName", gene.full_name),))
+            hpo_genes[record.id.partition(":")[2]] = record
+            continue
+        if isinstance(record, Node):
+            words.add(record.name, *record.aliases)
         yield record
     if limit is None:
-        kept_genes = hpo_genes | {number for number, _, _ in annotations}
+        kept_genes = set(hpo_genes) | {number for number, _, _ in annotations}
         kept_terms = list(terms)
     else:
-        kept_genes = hpo_genes
+        kept_genes = set(hpo_genes)
         needed = {go_id for number, go_id, _ in annotations if number in hpo_genes and go_id in terms}
         stack = list(needed)
         while stack:
@@ -305,16 +306,30 @@ def with_go(records: Iterable[Node | Edge], files: GoFiles, report: ImportReport
 
     for go_id in kept_terms:
         term = terms[go_id]
+        words.add(term.name, *term.synonyms)
         fields = (("definition", term.definition), ("aspect", ASPECT_NAME[term.aspect]))
         yield Node(id=go_id, type="GOTerm", name=term.name,
                    aliases=tuple(dict.fromkeys(s for s in term.synonyms if s != term.name)),
                    fields=tuple((k, v) for k, v in fields if v), xrefs=tuple(dict.fromkeys(term.secondary)),
                    iri_hint="http://purl.obolibrary.org/obo/" + go_id.replace(":", "_"), where=term.where)
-    for number in sorted(kept_genes - hpo_genes, key=int):
-        gene = genes[number]
-        yield Node(id=f"NCBIGene:{number}", type="Gene", name=gene.symbol, aliases=_aliases(gene.symbol, gene),
-                   fields=(("fullName", gene.full_name),) if gene.full_name else (),
-                   iri_hint=f"http://identifiers.org/ncbigene/{number}", where=gene.where)
+    as_text = 0
+    for number in sorted(kept_genes, key=int):
+        gene, node = genes.get(number), hpo_genes.get(number)
+        if node is None:
+            node = Node(id=f"NCBIGene:{number}", type="Gene", name=gene.symbol,
+                        iri_hint=f"http://identifiers.org/ncbigene/{number}", where=gene.where)
+        if gene is not None:
+            aliases = [a for a in dict.fromkeys([gene.symbol, *gene.aliases]) if a and a != node.name]
+            names = tuple(a for a in aliases if not words.covers(a))
+            others = "; ".join(a for a in aliases if a not in names)
+            as_text += len(aliases) - len(names)
+            fields = (("fullName", gene.full_name), ("otherSymbols", others))
+            node = replace(node, aliases=tuple(dict.fromkeys(node.aliases + names)),
+                           fields=node.fields + tuple((k, v) for k, v in fields if v))
+        yield node
+    if as_text:
+        report.warn(f"{files.org}: {as_text} gene aliases are words of other names (such as T, CELL, KILLER); "
+                    "kept as the genes' 'other symbols' text, not as names a request's words link to")
 
     kept = set(kept_terms)
     for go_id in kept_terms:
@@ -335,6 +350,24 @@ def with_go(records: Iterable[Node | Edge], files: GoFiles, report: ImportReport
         report.warn(f"{files.org}: {unknown_terms} gene annotations name GO ids absent from {files.go.name}; skipped")
 
 
-def _aliases(name: str, gene: _Gene) -> tuple[str, ...]:
-    """The gene's symbol (when HPO names it otherwise) and its aliases, without the name itself."""
-    return tuple(a for a in dict.fromkeys([gene.symbol, *gene.aliases]) if a and a != name)
+class _Words:
+    """The words of the KB's other names: a gene alias made only of them (NCBI lists T, CELL, KILLER, II, MHC,
+    CD8) would turn those words of a phenotype ("CD8-positive T cells") into gene mentions when requests are linked.
+
+    >>> words = _Words(); words.add("Decreased proportion of CD8-positive T cells")
+    >>> words.covers("CD8"), words.covers("T"), words.covers("P53")
+    (True, True, False)
+    """
+
+    def __init__(self) -> None:
+        self.words: set[str] = set()
+
+    def add(self, *texts: str) -> None:
+        for text in texts:
+            self.words.update(_WORD.findall(text.lower()))
+
+    def covers(self, alias: str) -> bool:
+        return all(w in self.words for w in _WORD.findall(alias.lower()))
+
+
+_WORD = re.compile(r"[a-z0-9]+")
