@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -206,3 +207,22 @@ def test_go_is_off_unless_asked(hpo_folder):
     records = list(BioImporter([hpo_folder], doid="none").records(ImportReport()))
     assert not any(isinstance(r, Node) and r.type == "GOTerm" for r in records)
     assert go.locate("none") is None and go.locate(None) is None
+
+
+REAL_FILES = Path(__file__).resolve().parents[1] / "data" / "cache" / "bioc"  # where `--option go=yes` keeps them
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REAL_FILES / "GO.sqlite").is_file(), reason="run `kqe-rdf kb build bio --option go=yes` first")
+def test_real_debian_files_join_hpo_genes():
+    report = ImportReport()
+    records = list(BioImporter([], doid="none", go=REAL_FILES).records(report))
+    nodes = {r.id: r for r in records if isinstance(r, Node)}
+    types = [n.type for n in nodes.values()]
+    assert types.count("GOTerm") == 43558  # GO.db 3.16.0 (go-basic 2022-07-01)
+    assert types.count("Gene") > 20000
+    fbn1 = nodes["NCBIGene:2200"]  # an HPO gene (Marfan syndrome), now with its NCBI names
+    assert fbn1.name == "FBN1" and dict(fbn1.fields)["fullName"] == "fibrillin 1"
+    assert not report.duplicate_nodes
+    relations = {r.relation for r in records if isinstance(r, Edge)}
+    assert {"goIsA", "partOf", "regulates", "enables", "involvedIn", "locatedIn", "associatedWith"} <= relations
