@@ -126,7 +126,8 @@ def test_built_kb_answers_stark_queries_by_node_index(primekg_dir, tmp_path, mon
     qa.write_text('id,query,answer_ids\n'
                   '0,Which drug is a transition metal given in parenteral nutrition?,[14012]\n'
                   '1,"What gas is used in oxygen therapy, and is metabolised by the enzyme KIF15?",[14013]\n'
-                  '2,Which protein interacts with a gene missing from this sample?,[99999]\n', encoding="utf-8")
+                  # 9796 is PHYHIP's NCBI Gene id but no node's index: gold ids are indices only
+                  '2,Which protein interacts with KIF15?,[9796]\n', encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli, ["eval", "stark", str(qa), "--kb", str(kb_path), "-m", "bm25",
                                       "--type", "Drug", "--json"])
