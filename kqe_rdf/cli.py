@@ -91,7 +91,8 @@ def _importer_help() -> str:
 def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
 
-    Importers: jsonl, rdf, bio (the embedded default), metaqa, amazon, citeseer, scifact, passages.
+    Importers: jsonl, rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
+    citeseer, scifact, passages, primekg.
     """
     from .build import build_kb, embed_kb
     from .importers import get_importer

@@ -28,6 +28,7 @@ IMPORTERS: dict[str, str] = {
     "citeseer": "kqe_rdf.importers.citeseer:CiteSeerImporter",
     "scifact": "kqe_rdf.importers.scifact:SciFactImporter",
     "passages": "kqe_rdf.importers.passages:PassagesImporter",
+    "primekg": "kqe_rdf.importers.primekg:PrimeKGImporter",
 }
 
 

@@ -461,11 +461,31 @@ class BioImporter(Importer):
             )
         if self.limit:
             info["limit"] = f"first {self.limit} diseases of phenotype.hpoa"
+        if self.go_files() is not None:
+            from . import go
+
+            info.update(go.metadata(self.go_files()))
         return info
 
     # -- records
 
+    def go_files(self):
+        """The Gene Ontology files option ``go`` names (found or fetched once), or None (see importers/go.py)."""
+        if not hasattr(self, "_go_files"):
+            from . import go
+
+            self._go_files = go.locate(self.options.get("go"))
+        return self._go_files
+
     def records(self, report: ImportReport) -> Iterator[Node | Edge]:
+        files = self.go_files()
+        if files is None:
+            return self.hpo_records(report)
+        from . import go
+
+        return go.with_go(self.hpo_records(report), files, report, self.limit)
+
+    def hpo_records(self, report: ImportReport) -> Iterator[Node | Edge]:
         hpo_dir, doid_path = self._paths()
         hp = parse_obo(hpo_dir / "hp.obo", report)
         terms = {t.id: t for t in hp.terms}

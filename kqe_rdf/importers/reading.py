@@ -9,6 +9,7 @@ traceback or a silent surprise.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import math
@@ -110,3 +111,53 @@ def parse_json(line: str, where: str) -> object:
             raise InputError(f"a string holds a lone surrogate escape ({exc.object[exc.start:exc.end]!r}), "
                              "which is not a character", where) from None
     return value
+
+
+class CsvFile:
+    """A CSV file read one record at a time (files of gigabytes stay out of memory).
+
+    ``columns`` maps the header's names to their positions; iterating yields
+    ``("file:line", cells)`` where the line is where the record starts (a quoted
+    cell may span lines). A record with another number of cells than the header
+    is an error naming its line; blank lines are skipped.
+    """
+
+    def __init__(self, path: Path, required: tuple[str, ...] = (), report: ImportReport | None = None) -> None:
+        self.path = Path(path)
+        self._line = 0
+        csv.field_size_limit(max(csv.field_size_limit(), 1 << 27))  # long feature texts pass the 128 KiB default
+        self._reader = csv.reader(self._lines(report))
+        try:
+            header = next(self._reader, None)
+        except csv.Error as exc:
+            raise InputError(f"malformed CSV header ({exc})", f"{self.path}:1") from None
+        if not header:
+            raise InputError("empty file; expected a CSV header line", str(self.path))
+        self.columns = {name.strip(): i for i, name in enumerate(header)}
+        missing = [c for c in required if c not in self.columns]
+        if missing:
+            raise InputError(f"the CSV header lacks the column(s) {', '.join(missing)}; found "
+                             f"{', '.join(self.columns)}", f"{self.path}:1")
+
+    def _lines(self, report: ImportReport | None) -> Iterator[str]:
+        for number, text in numbered_lines(self.path, report):
+            self._line = number
+            yield text + "\n"
+
+    def __iter__(self) -> Iterator[tuple[str, list[str]]]:
+        width = len(self.columns)
+        start = self._line + 1
+        while True:
+            try:
+                cells = next(self._reader, None)
+            except csv.Error as exc:
+                raise InputError(f"malformed CSV ({exc})", f"{self.path}:{start}") from None
+            if cells is None:
+                return
+            where = f"{self.path}:{start}"
+            start = self._line + 1
+            if not cells:
+                continue
+            if len(cells) != width:
+                raise InputError(f"expected {width} cells ({','.join(self.columns)}), found {len(cells)}", where)
+            yield where, cells
