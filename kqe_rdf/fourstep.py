@@ -182,6 +182,8 @@ class OfflineTriplets:
         """The classes named by the last words of a request with no wh-word ("the scriptwriter of X also wrote
         movies"); ``marked`` has its mentions replaced by NUL, so "describe movie X" ends with no class."""
         words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
+        if any(w in WH_WORDS for w in words):
+            return set()  # "what were the release dates of X directed films" asks for dates, not films
         cues = self.kb.schema.class_cues
         for n in (3, 2, 1):
             phrase = " ".join(words[-n:])

@@ -158,5 +158,7 @@ def test_a_request_without_a_wh_word_that_ends_with_a_class_asks_for_it(movie_kb
     reading = reader("the writer of Taxi Driver also wrote movies")
     assert reading.answer_type == M + "Movie"
     assert [local_name(t.relation) for t in reading.triplets] == ["written_by", "written_by"]
-    # A class named before the request's last name is not what it asks for ("describe movie X").
+    # A class named before the request's last name is not what it asks for ("describe movie X"), nor is the last
+    # class of a request with a wh-word ("what were the release dates of X directed films").
     assert reader.trailing_class("describe movie \x00") == set()
+    assert reader.trailing_class("what were the release dates of \x00 directed films") == set()
