@@ -1,11 +1,14 @@
-"""One suite, two backends: the KB with its embedded Oxigraph store, and the same KB with its triples in a
-remote SPARQL 1.1 server (`oxigraph serve`, loaded with a dump of the store) and its indexes local.
+"""One suite, three backends: the KB with its embedded Oxigraph store, and the same KB with its triples in a
+remote SPARQL 1.1 server and its indexes local — `oxigraph serve` loaded with a dump of the store, and OpenLink
+Virtuoso (Debian's virtuoso-opensource) loaded with the same dump through its bulk loader.
 
-Every test runs on both and must give the same answers.
+Every test runs on each and must give the same answers. Without Virtuoso installed its tests are skipped (and
+fail under CI, which installs it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import pytest
@@ -19,23 +22,38 @@ from kqe_rdf.kb import KnowledgeBase
 from kqe_rdf.retrieval import pipeline
 from kqe_rdf.server import create_app
 from kqe_rdf.store import RemoteStore
-from live_servers import oxigraph_server
+from live_servers import oxigraph_server, virtuoso_server
+
+ENGINES = {"oxigraph": lambda folder, dump: oxigraph_server(folder, dump, "kb.nq", union=True),
+           "virtuoso": lambda folder, dump: virtuoso_server(folder, dump, "kb.nq")}
 
 
 @pytest.fixture(scope="module")
-def remote_url(bio_kb, tmp_path_factory):  # noqa: F811
+def engines(bio_kb, tmp_path_factory):  # noqa: F811
+    """``engines(name)``: the query URL of that engine, started on first use with a dump of the KB's store."""
     dump = bio_kb.store.dump(format=RdfFormat.N_QUADS)
-    with oxigraph_server(tmp_path_factory.mktemp("remote-store"), dump, "kb.nq", union=True) as url:
+    with contextlib.ExitStack() as running:
+        urls: dict[str, str] = {}
+
+        def url(name: str) -> str:
+            if name not in urls:
+                urls[name] = running.enter_context(ENGINES[name](tmp_path_factory.mktemp(f"remote-{name}"), dump))
+            return urls[name]
+
         yield url
 
 
-@pytest.fixture(scope="module", params=["embedded", "remote"])
+@pytest.fixture(scope="module", params=list(ENGINES))
+def remote_url(request, engines):
+    return engines(request.param)
+
+
+@pytest.fixture(scope="module", params=["embedded", *ENGINES])
 def backend(request, bio_kb):  # noqa: F811
     """The tiny HPO KB opened on each backend (a fresh KnowledgeBase object, so nothing is shared)."""
     if request.param == "embedded":
         return KnowledgeBase.open(bio_kb.path)
-    url = request.getfixturevalue("remote_url")
-    kb = KnowledgeBase.open(bio_kb.path, Settings(store_endpoint=url))
+    kb = KnowledgeBase.open(bio_kb.path, Settings(store_endpoint=request.getfixturevalue("engines")(request.param)))
     assert isinstance(kb.store, RemoteStore)
     return kb
 
