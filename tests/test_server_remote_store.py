@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import shutil
 
 import pytest
 from pyoxigraph import RdfFormat
@@ -108,3 +109,16 @@ def test_a_remote_store_that_is_down_or_misnamed_is_a_clear_error(bio_kb):  # no
         RemoteStore("ftp://example.org/sparql")
     with pytest.raises(KqeError, match="update endpoint"):
         create_app(kb, dataclasses.replace(kb.settings, server_update_token="t"))
+
+
+def test_a_kb_with_its_store_only_on_the_engine_serves_from_its_local_indexes(remote_url, bio_kb, tmp_path):  # noqa: F811
+    """The KB too big for one machine: its folder keeps the indexes, documents and manifest, not the store."""
+    local = tmp_path / "kb"
+    shutil.copytree(bio_kb.path, local, ignore=shutil.ignore_patterns("store"))
+    kb = KnowledgeBase.open(local, Settings(store_endpoint=remote_url))
+    text = "Which disease has Seizure?"
+    assert names(kb, pipeline("4step-offline", kb, kb.settings, 3, ["Disease"]).search(text)) == \
+        names(bio_kb, pipeline("4step-offline", bio_kb, Settings(), 3, ["Disease"]).search(text))
+    with TestClient(create_app(kb, kb.settings)) as client:
+        response = client.get("/sparql", params={"query": "SELECT (COUNT(*) AS ?n) WHERE { ?d a bio:Disease }"})
+        assert response.json()["results"]["bindings"][0]["n"]["value"] == "3"
