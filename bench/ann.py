@@ -9,7 +9,7 @@ about 0.5. Queries are fresh draws from the same clusters. The real bio KB's
 vectors (``--real PATH``, read only) add a row on real MiniLM embeddings.
 
 Each library builds its index in a child process of its own (two threads,
-M = 16 links, ef_construction = 64), so its memory is measured alone: the
+M = 16 links, ef_construction = 100), so its memory is measured alone: the
 growth of the child's resident memory while building, with the vectors
 already loaded. Then every query is sent alone on one thread (as a request
 is served) at rising ef_search, and recall@100 is measured against exact
@@ -38,7 +38,7 @@ import numpy as np
 import harness
 from harness import ms, percentile, table
 
-DIM, K, M, EF_CONSTRUCTION = 384, 100, 16, 64
+DIM, K, M, EF_CONSTRUCTION = 384, 100, 16, 100
 EF_SEARCH = (100, 150, 200, 300, 400, 600)
 LIBRARIES = ("usearch", "hnswlib", "faiss")
 PACKAGES = {"usearch": "usearch", "hnswlib": "hnswlib", "faiss": "faiss-cpu"}

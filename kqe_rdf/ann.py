@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 FILE, META = "ann.usearch", "ann.json"
 LIBRARY = "usearch"
 #: HNSW links per node and the candidate list while inserting (measured: bench/ann.py).
-CONNECTIVITY, EXPANSION_ADD = 16, 64
+CONNECTIVITY, EXPANSION_ADD = 16, 100
 #: Renamed keys pass through this offset, so a row never takes a number another row still holds.
 _ASIDE = 1 << 40
 

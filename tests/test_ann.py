@@ -19,6 +19,7 @@ import pytest
 
 from kqe_rdf.build import build_kb, embed_kb
 from kqe_rdf.config import Settings
+from kqe_rdf.errors import KqeError
 from kqe_rdf.importers.jsonl import JsonlImporter
 from kqe_rdf.kb import KnowledgeBase
 from kqe_rdf.retrieval import Dense
@@ -86,6 +87,8 @@ def recall(found: list[str], truth: list[str]) -> float:
 
 def test_below_the_threshold_search_is_exact_and_above_it_uses_the_index(grown):
     path, _, _ = grown
+    with pytest.raises(KqeError, match="dense_ann_threshold must be at least 1"):
+        Settings(dense_ann_threshold=0)
     assert KnowledgeBase.open(path, EXACT).dense.approximate is None
     assert KnowledgeBase.open(path, Settings(dense_ann_threshold=2001)).dense.approximate is None  # 2,000 rows
     index = KnowledgeBase.open(path, Settings(dense_ann_threshold=2000)).dense.approximate
