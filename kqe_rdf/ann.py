@@ -63,10 +63,12 @@ def load(folder: Path, count: int, digest: str, view: bool = True):
         meta = json.loads(meta_path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise AnnUnusable(f"{meta_path} is damaged ({exc})") from None
+    if not isinstance(meta, dict):
+        raise AnnUnusable(f"{meta_path} is damaged (not an object)")
     if meta.get("keys_digest") != digest or meta.get("count") != count:
         raise AnnUnusable(f"{path} indexes other rows than {folder / 'vectors.npy'} holds (stale)")
     if path.stat().st_size != meta.get("file_bytes"):
-        raise AnnUnusable(f"{path} is damaged ({path.stat().st_size:,} bytes; {meta.get('file_bytes'):,} were written)")
+        raise AnnUnusable(f"{path} is damaged ({path.stat().st_size:,} bytes; {meta.get('file_bytes')} were written)")
     try:
         index = _usearch().restore(str(path), view=view)
     except (ValueError, RuntimeError, OSError) as exc:
