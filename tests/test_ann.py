@@ -85,8 +85,10 @@ def recall(found: list[str], truth: list[str]) -> float:
     return len(set(found) & set(truth)) / len(truth)
 
 
-def test_below_the_threshold_search_is_exact_and_above_it_uses_the_index(grown):
+def test_below_the_threshold_search_is_exact_and_above_it_uses_the_index(grown, kb):
     path, _, _ = grown
+    assert not (kb.path / "embeddings" / "ann.usearch").exists()  # the 17-node session KB: no index written
+    assert kb.manifest["embeddings"]["ann"] is None and kb.dense.approximate is None
     with pytest.raises(KqeError, match="dense_ann_threshold must be at least 1"):
         Settings(dense_ann_threshold=0)
     assert KnowledgeBase.open(path, EXACT).dense.approximate is None
