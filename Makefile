@@ -1,5 +1,6 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both install what they need into .venv
-# (and `make test` installs Debian's chromium for the browser tests when it is missing and it can).
+# (and `make test` installs Debian's chromium for the browser tests and Debian's virtuoso-opensource for the
+# remote-store tests when they are missing and it can).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -12,23 +13,32 @@ $(BIN)/kqe-rdf: pyproject.toml
 
 install: $(BIN)/kqe-rdf
 
-# The browser tests need Debian's chromium; installed here as root (or with password-less sudo), otherwise
-# they are skipped on a developer's machine and fail under CI (CI=true).
-browser:
-	@command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ] || { \
+# $(call debian,COMMAND,PACKAGE,TESTS): install Debian's PACKAGE when COMMAND is missing, as root (or with
+# password-less sudo); otherwise TESTS are skipped on a developer's machine and fail under CI (CI=true).
+define debian
+	@command -v $(1) >/dev/null 2>&1 || [ -x /usr/bin/$(1) ] || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else \
-	    echo "chromium is missing and cannot be installed here (not root): browser tests will be skipped"; exit 0; fi; \
-	  echo "installing Debian's chromium for the browser tests"; \
-	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium >/dev/null \
-	    || echo "chromium could not be installed: browser tests will be skipped (and fail under CI)"; }
+	    echo "$(2) is missing and cannot be installed here (not root): $(3) will be skipped"; exit 0; fi; \
+	  echo "installing Debian's $(2) for $(3)"; \
+	  $$SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $(2) >/dev/null \
+	    || echo "$(2) could not be installed: $(3) will be skipped (and fail under CI)"; }
+endef
+
+# The browser tests drive Debian's chromium.
+browser:
+	$(call debian,chromium,chromium,the browser tests)
+
+# The remote-store tests run against OpenLink Virtuoso too (they start it on loopback themselves).
+virtuoso:
+	$(call debian,virtuoso-t,virtuoso-opensource,the Virtuoso remote-store tests)
 
 demo: install
 	$(BIN)/kqe-rdf demo
 
-test: install browser
+test: install browser virtuoso
 	$(BIN)/python -m pytest -q
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 
-.PHONY: install browser demo test test-slow
+.PHONY: install browser virtuoso demo test test-slow

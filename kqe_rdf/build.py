@@ -361,13 +361,15 @@ def embed_kb(
         if missing:
             return {"complete": False, "embedded": len(documents) - len(missing), "remaining": len(missing)}
         vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
-        write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors, encoder.model_id,
-                          [d.types for d in documents], sorted(wanted) if wanted else None)
+        ann = write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
+                                encoder.model_id, [d.types for d in documents], sorted(wanted) if wanted else None,
+                                settings.dense_ann_threshold)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
         info = {"model_id": encoder.model_id, "count": len(documents), "types": sorted(wanted) if wanted else None,
                 "new": len(todo), "reused": len(documents) - len(todo), "seconds": round(seconds, 2),
-                "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None}
+                "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None,
+                "ann": ann and {k: ann[k] for k in ("library", "added", "reused", "removed", "seconds")}}
         manifest = json.loads((path / MANIFEST).read_text())
         manifest["embeddings"] = info
         write_json_atomic(path / MANIFEST, manifest)

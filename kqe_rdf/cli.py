@@ -158,7 +158,8 @@ def kb_info(kb_path, as_json):
     console.print(f"dataset: {m['dataset']}")
     emb = m.get("embeddings")
     console.print("embeddings: " + (f"{emb['count']:,} documents, {emb['model_id']}" if emb else
-                                    "none yet (run `kqe-rdf kb embed`)"))
+                                    "none yet (run `kqe-rdf kb embed`)")
+                  + (f", approximate index ({emb['ann']['library']})" if emb and emb.get("ann") else ""))
     for title, rows in (("node type", info["types"]), ("relation", info["relations"])):
         table = Table(title_justify="left")
         table.add_column(title)

@@ -38,6 +38,14 @@ class Settings:
     embedding_max_tokens: int = 256
     #: Texts per encoder batch (batches are formed from texts of similar length).
     embedding_batch_size: int = 32
+    #: Dense search is exact below this many embedded nodes, and from it on uses the HNSW index stored with
+    #: the embeddings (built by `kb embed`): at 100k vectors exact top-k took 14.5 ms a query (p50, loaded
+    #: two cores) and grows linearly (573 ms at 1M), the index 0.5-2.4 ms (docs/benchmarks.md, ANN section).
+    #: A type filter that selects fewer nodes than this is searched exactly over those nodes.
+    dense_ann_threshold: int = 100_000
+    #: HNSW candidate list per search (at least the k asked for). Measured recall@100 against exact search:
+    #: 0.980 at 600 on 1M clustered synthetic vectors (0.957 at 200), 0.999 at 600 on the bio KB's real ones.
+    dense_ann_ef_search: int = 600
     #: Candidates each side of a hybrid fusion contributes, and the RRF constant.
     hybrid_depth: int = 100
     rrf_k: int = 60
@@ -212,7 +220,7 @@ class Settings:
     def __post_init__(self) -> None:
         # Checked here, not where a value is first used, so a bad value fails before a long build starts.
         for name in ("k", "doc_neighbours_per_relation", "doc_max_chars", "embedding_max_tokens",
-                     "embedding_batch_size", "hybrid_depth", "prf_docs", "prf_terms", "server_max_query_chars",
+                     "embedding_batch_size", "dense_ann_threshold", "dense_ann_ef_search", "hybrid_depth", "prf_docs", "prf_terms", "server_max_query_chars",
                      "server_max_query_depth", "server_max_query_negations", "server_max_query_logical_operators",
                      "server_max_query_arithmetic_operators", "server_max_query_patterns"):
             if getattr(self, name) < 1:

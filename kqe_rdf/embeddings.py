@@ -14,6 +14,7 @@ import functools
 
 import importlib.util
 import json
+import logging
 import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +26,7 @@ import numpy as np
 from .errors import KqeError
 
 PACKAGED_MODEL = "minilm-int8"
+log = logging.getLogger(__name__)
 
 
 class Encoder(Protocol):
@@ -131,27 +133,36 @@ class OnnxEncoder:
 
 
 class DenseIndex:
-    """Exact top-k over L2-normalised node vectors (inner product = cosine).
+    """Top-k over L2-normalised node vectors (inner product = cosine): exact, or approximate above a size.
 
     Files: ``vectors.npy`` (float32, one row per node), ``keys.json``
     (``[iri, content hash]`` per row), ``index.json`` (model id, dimension,
-    the node types embedded).
+    the node types embedded), and from ``ann_threshold`` rows on the HNSW
+    index of :mod:`kqe_rdf.ann` (``ann.usearch``, ``ann.json``). Below the
+    threshold, or for a type mask that selects fewer rows than it, search is
+    an exact matrix-vector product; above, the index proposes candidates and
+    their exact cosines rank them, so scores are the same either way.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, ann_threshold: int | None = None, ef_search: int = 200,
+                 writable: bool = True) -> None:
         meta = path / "index.json"
         if not meta.is_file():
             raise KqeError(
                 f"no dense embeddings in {path.parent}; run `kqe-rdf kb embed --kb {path.parent}` "
                 "(resumable; it shows progress)"
             )
+        self.path = path
         self.meta = json.loads(meta.read_text())
         self.vectors = np.load(path / "vectors.npy", mmap_mode="r")
-        keys = json.loads((path / "keys.json").read_text())
+        self._keys_json = (path / "keys.json").read_bytes()
+        keys = json.loads(self._keys_json)
         self.iris = [k[0] for k in keys]
         self.hashes = [k[1] for k in keys]
         self.row = {iri: i for i, iri in enumerate(self.iris)}
         self.types = [tuple(t) for t in self.meta.get("row_types", [])] or [()] * len(self.iris)
+        self.ann_threshold, self.ef_search, self.writable = ann_threshold, ef_search, writable
+        self._subsets: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
         return len(self.iris)
@@ -159,6 +170,32 @@ class DenseIndex:
     @property
     def model_id(self) -> str:
         return self.meta["model_id"]
+
+    @functools.cached_property
+    def approximate(self):
+        """The HNSW index (memory-mapped), or None below the threshold or when it cannot be had.
+
+        A missing or damaged index is rebuilt and stored when the KB may be written; a served (read-only) KB
+        searches exactly instead, and says which command repairs it."""
+        from . import ann
+
+        if self.ann_threshold is None or len(self) < self.ann_threshold:
+            return None
+        digest = ann.keys_digest(self._keys_json)
+        try:
+            return ann.load(self.path, len(self), digest)
+        except ann.AnnUnusable as exc:
+            if not self.writable:
+                log.warning("%s: dense search is exact (slower) until `kqe-rdf kb embed --kb %s` rebuilds it",
+                            exc, self.path.parent)
+                return None
+            log.warning("%s: rebuilding it (%s vectors)", exc, f"{len(self):,}")
+            try:
+                ann.build(self.path, np.asarray(self.vectors), list(zip(self.iris, self.hashes)), digest)
+                return ann.load(self.path, len(self), digest)
+            except (OSError, ann.AnnUnusable) as again:
+                log.warning("the approximate index could not be stored (%s): dense search is exact", again)
+                return None
 
     def type_mask(self, types: Iterable[str]) -> np.ndarray:
         wanted = set(types)
@@ -168,22 +205,61 @@ class DenseIndex:
         """Per query: (IRI, cosine) best first; ties broken by row order so results are stable."""
         if len(self.iris) == 0 or k <= 0:
             return [[] for _ in range(len(query_vectors))]
+        query_vectors = np.asarray(query_vectors, dtype=np.float32)
+        selected = len(self) if mask is None else int(mask.sum())
+        if self.approximate is not None and selected >= self.ann_threshold:
+            return [self._approximate(q, k, mask, selected) for q in query_vectors]
+        if mask is not None and self.approximate is not None:  # a few rows of a large index: score only those
+            rows, matrix = self._subset(mask)
+            return [self._ranked(rows, matrix @ q, k) for q in query_vectors]
+        return self._exact(query_vectors, k, mask)
+
+    def _exact(self, query_vectors: np.ndarray, k: int, mask: np.ndarray | None) -> list[list[tuple[str, float]]]:
         # One BLAS thread: a matrix-vector product is memory-bound, and OpenBLAS threads spinning beside ONNX
         # Runtime's made dense queries ~1.8x slower on two cores (docs/benchmarks.md, retrieval section).
         with _blas().limit(limits=1, user_api="blas"):
-            scores = np.asarray(query_vectors, dtype=np.float32) @ np.asarray(self.vectors).T
+            scores = query_vectors @ np.asarray(self.vectors).T
         if mask is not None:
             scores = np.where(mask[None, :], scores, -np.inf)
-        out = []
-        for row in scores:
-            kk = min(k, int(np.isfinite(row).sum()))
-            if kk == 0:
-                out.append([])
-                continue
-            top = np.argpartition(-row, kk - 1)[:kk]
-            top = top[np.lexsort((top, -row[top]))]
-            out.append([(self.iris[i], float(row[i])) for i in top])
-        return out
+        rows = np.arange(len(self))
+        return [self._ranked(rows, row, k) for row in scores]
+
+    def _ranked(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The best ``k`` of ``rows`` by ``scores`` (-inf: excluded), ties by row."""
+        kk = min(k, int(np.isfinite(scores).sum()))
+        if kk == 0:
+            return []
+        top = np.argpartition(-scores, kk - 1)[:kk]
+        top = top[np.lexsort((rows[top], -scores[top]))]
+        return [(self.iris[rows[i]], float(scores[i])) for i in top]
+
+    def _approximate(self, query: np.ndarray, k: int, mask: np.ndarray | None, selected: int):
+        """Candidates from the HNSW index, ranked by exact cosine. With a type mask, over-fetch by the share of
+        rows it selects; if too few candidates pass it, fetch more, and past 10x that, score the mask exactly."""
+        from . import ann
+
+        want = min(k, selected)
+        fetch = min(len(self), int(np.ceil(k * len(self) / selected * 1.2)) + 10)
+        while True:
+            rows = ann.search(self.approximate, query, fetch, self.ef_search)
+            rows = np.unique(rows[(rows >= 0) & (rows < len(self))])
+            if mask is not None:
+                rows = rows[mask[rows]]
+            if len(rows) >= want:
+                return self._ranked(rows, np.asarray(self.vectors[rows]) @ query, k)
+            if fetch >= len(self) or fetch > 10 * k * len(self) / selected:
+                return self._exact(query[None, :], k, mask)[0]
+            fetch = min(len(self), fetch * 4)
+
+    def _subset(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows a mask selects and a contiguous copy of their vectors, kept for the last two masks."""
+        key = np.packbits(mask).tobytes()
+        if key not in self._subsets:
+            rows = np.flatnonzero(mask)
+            if len(self._subsets) >= 2:
+                self._subsets.pop(next(iter(self._subsets)))
+            self._subsets[key] = (rows, np.ascontiguousarray(self.vectors[rows]))
+        return self._subsets[key]
 
     def vectors_of(self, iris: Iterable[str]) -> tuple[list[str], np.ndarray]:
         """The IRIs that have a stored vector, in the given order, and those vectors (one row each)."""
@@ -203,18 +279,37 @@ def _blas():
 
 
 def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarray, model_id: str,
-                      row_types: list[tuple[str, ...]], embedded_types: list[str] | None) -> None:
-    """Write aside, then swap, so a reader never sees half an index."""
+                      row_types: list[tuple[str, ...]], embedded_types: list[str] | None,
+                      ann_threshold: int | None = None) -> dict | None:
+    """Write aside, then swap, so a reader never sees half an index.
+
+    From ``ann_threshold`` rows on, the approximate index is written with the vectors, updated from the
+    previous one (``path`` itself, or ``embeddings.previous`` after a rebuild of the KB) when that was made
+    by the same model; returns what that took (None: no approximate index)."""
+    from . import ann
+
     tmp = path.with_name(path.name + ".new")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     np.save(tmp / "vectors.npy", vectors.astype(np.float32))
-    (tmp / "keys.json").write_text(json.dumps([list(k) for k in keys]))
+    keys_json = json.dumps([list(k) for k in keys]).encode()
+    (tmp / "keys.json").write_bytes(keys_json)
     (tmp / "index.json").write_text(json.dumps({
         "model_id": model_id, "dimension": int(vectors.shape[1]) if vectors.size else 0, "count": len(keys),
         "embedded_types": embedded_types, "row_types": [list(t) for t in row_types],
     }))
+    info = None
+    if ann_threshold is not None and len(keys) >= ann_threshold:
+        previous = []
+        for folder in (path, path.with_name(path.name + ".previous")):
+            try:
+                if json.loads((folder / "index.json").read_text())["model_id"] == model_id:
+                    old_json = (folder / "keys.json").read_bytes()
+                    previous.append((folder, [tuple(k) for k in json.loads(old_json)], ann.keys_digest(old_json)))
+            except (OSError, ValueError, KeyError):
+                continue
+        info = ann.build(tmp, vectors, [tuple(k) for k in keys], ann.keys_digest(keys_json), previous)
     old = path.with_name(path.name + ".old")
     if old.exists():
         shutil.rmtree(old)
@@ -223,3 +318,4 @@ def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarr
     os.rename(tmp, path)
     if old.exists():
         shutil.rmtree(old)
+    return info

@@ -100,7 +100,9 @@ class KnowledgeBase:
     def dense(self):
         from .embeddings import DenseIndex
 
-        return DenseIndex(self.path / "embeddings")
+        s = self.settings
+        return DenseIndex(self.path / "embeddings", s.dense_ann_threshold, s.dense_ann_ef_search,
+                          writable=not self.read_only)
 
     @functools.cached_property
     def encoder(self):

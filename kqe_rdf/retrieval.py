@@ -154,7 +154,8 @@ class BM25(Stage):
 
 
 class Dense(Stage):
-    """Exact cosine top-k over the KB's node embeddings."""
+    """Cosine top-k over the KB's node embeddings: exact, or through the HNSW index from ``dense_ann_threshold``
+    embedded nodes on (kqe_rdf/ann.py)."""
 
     def __init__(self, kb, k: int = 100, types: Sequence[str] | None = None) -> None:
         self.kb = kb

@@ -16,6 +16,11 @@ union default graph is the remote server's setting (``oxigraph serve
 ``kqe:similarity`` need the embedded store; ``SERVICE <urn:kqe:search>`` works
 with both (it is evaluated before the query is sent). The remote store is
 read-only here: updates go to the server's own update endpoint.
+
+Engines differ in content negotiation: Virtuoso answers a CONSTRUCT with
+SPARQL JSON results when that is the first acceptable type (and a SELECT with
+an RDF graph when a graph type is), so the ``Accept`` header names only the
+formats of the query's own form.
 """
 
 from __future__ import annotations
@@ -30,6 +35,13 @@ from .sparql_search import BM25_FUNCTION, SIMILARITY_FUNCTION
 
 _SEARCH_FUNCTIONS = re.compile(r"\bkqe:(bm25|similarity)\s*\(|<(%s|%s)>" % (re.escape(BM25_FUNCTION),
                                                                           re.escape(SIMILARITY_FUNCTION)))
+
+#: IRIs, strings and comments, removed before looking for the query form (they may hold any word).
+_NOT_KEYWORDS = re.compile(r'<[^<>"{}|^`\\\s]*>|"""[\s\S]*?"""|' r"'''[\s\S]*?'''|"
+                           r'"(?:[^"\\\n]|\\.)*"|' r"'(?:[^'\\\n]|\\.)*'|#[^\n]*")
+_FORM = re.compile(r"\b(SELECT|ASK|CONSTRUCT|DESCRIBE)\b", re.IGNORECASE)
+_RESULTS_ACCEPT = "application/sparql-results+json, application/sparql-results+xml;q=0.9"
+_GRAPH_ACCEPT = "application/n-triples, text/turtle;q=0.9"
 
 _GRAPH_TYPES = {"application/n-triples": RdfFormat.N_TRIPLES, "text/turtle": RdfFormat.TURTLE,
                 "text/plain": RdfFormat.N_TRIPLES}
@@ -70,8 +82,7 @@ class RemoteStore:
         params += [("default-graph-uri", g.value) for g in graphs if hasattr(g, "value")]
         params += [("named-graph-uri", g.value) for g in named_graphs or []]
         try:
-            response = self.client.post(self.url, params=params, data=data, headers={
-                "Accept": "application/sparql-results+json, application/n-triples;q=0.9, text/turtle;q=0.8"})
+            response = self.client.post(self.url, params=params, data=data, headers={"Accept": _accept(query)})
         except httpx.HTTPError as exc:
             raise RemoteStoreError(f"the SPARQL store at {self.url} could not be reached ({exc})") from None
         if response.status_code == 400:
@@ -89,3 +100,13 @@ class RemoteStore:
 
     def update(self, *_args, **_kwargs):
         raise KqeError(f"the KB's store is the remote SPARQL store {self.url}: send updates to its update endpoint")
+
+
+def _accept(query: str) -> str:
+    """The Accept header for ``query``'s form: RDF graph types for CONSTRUCT and DESCRIBE, results otherwise.
+
+    >>> _accept("PREFIX ex: <http://ex.org/select#> # ASK\\nCONSTRUCT WHERE { ?s ex:p 'SELECT' }")
+    'application/n-triples, text/turtle;q=0.9'
+    """
+    form = _FORM.search(_NOT_KEYWORDS.sub(" ", query))
+    return _GRAPH_ACCEPT if form and form.group(1).upper() in ("CONSTRUCT", "DESCRIBE") else _RESULTS_ACCEPT

@@ -1,14 +1,19 @@
-"""Real servers on loopback for the service tests: our app under uvicorn, and `oxigraph serve`.
+"""Real servers on loopback for the service tests: our app under uvicorn, `oxigraph serve` and Virtuoso.
 
 ``serving(app)`` runs an ASGI app in uvicorn on a free port (through a real
 socket) and yields its base URL. ``oxigraph_endpoint`` is a session fixture: a
 second, independent SPARQL server (the ``oxigraph`` CLI) loaded with a small
 Wikidata-shaped sample (labels, altLabels, P31 types) written here.
+``virtuoso_server(folder, data)`` starts OpenLink Virtuoso (Debian's
+``virtuoso-opensource``) on free loopback ports with a database in ``folder``
+and loads ``data`` through its bulk loader.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -90,11 +95,20 @@ def oxigraph_server(folder, data: str | bytes = WIKIDATA_SAMPLE, name: str = "sa
                    check=True, capture_output=True)
     port = free_port()
     command = [binary, "serve", "--location", str(folder / "store"), "--bind", f"127.0.0.1:{port}"]
-    process = subprocess.Popen(command + (["--union-default-graph"] if union else []),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/query"
+    with sparql_process(command + (["--union-default-graph"] if union else []), f"http://127.0.0.1:{port}/query",
+                        "oxigraph serve", 30) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def sparql_process(command: list, url: str, name: str, seconds: float, log: Path | None = None) -> Iterator[str]:
+    """Run a SPARQL server's ``command`` until it answers ``ASK {}`` at ``url``; yield the URL, then stop it.
+
+    When it does not start within ``seconds`` the error quotes its stderr (or the tail of its ``log`` file)."""
+    process = subprocess.Popen(command, cwd=log.parent if log else None, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL if log else subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + seconds
         while True:
             try:
                 if httpx.get(url, params={"query": "ASK {}"}, timeout=2).status_code == 200:
@@ -102,16 +116,100 @@ def oxigraph_server(folder, data: str | bytes = WIKIDATA_SAMPLE, name: str = "sa
             except httpx.HTTPError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"oxigraph serve did not start: {process.stderr.read().decode()[:500]}")
+                if log:
+                    said = log.read_text()[-800:] if log.exists() else "no log"
+                else:
+                    said = process.stderr.read().decode()[:500]
+                raise RuntimeError(f"{name} did not start: {said}")
             time.sleep(0.1)
         yield url
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 @pytest.fixture(scope="session")
 def oxigraph_endpoint(tmp_path_factory) -> Iterator[str]:
     """A second real SPARQL server holding the Wikidata-shaped sample."""
     with oxigraph_server(tmp_path_factory.mktemp("oxigraph")) as url:
+        yield url
+
+
+#: Debian's Virtuoso server and its isql client (`make test` installs them when it can).
+VIRTUOSO = shutil.which("virtuoso-t") or next((p for p in ("/usr/bin/virtuoso-t",) if Path(p).exists()), None)
+ISQL = shutil.which("isql-vt") or next((p for p in ("/usr/bin/isql-vt",) if Path(p).exists()), None)
+
+VIRTUOSO_INI = """\
+[Database]
+DatabaseFile = {db}/virtuoso.db
+ErrorLogFile = {db}/virtuoso.log
+LockFile = {db}/virtuoso.lck
+TransactionFile = {db}/virtuoso.trx
+xa_persistent_file = {db}/virtuoso.pxa
+ErrorLogLevel = 7
+FileExtend = 200
+Striping = 0
+TempStorage = TempDatabase
+
+[TempDatabase]
+DatabaseFile = {db}/virtuoso-temp.db
+TransactionFile = {db}/virtuoso-temp.trx
+
+[Parameters]
+ServerPort = 127.0.0.1:{sql_port}
+DisableUnixSocket = 1
+CaseMode = 2
+DirsAllowed = ., {db}
+NumberOfBuffers = 10000
+MaxDirtyBuffers = 6000
+ThreadsPerQuery = 2
+
+[HTTPServer]
+ServerPort = 127.0.0.1:{http_port}
+ServerRoot = {db}
+ServerThreads = 4
+MaxClientConnections = 4
+
+[SPARQL]
+ResultSetMaxRows = 1000000
+MaxQueryExecutionTime = 60
+"""
+
+
+def virtuoso_or_skip() -> tuple[str, str]:
+    """Virtuoso's server and isql, or a skip on a developer's machine without them; under CI a missing one fails."""
+    if VIRTUOSO is None or ISQL is None:
+        message = ("Debian's virtuoso-opensource is not installed (`make test` installs it when it can: "
+                   "apt-get install virtuoso-opensource)")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return VIRTUOSO, ISQL
+
+
+@contextlib.contextmanager
+def virtuoso_server(folder: Path, data: bytes, name: str = "kb.nq") -> Iterator[str]:
+    """Virtuoso on free loopback ports with its database in ``folder``, ``data`` loaded through the bulk loader
+    (``ld_dir`` + ``rdf_loader_run`` via isql; quads keep their graphs, triples go to ``urn:kqe:default``).
+
+    Yields the SPARQL query URL (``http://127.0.0.1:PORT/sparql``). Virtuoso's default dataset is the union of
+    all graphs, which is what the KB expects of a remote store."""
+    server, isql = virtuoso_or_skip()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
+    sql_port, http_port = free_port(), free_port()
+    (folder / "virtuoso.ini").write_text(VIRTUOSO_INI.format(db=folder, sql_port=sql_port, http_port=http_port))
+    command = [server, "-c", str(folder / "virtuoso.ini"), "+foreground"]
+    url = f"http://127.0.0.1:{http_port}/sparql"
+    with sparql_process(command, url, "Virtuoso", 60, folder / "virtuoso.log"):
+        load = (f"ld_dir('{folder}', '{name}', 'urn:kqe:default'); rdf_loader_run(); checkpoint; "
+                "select ll_file, ll_error from DB.DBA.LOAD_LIST where ll_error is not null;")
+        out = subprocess.run([isql, f"127.0.0.1:{sql_port}", "dba", "dba", f"exec={load}"], capture_output=True,
+                             text=True, timeout=300, check=False)
+        if out.returncode or "0 Rows." not in out.stdout:
+            raise RuntimeError(f"Virtuoso's bulk loader failed on {name}: {(out.stdout + out.stderr)[-800:]}")
         yield url

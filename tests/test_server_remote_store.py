@@ -1,12 +1,16 @@
-"""One suite, two backends: the KB with its embedded Oxigraph store, and the same KB with its triples in a
-remote SPARQL 1.1 server (`oxigraph serve`, loaded with a dump of the store) and its indexes local.
+"""One suite, three backends: the KB with its embedded Oxigraph store, and the same KB with its triples in a
+remote SPARQL 1.1 server and its indexes local — `oxigraph serve` loaded with a dump of the store, and OpenLink
+Virtuoso (Debian's virtuoso-opensource) loaded with the same dump through its bulk loader.
 
-Every test runs on both and must give the same answers.
+Every test runs on each and must give the same answers. Without Virtuoso installed its tests are skipped (and
+fail under CI, which installs it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import shutil
 
 import pytest
 from pyoxigraph import RdfFormat
@@ -19,23 +23,38 @@ from kqe_rdf.kb import KnowledgeBase
 from kqe_rdf.retrieval import pipeline
 from kqe_rdf.server import create_app
 from kqe_rdf.store import RemoteStore
-from live_servers import oxigraph_server
+from live_servers import oxigraph_server, virtuoso_server
+
+ENGINES = {"oxigraph": lambda folder, dump: oxigraph_server(folder, dump, "kb.nq", union=True),
+           "virtuoso": lambda folder, dump: virtuoso_server(folder, dump, "kb.nq")}
 
 
 @pytest.fixture(scope="module")
-def remote_url(bio_kb, tmp_path_factory):  # noqa: F811
+def engines(bio_kb, tmp_path_factory):  # noqa: F811
+    """``engines(name)``: the query URL of that engine, started on first use with a dump of the KB's store."""
     dump = bio_kb.store.dump(format=RdfFormat.N_QUADS)
-    with oxigraph_server(tmp_path_factory.mktemp("remote-store"), dump, "kb.nq", union=True) as url:
+    with contextlib.ExitStack() as running:
+        urls: dict[str, str] = {}
+
+        def url(name: str) -> str:
+            if name not in urls:
+                urls[name] = running.enter_context(ENGINES[name](tmp_path_factory.mktemp(f"remote-{name}"), dump))
+            return urls[name]
+
         yield url
 
 
-@pytest.fixture(scope="module", params=["embedded", "remote"])
+@pytest.fixture(scope="module", params=list(ENGINES))
+def remote_url(request, engines):
+    return engines(request.param)
+
+
+@pytest.fixture(scope="module", params=["embedded", *ENGINES])
 def backend(request, bio_kb):  # noqa: F811
     """The tiny HPO KB opened on each backend (a fresh KnowledgeBase object, so nothing is shared)."""
     if request.param == "embedded":
         return KnowledgeBase.open(bio_kb.path)
-    url = request.getfixturevalue("remote_url")
-    kb = KnowledgeBase.open(bio_kb.path, Settings(store_endpoint=url))
+    kb = KnowledgeBase.open(bio_kb.path, Settings(store_endpoint=request.getfixturevalue("engines")(request.param)))
     assert isinstance(kb.store, RemoteStore)
     return kb
 
@@ -90,3 +109,16 @@ def test_a_remote_store_that_is_down_or_misnamed_is_a_clear_error(bio_kb):  # no
         RemoteStore("ftp://example.org/sparql")
     with pytest.raises(KqeError, match="update endpoint"):
         create_app(kb, dataclasses.replace(kb.settings, server_update_token="t"))
+
+
+def test_a_kb_with_its_store_only_on_the_engine_serves_from_its_local_indexes(remote_url, bio_kb, tmp_path):  # noqa: F811
+    """The KB too big for one machine: its folder keeps the indexes, documents and manifest, not the store."""
+    local = tmp_path / "kb"
+    shutil.copytree(bio_kb.path, local, ignore=shutil.ignore_patterns("store"))
+    kb = KnowledgeBase.open(local, Settings(store_endpoint=remote_url))
+    text = "Which disease has Seizure?"
+    assert names(kb, pipeline("4step-offline", kb, kb.settings, 3, ["Disease"]).search(text)) == \
+        names(bio_kb, pipeline("4step-offline", bio_kb, Settings(), 3, ["Disease"]).search(text))
+    with TestClient(create_app(kb, kb.settings)) as client:
+        response = client.get("/sparql", params={"query": "SELECT (COUNT(*) AS ?n) WHERE { ?d a bio:Disease }"})
+        assert response.json()["results"]["bindings"][0]["n"]["value"] == "3"
