@@ -147,6 +147,31 @@ def build_kb(
             raise
 
 
+class Background:
+    """A call run in a thread, for native work that releases the GIL (Oxigraph's bulk loader, Tantivy's
+    indexing) while Python work goes on; :meth:`join` returns its result or raises its error."""
+
+    def __init__(self, name: str, call, *args, **kwargs) -> None:
+        self.result, self.error, self.seconds = None, None, 0.0
+        self.thread = threading.Thread(target=self._run, args=(call, args, kwargs), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, call, args, kwargs) -> None:
+        started = time.perf_counter()
+        try:
+            self.result = call(*args, **kwargs)
+        except BaseException as exc:  # handed to the building thread by join()
+            self.error = exc
+        self.seconds = time.perf_counter() - started
+
+    def join(self, raise_error: bool = True):
+        self.thread.join()
+        if raise_error and self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return self.result
+
+
 class PipedLoad:
     """Oxigraph's bulk loader reading N-Triples from a FIFO in a thread while the import writes them.
 
@@ -155,26 +180,15 @@ class PipedLoad:
     """
 
     def __init__(self, store: Store, fifo: Path) -> None:
-        self.store, self.fifo = store, fifo
-        self.error: BaseException | None = None
+        self.fifo = fifo
         self.out = None
         self.fifo_opened = False
-        self.seconds = 0.0
         os.mkfifo(fifo)
-        self.thread = threading.Thread(target=self._load, name="kqe-bulk-load", daemon=True)
-        self.thread.start()
+        self.loading = Background("kqe-bulk-load", store.bulk_load, path=str(fifo), format=RdfFormat.N_TRIPLES)
         #: Chunks on their way to the FIFO: the import goes on while the loader catches up (bounded memory).
         self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
         self.feeder: threading.Thread | None = None
         self.feed_error: BaseException | None = None
-
-    def _load(self) -> None:
-        started = time.perf_counter()
-        try:
-            self.store.bulk_load(path=str(self.fifo), format=RdfFormat.N_TRIPLES)
-        except BaseException as exc:  # handed to the building thread by wait()
-            self.error = exc
-        self.seconds = time.perf_counter() - started
 
     def open(self) -> PipedLoad:
         # Opening a FIFO for writing blocks until its reader opens it: poll, so a loader that died is noticed.
@@ -185,7 +199,7 @@ class PipedLoad:
             except OSError as exc:
                 if exc.errno != errno.ENXIO:
                     raise
-                if not self.thread.is_alive():
+                if not self.loading.thread.is_alive():
                     self.wait()
                     raise KqeError("the store's bulk loader stopped before reading the import")
                 time.sleep(0.001)
@@ -225,22 +239,24 @@ class PipedLoad:
                 self.queue.put(None)
             self.out = None
 
+    @property
+    def seconds(self) -> float:
+        return self.loading.seconds
+
     def wait(self) -> None:
         """Join the loader (closing the FIFO first); its error, if it had one, is raised here."""
         self.stop()
-        if self.error is not None:
-            error, self.error = self.error, None
-            raise error
+        self.loading.join()
 
     def stop(self) -> None:
         """Close the FIFO and join the loader, whatever happened (a build that failed drops the store after)."""
-        if self.thread.is_alive() and self.out is None and not self.fifo_opened:
+        if self.loading.thread.is_alive() and self.out is None and not self.fifo_opened:
             with contextlib.suppress(KqeError):
                 self.open()  # the loader waits for a writer to open the FIFO before it can see its end
         self.close()
         if self.feeder is not None:
             self.feeder.join()
-        self.thread.join()
+        self.loading.join(raise_error=False)
         with contextlib.suppress(FileNotFoundError):
             self.fifo.unlink()
 
@@ -296,6 +312,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     store_schema = Schema.from_store(store)
     dataset = serialize(_dataset_triples(importer, dataset_iri), format=RdfFormat.N_TRIPLES)
 
+    loader = None
     if streamed:
         tables = GraphTables(text_properties(store_schema, importer.extra_text_properties))
         writer = RecordWriter(schema, importer.domain, report, settings.on_unknown_edge, dataset_iri, sink=tables)
@@ -303,40 +320,49 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         try:
             counted = _import_streamed(importer, writer, dataset, loader, progress)
             import_seconds = time.perf_counter() - started
-            documents, docs_seconds, bm25_seconds = _documents(importer, report, tables, store_schema, work,
-                                                               settings, progress)
-            t0 = time.perf_counter()
-            with progress.task("loading store", total=None):
-                loader.wait()
-                store.flush()
-            load_seconds = loader.seconds
-            wait_seconds = time.perf_counter() - t0
-        finally:
+            documents, docs_seconds = _documents(importer, report, tables, store_schema, work, settings, progress)
+        except BaseException:
             loader.stop()
+            raise
         relation_counts = tables.relation_counts()
         edges_of = tables.pairs
     else:
         counted, import_seconds, load_seconds = _import_to_file(importer, report, schema, dataset_iri, dataset,
                                                                 store, work, settings, progress)
-        wait_seconds = load_seconds
         relation_counts = {r["relation"].value: int(r["count"].value) for r in
                            store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
         tables = GraphTables.from_store(store, store_schema, importer.extra_text_properties)
-        documents, docs_seconds, bm25_seconds = _documents(importer, report, tables, store_schema, work,
-                                                           settings, progress)
+        documents, docs_seconds = _documents(importer, report, tables, store_schema, work, settings, progress)
         edges_of = None
-    signatures = tables.signatures()
-    # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
-    with progress.task("hierarchy closures", total=None):
-        hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
-        store.flush()
-    t0 = time.perf_counter()
-    with progress.task("name index and relation phrase vectors", total=None):
-        # A first request reads it, not every name; the reader reads which edges leave a node from it.
-        NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE)
-        write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
-            settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size), work / PHRASES)
-    names_seconds = time.perf_counter() - t0
+    bm25 = Background("kqe-bm25", build_text_index, work / "bm25", documents)
+    try:  # while the store's loader ends and Tantivy indexes the documents
+        t0 = time.perf_counter()
+        if loader is not None:
+            with progress.task("loading store", total=None):
+                loader.wait()
+                store.flush()
+            load_seconds = loader.seconds
+        wait_seconds = time.perf_counter() - t0
+        signatures = tables.signatures()
+        # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
+        with progress.task("hierarchy closures", total=None):
+            hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
+            store.flush()
+        t0 = time.perf_counter()
+        with progress.task("name index and relation phrase vectors", total=None):
+            # A first request reads it, not every name; the reader reads which edges leave a node from it.
+            NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE)
+            write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
+                settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size),
+                work / PHRASES)
+        names_seconds = time.perf_counter() - t0
+        with progress.task("BM25 index", total=None):
+            bm25.join()
+    finally:  # a failed build removes the folder they write into: not before they end
+        if loader is not None:
+            loader.stop()
+        bm25.join(raise_error=False)
+    bm25_seconds = bm25.seconds
     del store, tables
     gc.collect()
 
@@ -410,8 +436,8 @@ def _import_to_file(importer: Importer, report: ImportReport, schema: Schema, da
 
 
 def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, work: Path,
-               settings: Settings, progress: Progress) -> tuple[list[NodeDocument], float, float]:
-    """Render, write and BM25-index the documents; → (documents, seconds rendering, seconds indexing)."""
+               settings: Settings, progress: Progress) -> tuple[list[NodeDocument], float]:
+    """Render and write the documents; → (documents, seconds)."""
     t0 = time.perf_counter()
     with progress.task("rendering documents", total=None):
         documents = list(tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars))
@@ -420,11 +446,7 @@ def _documents(importer: Importer, report: ImportReport, tables: GraphTables, sc
         raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
                        f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
     write_documents(work / DOCUMENTS, documents)
-    docs_seconds = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    with progress.task("BM25 index", total=None):
-        build_text_index(work / "bm25", documents)
-    return documents, docs_seconds, time.perf_counter() - t0
+    return documents, time.perf_counter() - t0
 
 
 def relation_signatures(store: Store) -> list[list]:
