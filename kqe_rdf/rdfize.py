@@ -104,8 +104,9 @@ class RecordSink(Protocol):
 class RecordWriter:
     """Turns a stream of :class:`Node`/:class:`Edge` records into N-Triples (or triples).
 
-    Edges are buffered until every node has been seen, so importers may yield
-    records in any order. A ``sink`` is told each node, literal and edge as it
+    Importers may yield records in any order: an edge whose nodes have not been
+    seen yet waits until every node has been (only those wait: holding every edge
+    took gigabytes at millions of edges). A ``sink`` is told each node, literal and edge as it
     is written, so a build reads what documents need from this one pass.
     """
 
@@ -142,7 +143,10 @@ class RecordWriter:
             if isinstance(record, Node):
                 yield from self._node(record)
             elif isinstance(record, Edge):
-                self._edges.append(record)
+                if record.head in self.nodes and record.tail in self.nodes:
+                    yield from self._edge(record)
+                else:  # until every node has been seen (an edge may come before its nodes)
+                    self._edges.append(record)
             else:
                 raise TypeError(f"importers yield Node or Edge records, not {type(record).__name__}")
         for edge in self._edges:
