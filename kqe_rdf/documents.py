@@ -48,6 +48,18 @@ class NodeDocument:
         return hashlib.sha1(self.text.encode("utf-8")).hexdigest()
 
 
+def distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct integers of ``keys``, sorted, and how often each occurs: ``np.unique(keys,
+    return_counts=True)`` by a sort (NumPy 2.4's ``np.unique`` took 19 s on 3M int64 keys that sort in 0.6 s).
+
+    >>> [a.tolist() for a in distinct(np.array([3, 1, 3, 2, 3]))]
+    [[1, 2, 3], [1, 1, 3]]
+    """
+    keys = np.sort(keys)
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.zeros(0, dtype=np.int64)
+    return keys[starts], np.diff(np.r_[starts, len(keys)])
+
+
 def text_properties(schema: Schema, extra: Iterable[str] = ()) -> list[str]:
     """The literal properties a document shows, in the order it shows them (aliases first)."""
     return list(dict.fromkeys([ALIAS, *schema.fields, *extra]))
@@ -175,7 +187,7 @@ class GraphTables:
         """Edges per relation into nodes, as ``queries/count_edges_by_relation.rq`` counts them in the store."""
         _heads, rels, _tails = self.edges()
         names = self.relation_iris()
-        counts = Counter({names[r]: int(n) for r, n in zip(*np.unique(rels, return_counts=True))})
+        counts = Counter({names[r]: int(n) for r, n in zip(*distinct(rels))})
         counts.update(self.links)
         return dict(counts.most_common())
 
@@ -201,7 +213,7 @@ class GraphTables:
         key = (kind_ids[heads] * n_rels + rels) * n_kinds + kind_ids[tails]
         found: Counter = Counter()
         names = self.relation_iris()
-        for k, n in zip(*np.unique(key, return_counts=True)):
+        for k, n in zip(*distinct(key)):
             k = int(k)
             head_kind, rest = divmod(k, n_rels * n_kinds)
             rel, tail_kind = divmod(rest, n_kinds)
@@ -225,7 +237,7 @@ class GraphTables:
         out: dict[str, set] = defaultdict(set)
         iris = self.iris
         for start, end, forward in ((heads, tails, True), (tails, heads, False)):
-            for key in np.unique((start * n_rels + rels) * n_kinds + kind_ids[end]).tolist():
+            for key in distinct((start * n_rels + rels) * n_kinds + kind_ids[end])[0].tolist():
                 node, rest = divmod(key, n_rels * n_kinds)
                 rel, kind = divmod(rest, n_kinds)
                 if kinds[kind]:
