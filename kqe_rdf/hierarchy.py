@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
@@ -113,17 +113,21 @@ def closure(terms: list[str], edges: list[tuple[str, str]]) -> list[list[int]]:
     return done  # type: ignore[return-value]
 
 
-def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]], folder: Path) -> dict:
+def build_hierarchies(store, schema: Schema, signatures: Sequence[Sequence[str]], folder: Path,
+                      edges_of: Callable[[str], list[tuple[str, str]]] | None = None) -> dict:
     """Closures, annotation matrices and IC for every declared hierarchy; closure triples into the store.
 
-    Returns what the manifest records (per hierarchy: terms, closure pairs, annotation relations, seconds)."""
+    ``edges_of(relation)`` gives a relation's (head, tail) pairs (a build passes those it collected while
+    importing); by default they are read from the store. Returns what the manifest records (per hierarchy:
+    terms, closure pairs, annotation relations, seconds)."""
+    edges_of = edges_of or (lambda relation: relation_pairs(store, relation))
     started = time.perf_counter()
     summary: dict = {}
     folder.mkdir(parents=True, exist_ok=True)
     for relation, term_class in declared_hierarchies(schema):
-        edges = relation_pairs(store, relation)
+        edges = edges_of(relation)
         annotations = annotation_relations(schema, signatures, relation, term_class)
-        pairs_of = {rel: relation_pairs(store, rel) for rel, _other, _tails in annotations}
+        pairs_of = {rel: edges_of(rel) for rel, _other, _tails in annotations}
         terms = sorted({t for e in edges for t in e} | {(p[1] if tails else p[0]) for rel, _o, tails in annotations
                                                         for p in pairs_of[rel]})
         if not terms:

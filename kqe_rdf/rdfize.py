@@ -7,24 +7,30 @@ edges must point at known nodes (skipped and counted, or an error, by
 policy); nodes with no text at all are reported, not indexed as blanks; ids
 and texts fit what Oxigraph's loader holds. Every error names the record's
 ``file:line``.
+
+The writer writes N-Triples text itself (a build streams it into Oxigraph's bulk loader): making
+a pyoxigraph term per subject, predicate and object and serialising them took twice as long.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
-from pyoxigraph import BlankNode, Literal, NamedNode, Triple
+from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
 from .errors import InputError, SchemaError
 from .ontology import CORE, RDFS_LABEL, Schema, as_named_node, node_iri
 from .records import Edge, ImportReport, Node
 
-RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
-RDF_STATEMENT = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#Statement")
-RDF_SUBJECT = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#subject")
-RDF_PREDICATE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#predicate")
-RDF_OBJECT = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#object")
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDF_TYPE = NamedNode(RDF + "type")
+RDF_STATEMENT = NamedNode(RDF + "Statement")
+RDF_SUBJECT = NamedNode(RDF + "subject")
+RDF_PREDICATE = NamedNode(RDF + "predicate")
+RDF_OBJECT = NamedNode(RDF + "object")
 LABEL = NamedNode(RDFS_LABEL)
 NODE = NamedNode(CORE + "Node")
 IDENTIFIER = NamedNode(CORE + "identifier")
@@ -37,22 +43,32 @@ IMPORTED_FROM = NamedNode(CORE + "importedFrom")
 MAX_LITERAL_BYTES = 8 << 20
 #: Longest node id (it is also part of the node's IRI).
 MAX_ID_CHARS = 4096
+#: What N-Triples escapes inside a string literal (everything else may stand as UTF-8).
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
 
 
-def checked_literal(text: str, what: str, where: str) -> Literal:
-    """``Literal(text)``, or an error naming ``where`` when its N-Triples form is over MAX_LITERAL_BYTES.
+def nt_literal(text: str, what: str = "a text", where: str = "") -> str:
+    """``text`` as an N-Triples literal, or an error naming ``where`` when it is over MAX_LITERAL_BYTES.
 
-    >>> checked_literal("x" * (9 << 20), "field 'description'", "kb.jsonl:3")
+    >>> nt_literal('say "hi"')
+    '"say \\\\"hi\\\\""'
+    >>> nt_literal("x" * (9 << 20), "field 'description'", "kb.jsonl:3")
     Traceback (most recent call last):
     kqe_rdf.errors.InputError: kb.jsonl:3: field 'description' is 9,437,186 bytes long as N-Triples; a text may hold at most 8 MiB
     """
-    literal = Literal(text)
+    form = '"' + text.translate(_ESCAPES) + '"'
     if len(text) > MAX_LITERAL_BYTES // 6:  # the escaped form is at most 6 bytes a character
-        size = len(str(literal).encode("utf-8"))
+        size = len(form.encode("utf-8", "surrogatepass"))
         if size > MAX_LITERAL_BYTES:
             raise InputError(f"{what} is {size:,} bytes long as N-Triples; a text may hold at most "
                              f"{MAX_LITERAL_BYTES >> 20} MiB", where)
-    return literal
+    return form
+
+
+def checked_literal(text: str, what: str, where: str) -> Literal:
+    """``Literal(text)``, checked as :func:`nt_literal` checks it (for importers that make terms themselves)."""
+    nt_literal(text, what, where)
+    return Literal(text)
 
 
 @dataclass(frozen=True)
@@ -60,18 +76,38 @@ class _Seen:
     iri: NamedNode
     type: str
     where: str
+    #: The IRI as N-Triples writes it, and the node's handle in the writer's sink.
+    term: str = ""
+    handle: int = -1
 
 
 def clean_text(text: str) -> str:
     """Collapse whitespace and drop control characters that break tokenizers and N-Triples readers."""
-    return " ".join("".join(ch if ch.isprintable() or ch in "\t\n" else " " for ch in text).split())
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() or ch in "\t\n" else " " for ch in text)
+    return " ".join(text.split())
+
+
+class RecordSink(Protocol):
+    """What the writer tells, besides the triples, about the nodes and edges it writes
+    (:class:`kqe_rdf.documents.GraphTables` collects it for the documents and the relation statistics)."""
+
+    def node(self, iri: str, type_iri: str, identifier: str) -> int: ...
+
+    def literal(self, handle: int, prop: str, value: str) -> None: ...
+
+    def edge(self, head: int, relation: str, tail: int) -> None: ...
+
+    def link(self, relation: str) -> None: ...
 
 
 class RecordWriter:
-    """Turns a stream of :class:`Node`/:class:`Edge` records into triples.
+    """Turns a stream of :class:`Node`/:class:`Edge` records into N-Triples (or triples).
 
-    Edges are buffered until every node has been seen, so importers may yield
-    records in any order.
+    Importers may yield records in any order: an edge whose nodes have not been
+    seen yet waits until every node has been (only those wait: holding every edge
+    took gigabytes at millions of edges). A ``sink`` is told each node, literal and edge as it
+    is written, so a build reads what documents need from this one pass.
     """
 
     def __init__(
@@ -81,6 +117,7 @@ class RecordWriter:
         report: ImportReport,
         on_unknown_edge: str = "skip",
         dataset_iri: str | None = None,
+        sink: RecordSink | None = None,
     ) -> None:
         if on_unknown_edge not in ("skip", "fail"):
             raise ValueError("on_unknown_edge must be 'skip' or 'fail'")
@@ -89,22 +126,43 @@ class RecordWriter:
         self.report = report
         self.on_unknown_edge = on_unknown_edge
         self.dataset = NamedNode(dataset_iri) if dataset_iri else None
+        self.sink = sink
         self.nodes: dict[str, _Seen] = {}
         #: Node IRI → the id it was given to, so two ids never share one IRI.
         self.subjects: dict[str, str] = {}
         self._edges: list[Edge] = []
+        #: Blank nodes of edge statements: a label prefix no other file of the build uses.
+        self._blank = f"_:e{secrets.token_hex(4)}x"
+        self._statements = 0
+        self._relations: dict[str, str] = {}
+        self._qualifiers: dict[str, str] = {}
 
-    def triples(self, records: Iterable[Node | Edge]) -> Iterator[Triple]:
+    def lines(self, records: Iterable[Node | Edge]) -> Iterator[str]:
+        """N-Triples statements, one line each (with its newline)."""
         for record in records:
             if isinstance(record, Node):
                 yield from self._node(record)
             elif isinstance(record, Edge):
-                self._edges.append(record)
+                if record.head in self.nodes and record.tail in self.nodes:
+                    yield from self._edge(record)
+                else:  # until every node has been seen (an edge may come before its nodes)
+                    self._edges.append(record)
             else:
                 raise TypeError(f"importers yield Node or Edge records, not {type(record).__name__}")
         for edge in self._edges:
             yield from self._edge(edge)
         self._edges.clear()
+
+    def triples(self, records: Iterable[Node | Edge], batch: int = 20000) -> Iterator[Triple]:
+        """The same statements as pyoxigraph triples."""
+        pending: list[str] = []
+        for line in self.lines(records):
+            pending.append(line)
+            if len(pending) >= batch:
+                yield from parse("".join(pending).encode(), RdfFormat.N_TRIPLES)
+                pending.clear()
+        if pending:
+            yield from parse("".join(pending).encode(), RdfFormat.N_TRIPLES)
 
     def _term(self, lookup, name: str, where: str):
         """An ontology term by name; an unknown name is an error naming the record's place."""
@@ -113,7 +171,15 @@ class RecordWriter:
         except SchemaError as exc:
             raise SchemaError(f"{where}: {exc}" if where else str(exc)) from None
 
-    def _node(self, node: Node) -> Iterator[Triple]:
+    def _iri(self, cache: dict[str, str], lookup, name: str, where: str) -> str:
+        """The IRI of an ontology term by name, looked up once per name (edges name a few relations millions
+        of times)."""
+        iri = cache.get(name)
+        if iri is None:
+            iri = cache[name] = self._term(lookup, name, where).iri
+        return iri
+
+    def _node(self, node: Node) -> Iterator[str]:
         node_id = node.id.strip()
         where = node.where
         if not node_id:
@@ -124,11 +190,12 @@ class RecordWriter:
         cls = self._term(self.schema.node_class, node.type, where)
         name = clean_text(node.name)
         fields = [(self._term(self.schema.field, f, where), clean_text(v)) for f, v in node.fields]
-        fields = [(f, checked_literal(v, f"field {f.name!r}", where)) for f, v in fields if v]
+        fields = [(f.iri, v, nt_literal(v, f"field {f.name!r}", where)) for f, v in fields if v]
         if not name and not fields:
             self.report.empty_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} has no name and no text; skipped")
             return
+        sink = self.sink
         seen = self.nodes.get(node_id)
         if seen is not None:
             if seen.type != cls.iri:
@@ -139,36 +206,48 @@ class RecordWriter:
                 )
             self.report.duplicate_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} seen again; its text is merged")
-            subject = seen.iri
+            subject, handle = seen.term, seen.handle
         else:
             try:
-                subject = as_named_node(node.iri_hint or node_iri(self.domain, node_id))
+                iri = as_named_node(node.iri_hint or node_iri(self.domain, node_id))
             except SchemaError as exc:
                 raise InputError(str(exc), where) from None
-            other = self.subjects.setdefault(subject.value, node_id)
+            other = self.subjects.setdefault(iri.value, node_id)
             if other != node_id:
-                raise InputError(f"node {node_id!r} has the IRI <{subject.value}> of node {other!r} (first seen at "
+                raise InputError(f"node {node_id!r} has the IRI <{iri.value}> of node {other!r} (first seen at "
                                  f"{self.nodes[other].where or '?'}); give each node its own 'iri'", where)
-            self.nodes[node_id] = _Seen(subject, cls.iri, node.where)
+            subject = f"<{iri.value}>"
+            handle = sink.node(iri.value, cls.iri, node_id) if sink is not None else -1
+            self.nodes[node_id] = _Seen(iri, cls.iri, node.where, subject, handle)
             self.report.nodes += 1
-            yield Triple(subject, RDF_TYPE, NODE)
-            yield Triple(subject, RDF_TYPE, NamedNode(cls.iri))
-            yield Triple(subject, IDENTIFIER, Literal(node_id))
+            yield f"{subject} <{RDF_TYPE.value}> <{NODE.value}> .\n"
+            yield f"{subject} <{RDF_TYPE.value}> <{cls.iri}> .\n"
+            yield f"{subject} <{IDENTIFIER.value}> {nt_literal(node_id)} .\n"
             if self.dataset is not None:
-                yield Triple(subject, IMPORTED_FROM, self.dataset)
-        yield Triple(subject, LABEL, checked_literal(name or node_id, "the name", where))
+                yield f"{subject} <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n"
+        label = name or node_id
+        yield f"{subject} <{RDFS_LABEL}> {nt_literal(label, 'the name', where)} .\n"
+        if sink is not None:
+            sink.literal(handle, RDFS_LABEL, label)
         for alias in node.aliases:
             alias = clean_text(alias)
             if alias and alias != name:
-                yield Triple(subject, ALIAS, checked_literal(alias, "an alias", where))
-        for prop, value in fields:
-            yield Triple(subject, NamedNode(prop.iri), value)
+                yield f"{subject} <{ALIAS.value}> {nt_literal(alias, 'an alias', where)} .\n"
+                if sink is not None:
+                    sink.literal(handle, ALIAS.value, alias)
+        for prop, value, form in fields:
+            yield f"{subject} <{prop}> {form} .\n"
+            if sink is not None:
+                sink.literal(handle, prop, value)
         for xref in node.xrefs:
-            if xref.strip():
-                yield Triple(subject, XREF, checked_literal(xref.strip(), "a cross-reference", where))
+            xref = xref.strip()
+            if xref:
+                yield f"{subject} <{XREF.value}> {nt_literal(xref, 'a cross-reference', where)} .\n"
+                if sink is not None:
+                    sink.literal(handle, XREF.value, xref)
 
-    def _edge(self, edge: Edge) -> Iterator[Triple]:
-        relation = NamedNode(self._term(self.schema.relation, edge.relation, edge.where).iri)
+    def _edge(self, edge: Edge) -> Iterator[str]:
+        relation = self._iri(self._relations, self.schema.relation, edge.relation, edge.where)
         head, tail = self.nodes.get(edge.head), self.nodes.get(edge.tail)
         if head is None or tail is None:
             missing = edge.head if head is None else edge.tail
@@ -179,14 +258,21 @@ class RecordWriter:
             self.report.warn(f"{edge.where or 'edge'}: {message}; skipped")
             return
         self.report.edges += 1
-        yield Triple(head.iri, relation, tail.iri)
+        yield f"{head.term} <{relation}> {tail.term} .\n"
+        if self.sink is not None:
+            self.sink.edge(head.handle, relation, tail.handle)
         if edge.qualifiers:
-            statement = BlankNode()
-            yield Triple(statement, RDF_TYPE, RDF_STATEMENT)
-            yield Triple(statement, RDF_SUBJECT, head.iri)
-            yield Triple(statement, RDF_PREDICATE, relation)
-            yield Triple(statement, RDF_OBJECT, tail.iri)
-            for name, value in edge.qualifiers:
-                prop = self._term(self.schema.qualifier, name, edge.where)
-                yield Triple(statement, NamedNode(prop.iri), checked_literal(clean_text(value), f"qualifier {name!r}",
-                                                                            edge.where))
+            qualifiers = [(self._iri(self._qualifiers, self.schema.qualifier, name, edge.where),
+                           nt_literal(clean_text(value), f"qualifier {name!r}", edge.where))
+                          for name, value in edge.qualifiers]
+            self._statements += 1
+            statement = f"{self._blank}{self._statements}"
+            yield f"{statement} <{RDF_TYPE.value}> <{RDF_STATEMENT.value}> .\n"
+            yield f"{statement} <{RDF_SUBJECT.value}> {head.term} .\n"
+            yield f"{statement} <{RDF_PREDICATE.value}> <{relation}> .\n"
+            yield f"{statement} <{RDF_OBJECT.value}> {tail.term} .\n"
+            for prop, form in qualifiers:
+                yield f"{statement} <{prop}> {form} .\n"
+            if self.sink is not None:
+                self.sink.link(RDF_SUBJECT.value)
+                self.sink.link(RDF_OBJECT.value)

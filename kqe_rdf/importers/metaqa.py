@@ -87,7 +87,7 @@ class MetaQAImporter(Importer):
         self._check_relation_texts(kb.parent / "relation2text.txt", schema, ranges, report)
 
         triples: list[tuple[str, str, str, str]] = []
-        roles: dict[str, Counter[str]] = {}
+        roles: dict[str, dict[str, int]] = {}
         first_seen: dict[str, str] = {}
         for number, line in numbered_lines(kb, report):
             if not line.strip():
@@ -102,8 +102,11 @@ class MetaQAImporter(Importer):
                     f"unknown relation {relation!r}; ontologies/metaqa.ttl defines {', '.join(sorted(ranges))}", where
                 )
             for name, role in ((head, HEAD_TYPE), (tail, ranges[relation])):
-                roles.setdefault(name, Counter())[role] += 1
-                first_seen.setdefault(name, where)
+                used = roles.get(name)
+                if used is None:  # a plain dict: a Counter per name took a tenth of the import
+                    used = roles[name] = {}
+                    first_seen[name] = where
+                used[role] = used.get(role, 0) + 1
             triples.append((head, relation, tail, where))
 
         types = {name: self._choose_type(name, used, first_seen[name], report) for name, used in roles.items()}
@@ -133,9 +136,10 @@ class MetaQAImporter(Importer):
                 limit=ALWAYS,
             )
 
-    def _choose_type(self, name: str, used: Counter[str], where: str, report: ImportReport) -> str:
-        if len(used) == 1:
-            return next(iter(used))
+    def _choose_type(self, name: str, roles: dict[str, int], where: str, report: ImportReport) -> str:
+        if len(roles) == 1:
+            return next(iter(roles))
+        used = Counter(roles)
         best = max(used.values())
         candidates = [role for role, count in used.items() if count == best]  # in order first seen
         chosen = HEAD_TYPE if HEAD_TYPE in candidates else candidates[0]
@@ -161,7 +165,7 @@ class MetaQAImporter(Importer):
                 self.stats["unknown_relation_texts"] += 1
                 report.warn(f"{path}:{number}: relation text {text.strip()!r} is no relation label of ontologies/metaqa.ttl")
 
-    def _check_entity_names(self, path: Path, roles: dict[str, Counter[str]], report: ImportReport) -> None:
+    def _check_entity_names(self, path: Path, roles: dict[str, dict[str, int]], report: ImportReport) -> None:
         """entity2text (``index<TAB>name``): count the names that no KB line uses (they cannot be typed)."""
         if not path.is_file():
             return

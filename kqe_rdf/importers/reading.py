@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import math
 import re
@@ -23,7 +24,9 @@ from ..records import ImportReport
 
 
 def open_binary(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+    """The file's bytes, gunzipped when it ends in .gz (read through a buffer: gzip's own line reading is
+    Python, and took twice as long)."""
+    return io.BufferedReader(gzip.open(path, "rb"), 1 << 20) if path.suffix == ".gz" else open(path, "rb")
 
 
 def numbered_lines(path: Path, report: ImportReport | None = None, replace: bool = False) -> Iterator[tuple[int, str]]:

@@ -1,0 +1,265 @@
+"""Growth: build time, memory, disk size and BM25 latency of generated KBs of a realistic shape.
+
+A generated product graph in the `amazon` ontology (seeded, so every run builds the same KB):
+
+* products with a title and a 20-40 word description drawn from a 20,000-word vocabulary with
+  Zipf-distributed word frequencies, one brand each, one or two categories;
+* a category tree (``subcategoryOf``, declared transitive: a hierarchy whose closure and IC the
+  build computes, with ``hasCategory`` as its annotation relation);
+* product → product edges (``alsoBought``, ``alsoViewed``, 7 a product on average) whose targets
+  follow a Zipf law over the products, so in-degrees are skewed as in real co-purchase graphs.
+
+For each size, in the same run and each in a fresh child process (peak RSS from ``wait4``):
+``build_kb`` end to end (its importer generating the records, as a real importer parses them),
+and ``Store.bulk_load`` of the same triples (exported by the same ``RecordWriter``); then the KB's
+size on disk and BM25 latency (200 queries of 2-4 description words, top 10).
+
+    python bench/scale.py                     # about 0.1M and 1M edges
+    python bench/scale.py --sizes 100000 1000000 8000000
+    python bench/scale.py --quick             # about 20,000 edges
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import harness
+from harness import rate, ratio, table
+
+EDGES_PER_PRODUCT = 10  # brand 1, categories 1.5, alsoBought/alsoViewed 7.5 on average
+VOCABULARY = 20_000
+
+
+def synthetic_importer(edges: int):
+    """An importer of the generated graph with about ``edges`` edges."""
+    import numpy as np
+
+    from kqe_rdf.importers import Importer
+    from kqe_rdf.records import Edge, Node
+
+    class Synthetic(Importer):
+        name = "synthetic"
+        domain = "amazon"
+
+        def records(self, report):
+            rng = np.random.default_rng(7)
+            products = max(edges // EDGES_PER_PRODUCT, 10)
+            brands, categories = max(products // 200, 2), max(products // 100, 8)
+            words = [f"w{i}" for i in range(VOCABULARY)]
+            weights = 1.0 / np.arange(1, VOCABULARY + 1) ** 1.1
+            weights /= weights.sum()
+            for c in range(categories):
+                yield Node(f"c{c}", "Category", f"Category {c} " + " ".join(words[(c * 31 + k) % 500] for k in range(2)))
+                if c:
+                    yield Edge(f"c{c}", "subcategoryOf", f"c{(c - 1) // 8}")  # a tree of branching 8
+            for b in range(brands):
+                yield Node(f"b{b}", "Brand", f"Brand {b}")
+            chunk = 10_000
+            popular = 1.0 / np.arange(1, products + 1) ** 0.9
+            popular /= popular.sum()
+            rank = rng.permutation(products)  # which product is how popular
+            for start in range(0, products, chunk):
+                n = min(chunk, products - start)
+                lengths = rng.integers(20, 41, n)
+                drawn = rng.choice(VOCABULARY, size=int(lengths.sum()), p=weights)
+                offsets = np.concatenate([[0], np.cumsum(lengths)])
+                related = rng.poisson(7.5, n)
+                targets = rank[rng.choice(products, size=int(related.sum()), p=popular)]
+                t_offsets = np.concatenate([[0], np.cumsum(related)])
+                second_category = rng.random(n) < 0.5
+                for i in range(n):
+                    p = start + i
+                    text = " ".join(words[w] for w in drawn[offsets[i]:offsets[i + 1]])
+                    yield Node(f"p{p}", "Product", f"Product {p} {words[drawn[offsets[i]]]}",
+                               fields=(("description", text),))
+                    yield Edge(f"p{p}", "hasBrand", f"b{p % brands}")
+                    yield Edge(f"p{p}", "hasCategory", f"c{categories - 1 - p % (categories * 7 // 8)}")
+                    if second_category[i]:
+                        yield Edge(f"p{p}", "hasCategory", f"c{(p * 13) % categories}")
+                    for k, t in enumerate(targets[t_offsets[i]:t_offsets[i + 1]].tolist()):
+                        if t != p:
+                            yield Edge(f"p{p}", "alsoBought" if k % 2 else "alsoViewed", f"p{t}")
+
+    return Synthetic()
+
+
+# ---------------------------------------------------------------- child processes
+
+
+def child(mode: str, size: str, target: str, extra: str = "") -> None:
+    """What one child process measures; prints one JSON line."""
+    edges = int(size)
+    if mode == "build":
+        from kqe_rdf.build import build_kb
+
+        started = time.perf_counter()
+        manifest = build_kb(synthetic_importer(edges), Path(target))
+        print(json.dumps({"seconds": time.perf_counter() - started, "counts": manifest["counts"],
+                          "stages": manifest["seconds"]}))
+    elif mode == "export":
+        from kqe_rdf.rdfize import RecordWriter
+        from kqe_rdf.records import ImportReport
+
+        importer = synthetic_importer(edges)
+        report = ImportReport()
+        writer = RecordWriter(importer.schema(), importer.domain, report,
+                              dataset_iri=f"https://w3id.org/kqe/amazon/dataset/{importer.name}")
+        count = 0
+        with open(target, "wb") as out:
+            for line in writer.lines(importer.records(report)):
+                out.write(line.encode("utf-8"))
+                count += 1
+        print(json.dumps({"triples": count}))
+    elif mode == "bulk":
+        from pyoxigraph import RdfFormat, Store
+
+        started = time.perf_counter()
+        store = Store(target)
+        store.bulk_load(path=extra, format=RdfFormat.N_TRIPLES)
+        store.flush()
+        del store
+        print(json.dumps({"seconds": time.perf_counter() - started}))
+    elif mode == "bm25":
+        import random
+
+        from kqe_rdf.kb import KnowledgeBase
+
+        kb = KnowledgeBase.open(target)
+        rng = random.Random(11)
+        queries = [" ".join(f"w{int(rng.paretovariate(0.6)) % 2000}" for _ in range(rng.randint(2, 4)))
+                   for _ in range(200)]
+        kb.text_index.search(queries[0], k=10)  # open the searcher first
+        times = []
+        for q in queries:
+            t0 = time.perf_counter()
+            kb.text_index.search(q, k=10)
+            times.append(time.perf_counter() - t0)
+        times.sort()
+        print(json.dumps({"p50": statistics.median(times), "p95": times[int(0.95 * len(times)) - 1]}))
+
+
+def run_child(*args: str) -> tuple[dict, int]:
+    """Run one child measurement; → (its JSON line, its peak RSS in bytes)."""
+    process = subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE,
+                               cwd=harness.ROOT)
+    output = process.stdout.read()
+    process.stdout.close()
+    _pid, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise SystemExit(f"child {args} failed (status {status})")
+    return json.loads(output.decode().strip().splitlines()[-1]), usage.ru_maxrss * 1024
+
+
+def disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def growth(sizes: list[float], values: list[float]) -> str:
+    """The exponent k of value ∝ size^k between the smallest and the largest size, and the factor per doubling."""
+    if len(sizes) < 2 or min(values) <= 0:
+        return ""
+    k = math.log(values[-1] / values[0]) / math.log(sizes[-1] / sizes[0])
+    return f"∝ n^{k:.2f} (×{2 ** k:.2f} per doubling)"
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(*sys.argv[2:])
+        return
+
+    def extra(parser) -> None:
+        parser.add_argument("--sizes", type=int, nargs="+", default=None, help="edges of each generated KB")
+
+    args = harness.arguments(__doc__.split("\n")[0], extra, repeats=1)
+    sizes = args.sizes or ([20_000] if args.quick else [100_000, 1_000_000])
+    env = harness.Environment(["pyoxigraph", "tantivy"])
+    scratch = Path(tempfile.mkdtemp(prefix="kqe-bench-scale-"))
+    rows = []
+    try:
+        for edges in sizes:
+            nt = scratch / f"{edges}.nt"
+            exported, _ = run_child("export", str(edges), str(nt))
+            builds, bulks = [], []
+            for run in range(args.repeats):
+                print(f"{edges:,} edges, run {run + 1}/{args.repeats} …", flush=True)
+                kb = scratch / f"kb-{edges}"
+                shutil.rmtree(kb, ignore_errors=True)
+                builds.append(run_child("build", str(edges), str(kb)))
+                store = scratch / f"store-{edges}"
+                shutil.rmtree(store, ignore_errors=True)
+                bulks.append(run_child("bulk", str(edges), str(store), str(nt)))
+            (build, build_rss), (bulk, bulk_rss) = builds[-1], bulks[-1]
+            build_s = statistics.median(b["seconds"] for b, _ in builds)
+            bulk_s = statistics.median(b["seconds"] for b, _ in bulks)
+            latency, _ = run_child("bm25", str(edges), str(kb))
+            counts = build["counts"]
+            rows.append({"edges": counts["edges"], "nodes": counts["nodes"], "triples": counts["triples"],
+                         "build_s": build_s, "bulk_s": bulk_s, "stages": build["stages"],
+                         "build_rss": max(r for _, r in builds), "bulk_rss": max(r for _, r in bulks),
+                         "disk": disk_bytes(kb), "bm25_p50": latency["p50"], "bm25_p95": latency["p95"],
+                         "exported": exported["triples"]})
+            shutil.rmtree(store, ignore_errors=True)
+            nt.unlink()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    env.finish()
+
+    main_table = table(
+        ["edges", "nodes", "triples", "build_kb s", "build triples/s", "bulk_load s", "bulk_load triples/s",
+         "build vs bulk_load", "peak RSS build", "peak RSS bulk_load", "KB on disk", "BM25 p50 ms", "BM25 p95 ms"],
+        [[f"{r['edges']:,}", f"{r['nodes']:,}", f"{r['triples']:,}", f"{r['build_s']:.1f}",
+          rate(r["triples"] / r["build_s"]), f"{r['bulk_s']:.1f}", rate(r["exported"] / r["bulk_s"]),
+          ratio(r["triples"] / r["build_s"], r["exported"] / r["bulk_s"]), f"{r['build_rss'] / 2**30:.2f} GiB",
+          f"{r['bulk_rss'] / 2**30:.2f} GiB", f"{r['disk'] / 2**20:,.0f} MiB", harness.ms(r["bm25_p50"]),
+          harness.ms(r["bm25_p95"])] for r in rows],
+    )
+    stage_names = ("import", "load", "load_wait", "documents", "bm25", "hierarchies", "names")
+    stage_table = table(["edges", *stage_names],
+                        [[f"{r['edges']:,}", *(f"{r['stages'].get(s, 0):.1f}" for s in stage_names)] for r in rows])
+    n = [r["edges"] for r in rows]
+    growth_table = table(
+        ["figure", "growth from the smallest to the largest KB"],
+        [["build_kb seconds", growth(n, [r["build_s"] for r in rows])],
+         ["bulk_load seconds", growth(n, [r["bulk_s"] for r in rows])],
+         ["peak RSS of the build", growth(n, [r["build_rss"] for r in rows])],
+         ["KB on disk", growth(n, [r["disk"] for r in rows])],
+         ["BM25 p50", growth(n, [r["bm25_p50"] for r in rows])]],
+    )
+    print(main_table, stage_table, growth_table, sep="\n\n")
+    if args.doc:
+        body = f"""{env.markdown(harness.command_line())}
+- Data: generated product graphs in the `amazon` ontology (see the script's docstring: Zipf word
+  frequencies in the descriptions, Zipf in-degrees of the product → product edges, a category tree of
+  branching 8 that the build closes as a hierarchy). Each build and each bulk load runs in its own
+  child process; peak RSS is that process's (`wait4`). {args.repeats} run(s) a size; medians.
+- `bulk_load` loads the same triples, exported by the same `RecordWriter`, into a fresh store: the
+  floor for the build's load. The build's own importer generates the records as it runs (about what
+  parsing a file costs a real importer).
+
+{main_table}
+
+Stages of the last build of each size (`manifest["seconds"]`; the loader runs alongside the import,
+documents and BM25, so `load` overlaps them and `load_wait` is what the build waited for it after):
+
+{stage_table}
+
+{growth_table}
+
+Not measured here yet: dense (needs every document embedded: about 20 passages/s on 2 cores),
+`4step-offline` and `kar-offline` latencies on these KBs, and the 8M-edge size (pass `--sizes`).
+"""
+        harness.update_doc("scale", "Growth with the KB's size (`bench/scale.py`)", body)
+        print(f"\nwrote the scale section of {harness.DOC}")
+
+
+if __name__ == "__main__":
+    main()
