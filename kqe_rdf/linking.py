@@ -109,7 +109,7 @@ class NameIndex:
                 "hop_kinds": [list(k) for k in sorted(vocabulary, key=vocabulary.get)],
                 "hops": [sorted(h) for h in leaving]}
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
-            json.dump(data, out, separators=(",", ":"))
+            out.write(json.dumps(data, separators=(",", ":")))  # the C encoder: json.dump runs the Python one
 
     def _read(self, store, labels: dict[str, str]) -> None:
         self.labels = labels
