@@ -351,7 +351,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         t0 = time.perf_counter()
         with progress.task("name index and relation phrase vectors", total=None):
             # A first request reads it, not every name; the reader reads which edges leave a node from it.
-            NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE)
+            NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE, tables)
             write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
                 settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size),
                 work / PHRASES)

@@ -82,6 +82,8 @@ class GraphTables:
         self.iris: list[str] = []
         self.nodes: set[int] = set()
         self.labels: dict[int, str] = {}
+        #: Every name (rdfs:label) of each node: a node seen twice may have two, and the name index keeps both.
+        self.names: dict[int, set[str]] = defaultdict(set)
         self.identifiers: dict[int, str] = {}
         self.types: dict[int, set[str]] = defaultdict(set)
         self.text: dict[int, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
@@ -110,6 +112,7 @@ class GraphTables:
     def literal(self, handle: int, prop: str, value: str) -> None:
         if prop == RDFS_LABEL:
             self._least(self.labels, handle, value)
+            self.names[handle].add(value)
         if prop in self.wanted:
             self.text[handle][prop].add(value)
 
@@ -146,6 +149,7 @@ class GraphTables:
             tables.nodes.add(handle)
             if row["name"] is not None:
                 tables._least(tables.labels, handle, row["name"].value)
+                tables.names[handle].add(row["name"].value)
             if row["identifier"] is not None:
                 tables._least(tables.identifiers, handle, row["identifier"].value)
         for row in rows(queries.load("node_types")):
@@ -163,6 +167,21 @@ class GraphTables:
         return tables
 
     # --- reading ---
+
+    def node_names(self) -> Iterator[tuple[str, str]]:
+        """(node IRI, name or alias) rows, as ``queries/node_names.rq`` returns them from the store."""
+        for handle in self.nodes:
+            iri = self.iris[handle]
+            for name in self.names.get(handle, ()):
+                yield iri, name
+            for alias in self.text.get(handle, {}).get(ALIAS, ()):
+                yield iri, alias
+
+    def node_types(self) -> Iterator[tuple[str, str]]:
+        """(node IRI, class) rows, as ``queries/node_types.rq`` returns them from the store."""
+        for handle in self.nodes:
+            for type_iri in self.types.get(handle, ()):
+                yield self.iris[handle], type_iri
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(heads, relations, tails) of the distinct edges between nodes, sorted."""

@@ -88,11 +88,13 @@ class NameIndex:
         return word in self.last_words or singular(word) in self.last_words
 
     @classmethod
-    def build(cls, store, documents: Iterable, hops: dict[str, set[tuple[str, bool, str]]], path) -> None:
+    def build(cls, store, documents: Iterable, hops: dict[str, set[tuple[str, bool, str]]], path,
+              tables=None) -> None:
         """Write the index of a KB being built (``documents``: its node documents, for the display names;
-        ``hops``: the kinds of edges that leave each node, as the documents' pass collected them)."""
+        ``hops``: the kinds of edges that leave each node, as the documents' pass collected them; ``tables``:
+        the build's :class:`~kqe_rdf.documents.GraphTables`, which hold every name, so the store is not scanned)."""
         index = cls.__new__(cls)
-        index._read(store, {d.iri: d.name for d in documents})
+        index._read(store, {d.iri: d.name for d in documents}, tables)
         iris = sorted(index.labels)
         number = {iri: i for i, iri in enumerate(iris)}
         types = sorted({t for ts in index.types.values() for t in ts})
@@ -111,13 +113,20 @@ class NameIndex:
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
             out.write(json.dumps(data, separators=(",", ":")))  # the C encoder: json.dump runs the Python one
 
-    def _read(self, store, labels: dict[str, str]) -> None:
+    def _read(self, store, labels: dict[str, str], tables=None) -> None:
+        """Names, aliases and types from the build's tables when given (no store scan), else from the store."""
+        if tables is not None:
+            names, types = tables.node_names(), tables.node_types()
+        else:
+            names = ((r["node"].value, r["name"].value)
+                     for r in store.query(queries.load("node_names"), use_default_graph_as_union=True))
+            types = ((r["node"].value, r["type"].value)
+                     for r in store.query(queries.load("node_types"), use_default_graph_as_union=True))
         self.labels = labels
         self._hops: dict[str, list[tuple[str, bool, str]]] | None = None  # built with the KB only
         self.by_name: dict[str, set[str]] = defaultdict(set)
         self.inverted: dict[str, set[str]] = defaultdict(set)
-        for row in store.query(queries.load("node_names"), use_default_graph_as_union=True):
-            iri, name = row["node"].value, row["name"].value
+        for iri, name in names:
             key = normalise_name(name)
             if key:
                 self.by_name[key].add(iri)
@@ -127,9 +136,8 @@ class NameIndex:
                     head, _comma, tail = name.partition(",")
                     self.inverted[normalise_name(f"{tail} {head}")].add(iri)
         self.types: dict[str, frozenset[str]] = {}
-        for row in store.query(queries.load("node_types"), use_default_graph_as_union=True):
-            iri = row["node"].value
-            self.types[iri] = self.types.get(iri, frozenset()) | {row["type"].value}
+        for iri, type_iri in types:
+            self.types[iri] = self.types.get(iri, frozenset()) | {type_iri}
 
     def _load(self, path) -> None:
         with gzip.open(path, "rt", encoding="utf-8") as f:
