@@ -1,4 +1,4 @@
-"""Growth: build time, memory, disk size and BM25 latency of generated KBs of a realistic shape.
+"""Growth: build time, memory, disk size and query latency of generated KBs of a realistic shape.
 
 A generated product graph in the `amazon` ontology (seeded, so every run builds the same KB):
 
@@ -12,7 +12,7 @@ A generated product graph in the `amazon` ontology (seeded, so every run builds 
 For each size, in the same run and each in a fresh child process (peak RSS from ``wait4``):
 ``build_kb`` end to end (its importer generating the records, as a real importer parses them),
 and ``Store.bulk_load`` of the same triples (exported by the same ``RecordWriter``); then the KB's
-size on disk and BM25 latency (200 queries of 2-4 description words, top 10).
+size on disk, and the latency of bm25, 4step-offline and kar-offline requests (top 10).
 
     python bench/scale.py                     # about 0.1M and 1M edges
     python bench/scale.py --sizes 100000 1000000 8000000
@@ -62,7 +62,7 @@ def synthetic_importer(edges: int):
                 if c:
                     yield Edge(f"c{c}", "subcategoryOf", f"c{(c - 1) // 8}")  # a tree of branching 8
             for b in range(brands):
-                yield Node(f"b{b}", "Brand", f"Brand {b}")
+                yield Node(f"b{b}", "Brand", f"Maker{b}")  # not "Brand 7": a class word and a number name nothing
             chunk = 10_000
             popular = 1.0 / np.arange(1, products + 1) ** 0.9
             popular /= popular.sum()
@@ -128,23 +128,37 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
         store.flush()
         del store
         print(json.dumps({"seconds": time.perf_counter() - started}))
-    elif mode == "bm25":
+    elif mode == "queries":
         import random
 
+        from kqe_rdf.config import Settings
         from kqe_rdf.kb import KnowledgeBase
+        from kqe_rdf.retrieval import pipeline
 
         kb = KnowledgeBase.open(target)
         rng = random.Random(11)
-        queries = [" ".join(f"w{int(rng.paretovariate(0.6)) % 2000}" for _ in range(rng.randint(2, 4)))
-                   for _ in range(200)]
-        kb.text_index.search(queries[0], k=10)  # open the searcher first
-        times = []
-        for q in queries:
-            t0 = time.perf_counter()
-            kb.text_index.search(q, k=10)
-            times.append(time.perf_counter() - t0)
-        times.sort()
-        print(json.dumps({"p50": statistics.median(times), "p95": times[int(0.95 * len(times)) - 1]}))
+        words = [" ".join(f"w{int(rng.paretovariate(0.6)) % 2000}" for _ in range(rng.randint(2, 4)))
+                 for _ in range(200)]
+        # Structured requests name a brand and a category of this KB (their names as the generator wrote them).
+        labels = kb.names.labels
+        brands = sorted(i for i, t in kb.names.types.items() if any(x.endswith("#Brand") for x in t))
+        categories = sorted(i for i, t in kb.names.types.items() if any(x.endswith("#Category") for x in t))
+        structured = [f"Which product of {labels[rng.choice(brands)]} is in the category "
+                      f"{labels[rng.choice(categories)]}? {w}" for w in words[:40]]
+        out = {}
+        for method, texts in (("bm25", words), ("4step-offline", structured), ("kar-offline", structured[:20])):
+            stage = pipeline(method, kb, Settings(), 10, None)
+            stage.run(texts[0])  # open the indexes, the encoder and the name index first
+            times = []
+            for text in texts:
+                kb.embed_query.cache_clear()
+                t0 = time.perf_counter()
+                stage.run(text)
+                times.append(time.perf_counter() - t0)
+            times.sort()
+            out[method] = {"p50": statistics.median(times), "p95": times[max(int(0.95 * len(times)) - 1, 0)],
+                           "queries": len(texts)}
+        print(json.dumps(out))
 
 
 def run_child(*args: str) -> tuple[dict, int]:
@@ -200,12 +214,12 @@ def main() -> None:
             (build, build_rss), (bulk, bulk_rss) = builds[-1], bulks[-1]
             build_s = statistics.median(b["seconds"] for b, _ in builds)
             bulk_s = statistics.median(b["seconds"] for b, _ in bulks)
-            latency, _ = run_child("bm25", str(edges), str(kb))
+            latency, _ = run_child("queries", str(edges), str(kb))
             counts = build["counts"]
             rows.append({"edges": counts["edges"], "nodes": counts["nodes"], "triples": counts["triples"],
                          "build_s": build_s, "bulk_s": bulk_s, "stages": build["stages"],
                          "build_rss": max(r for _, r in builds), "bulk_rss": max(r for _, r in bulks),
-                         "disk": disk_bytes(kb), "bm25_p50": latency["p50"], "bm25_p95": latency["p95"],
+                         "disk": disk_bytes(kb), "latency": latency,
                          "exported": exported["triples"]})
             shutil.rmtree(store, ignore_errors=True)
             nt.unlink()
@@ -215,12 +229,18 @@ def main() -> None:
 
     main_table = table(
         ["edges", "nodes", "triples", "build_kb s", "build triples/s", "bulk_load s", "bulk_load triples/s",
-         "build vs bulk_load", "peak RSS build", "peak RSS bulk_load", "KB on disk", "BM25 p50 ms", "BM25 p95 ms"],
+         "build vs bulk_load", "peak RSS build", "peak RSS bulk_load", "KB on disk"],
         [[f"{r['edges']:,}", f"{r['nodes']:,}", f"{r['triples']:,}", f"{r['build_s']:.1f}",
           rate(r["triples"] / r["build_s"]), f"{r['bulk_s']:.1f}", rate(r["exported"] / r["bulk_s"]),
           ratio(r["triples"] / r["build_s"], r["exported"] / r["bulk_s"]), f"{r['build_rss'] / 2**30:.2f} GiB",
-          f"{r['bulk_rss'] / 2**30:.2f} GiB", f"{r['disk'] / 2**20:,.0f} MiB", harness.ms(r["bm25_p50"]),
-          harness.ms(r["bm25_p95"])] for r in rows],
+          f"{r['bulk_rss'] / 2**30:.2f} GiB", f"{r['disk'] / 2**20:,.0f} MiB"] for r in rows],
+    )
+    methods = ("bm25", "4step-offline", "kar-offline")
+    latency_table = table(
+        ["edges", *(f"{m} p50 / p95 ms" for m in methods), "4step-offline p50 vs bm25"],
+        [[f"{r['edges']:,}", *(f"{harness.ms(r['latency'][m]['p50'])} / {harness.ms(r['latency'][m]['p95'])}"
+                               for m in methods),
+          f"{r['latency']['4step-offline']['p50'] / r['latency']['bm25']['p50']:.0f}×"] for r in rows],
     )
     stage_names = ("import", "load", "load_wait", "documents", "bm25", "hierarchies", "names")
     stage_table = table(["edges", *stage_names],
@@ -232,9 +252,9 @@ def main() -> None:
          ["bulk_load seconds", growth(n, [r["bulk_s"] for r in rows])],
          ["peak RSS of the build", growth(n, [r["build_rss"] for r in rows])],
          ["KB on disk", growth(n, [r["disk"] for r in rows])],
-         ["BM25 p50", growth(n, [r["bm25_p50"] for r in rows])]],
+         *([f"{m} p50", growth(n, [r["latency"][m]["p50"] for r in rows])] for m in methods)],
     )
-    print(main_table, stage_table, growth_table, sep="\n\n")
+    print(main_table, latency_table, stage_table, growth_table, sep="\n\n")
     if args.doc:
         body = f"""{env.markdown(harness.command_line())}
 - Data: generated product graphs in the `amazon` ontology (see the script's docstring: Zipf word
@@ -247,6 +267,14 @@ def main() -> None:
 
 {main_table}
 
+Query latency on each KB, in a fresh process after one warm-up request (query-vector cache cleared before each
+timed call): BM25 over 200 requests of 2-4 description words; 4step-offline over 40 and kar-offline over 20
+structured requests ("Which product of <a brand> is in the category <a category>? <words>", names drawn from the
+KB). No document is embedded: kar-offline encodes the neighbours it filters on the fly, and dense search is not
+measured (every document would need embedding first: about 20 passages/s on 2 cores).
+
+{latency_table}
+
 Stages of the last build of each size (`manifest["seconds"]`; the loader runs alongside the import,
 documents and BM25, so `load` overlaps them and `load_wait` is what the build waited for it after):
 
@@ -254,8 +282,7 @@ documents and BM25, so `load` overlaps them and `load_wait` is what the build wa
 
 {growth_table}
 
-Not measured here yet: dense (needs every document embedded: about 20 passages/s on 2 cores),
-`4step-offline` and `kar-offline` latencies on these KBs, and the 8M-edge size (pass `--sizes`).
+Not measured here yet: dense search, and the 8M-edge size (pass `--sizes 100000 1000000 8000000`).
 """
         harness.update_doc("scale", "Growth with the KB's size (`bench/scale.py`)", body)
         print(f"\nwrote the scale section of {harness.DOC}")
