@@ -124,12 +124,10 @@ class OfflineTriplets:
         """The class a question asks for: the class word right after its wh-word ("which years",
         "what genre"), or the wh-word itself ("who", "when"); else (unless ``wh_only``) every class it names."""
         words = re.findall(r"[a-z0-9]+", query.lower())
-        cues = self.kb.schema.class_cues
 
         def cue_at(j: int) -> tuple[set[str], int]:
             for n in (3, 2, 1):
-                phrase = " ".join(words[j : j + n])
-                found = {c for c, cs in cues.items() if phrase in cs or singular(phrase) in cs}
+                found = self.classes_named(" ".join(words[j : j + n]))
                 if found:
                     return found, n
             return set(), 1
@@ -167,16 +165,21 @@ class OfflineTriplets:
             everywhere |= classes_at(i, 1)
         return everywhere
 
-    def leading_class(self, query: str) -> set[str]:
-        """The classes named by the first words of a request that is a noun phrase ("movies starring X")."""
-        words = re.findall(r"[a-z0-9]+", query.lower())
-        cues = self.kb.schema.class_cues
+    def classes_named(self, phrase: str) -> set[str]:
+        """The classes a phrase is a cue of ("movies" → Movie), written in the plural or not."""
+        return {c for c, cs in self.kb.schema.class_cues.items() if phrase in cs or singular(phrase) in cs}
+
+    def _class_at_edge(self, words: Sequence[str], last: bool) -> set[str]:
+        """The classes the first (or last) one to three of ``words`` name, when other words follow (precede)."""
         for n in (3, 2, 1):
-            phrase = " ".join(words[:n])
-            found = {c for c, cs in cues.items() if phrase in cs or singular(phrase) in cs}
-            if len(words) > n and found:
+            edge = words[-n:] if last else words[:n]
+            if len(words) > n and "\x00" not in edge and (found := self.classes_named(" ".join(edge))):
                 return found
         return set()
+
+    def leading_class(self, query: str) -> set[str]:
+        """The classes named by the first words of a request that is a noun phrase ("movies starring X")."""
+        return self._class_at_edge(re.findall(r"[a-z0-9]+", query.lower()), last=False)
 
     def trailing_class(self, marked: str) -> set[str]:
         """The classes named by the last words of a request with no wh-word ("the scriptwriter of X also wrote
@@ -184,13 +187,7 @@ class OfflineTriplets:
         words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
         if any(w in WH_WORDS for w in words):
             return set()  # "what were the release dates of X directed films" asks for dates, not films
-        cues = self.kb.schema.class_cues
-        for n in (3, 2, 1):
-            phrase = " ".join(words[-n:])
-            found = {c for c, cs in cues.items() if phrase in cs or singular(phrase) in cs}
-            if len(words) > n and found and "\x00" not in words[-n:]:
-                return found
-        return set()
+        return self._class_at_edge(words, last=True)
 
     def request(self, query: str, mentions: Sequence[Mention], wanted: set[str], vector) -> Request:
         """The request's words outside the mentions (word position, stem) and the mentions' word spans."""
