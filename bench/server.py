@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import socket
 import statistics
 import subprocess
@@ -63,8 +62,15 @@ def wait_ready(url: str, process: subprocess.Popen, seconds: float = 180) -> Non
     raise SystemExit(f"{url} did not answer within {seconds} s")
 
 
+def beside_python(name: str, missing: str) -> str:
+    """An executable the project installs, next to the interpreter running this (the venv's ``bin/`` need not be
+    on PATH: `.venv/bin/python bench/server.py` runs it as README's commands do)."""
+    binary = Path(sys.executable).with_name(name)
+    return str(binary) if binary.exists() else sys.exit(missing)
+
+
 def start_kqe(kb: Path, port: int, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-    binary = shutil.which("kqe-rdf") or sys.exit("kqe-rdf is not installed (pip install -e .)")
+    binary = beside_python("kqe-rdf", "kqe-rdf is not installed (pip install -e .)")
     process = subprocess.Popen([binary, "serve", "--kb", str(kb), "--port", str(port), "--result-cap", "100000",
                                 *options], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                env={**os.environ, **(env or {})})
@@ -73,7 +79,7 @@ def start_kqe(kb: Path, port: int, *options: str, env: dict[str, str] | None = N
 
 
 def start_oxigraph(kb: Path, port: int) -> subprocess.Popen:
-    binary = shutil.which("oxigraph") or sys.exit("the oxigraph CLI is missing: pip install 'oxigraph>=0.5.13,<0.6'")
+    binary = beside_python("oxigraph", "the oxigraph CLI is missing: pip install 'oxigraph>=0.5.13,<0.6'")
     process = subprocess.Popen([binary, "serve-read-only", "--location", str(kb / "store"), "--bind",
                                 f"127.0.0.1:{port}", "--union-default-graph"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
