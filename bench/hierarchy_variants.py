@@ -27,6 +27,7 @@ DISEASE = "https://w3id.org/kqe/bio#Disease"
 
 def main() -> None:
     from kqe_rdf import queries
+    from kqe_rdf.hierarchy import gather
     from kqe_rdf.kb import KnowledgeBase
     from kqe_rdf.querysets import _label, phenopacket_question
 
@@ -117,9 +118,8 @@ def main() -> None:
         weight = np.array([unknown if w is None else w for w in weight], dtype=float)
         # Per (ancestor, node) cell of the stored column matrix: the largest weight among the node's annotations
         # at or below the ancestor.
-        sizes = m3._anc_ptr[m3._direct_idx + 1] - m3._anc_ptr[m3._direct_idx]
-        cells = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes - m3._anc_ptr[m3._direct_idx], sizes)
-        key = m3._anc_idx[cells].astype(np.int64) * len(order) + np.repeat(rows, sizes)
+        above, sizes = gather(m3._anc_ptr, m3._anc_idx, m3._direct_idx)
+        key = above.astype(np.int64) * len(order) + np.repeat(rows, sizes)
         heaviest = np.lexsort((-np.repeat(weight, sizes), key))
         key, value = key[heaviest], np.repeat(weight, sizes)[heaviest]
         first = np.r_[True, key[1:] != key[:-1]]
