@@ -62,7 +62,7 @@ def clustered(n: int, seed: int, centres: np.ndarray | None = None) -> tuple[np.
 
 
 def exact(vectors: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, list[float]]:
-    """The exact top-100 of every query, and per-query seconds, as kqe_rdf.embeddings.DenseIndex searches."""
+    """The exact top-100 of every query, and per-query seconds, as kqe_rdf.kb.embeddings.DenseIndex searches."""
     from threadpoolctl import threadpool_limits
 
     truth = np.empty((len(queries), K), dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Answer accuracy of ``kqe_rdf.answering`` on a dev query set: Hits@1, evidence recall per pruning stage,
+"""Answer accuracy of ``kqe_rdf.methods.answering`` on a dev query set: Hits@1, evidence recall per pruning stage,
 latency and LLM tokens per question. Prints one JSON object (and a Markdown row) per source combination.
 
 A question is answered right (Hits@1) when the answer's KG node has a gold id, or — for
@@ -21,12 +21,12 @@ import sys
 import time
 from pathlib import Path
 
-from kqe_rdf.answering import QuestionAnswering, check_sources
-from kqe_rdf.config import Settings
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.linking import NameIndex, normalise_name
-from kqe_rdf.llm import LLM
-from kqe_rdf.querysets import load
+from kqe_rdf.methods.answering import QuestionAnswering, check_sources
+from kqe_rdf.core.config import Settings
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.linking import NameIndex, normalise_name
+from kqe_rdf.llm.client import LLM
+from kqe_rdf.evaluation.querysets import load
 
 
 def about(queries, reference: KnowledgeBase, classes: list[str]):

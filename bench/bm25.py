@@ -4,7 +4,7 @@ Documents are the node documents of a built KB (``--kb PATH``); without one, a
 scratch KB is built from the SciFact corpus in a temporary folder. Queries are
 SciFact claims. Measured in one process:
 
-* indexing: ``kqe_rdf.text_index.build_text_index`` (Tantivy, en_stem tokenizer,
+* indexing: ``kqe_rdf.kb.text_index.build_text_index`` (Tantivy, en_stem tokenizer,
   2 threads) vs tokenising + ``BM25Okapi(corpus)``;
 * per-query latency, top 10: ``TextIndex.search`` (query clean-up, parse, search,
   fetch of the stored IRI) vs tokenising + ``get_scores`` + top-10 selection;
@@ -51,9 +51,9 @@ def main() -> None:
     env = harness.Environment(["tantivy", "rank-bm25"])
     from rank_bm25 import BM25Okapi
 
-    from kqe_rdf import querysets
-    from kqe_rdf.kb import KnowledgeBase
-    from kqe_rdf.text_index import TextIndex, build_text_index
+    from kqe_rdf.evaluation import querysets
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.kb.text_index import TextIndex, build_text_index
 
     n_queries = args.queries or (50 if args.quick else 200)
     scratch = Path(tempfile.mkdtemp(prefix="kqe-bench-bm25-"))
@@ -61,8 +61,8 @@ def main() -> None:
         if args.kb:
             kb_path, kb_label = args.kb, f"`{args.kb}` ({KnowledgeBase.open(args.kb).manifest['importer']} importer)"
         else:
-            from kqe_rdf.build import build_kb
-            from kqe_rdf.importers.scifact import SciFactImporter
+            from kqe_rdf.kb.build import build_kb
+            from kqe_rdf.kb.importers.scifact import SciFactImporter
 
             kb_path = scratch / "scifact"
             limit = 1000 if args.quick else None

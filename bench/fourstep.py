@@ -37,7 +37,7 @@ STEPS = ("triplets", "linking", "sparql", "ranking")
 def requests(query_set: str, queries: int) -> tuple[list[str], list[str] | None]:
     """``queries`` requests spread evenly over the dev split (phenopackets: case reports, ``--type Disease``;
     metaqa: the same number from each of the 1-, 2- and 3-hop sets), and the type restriction."""
-    from kqe_rdf import querysets
+    from kqe_rdf.evaluation import querysets
 
     def spread(items: list, n: int) -> list:
         step = max(len(items) // max(n, 1), 1)
@@ -54,10 +54,10 @@ def requests(query_set: str, queries: int) -> tuple[list[str], list[str] | None]
 
 
 def measure(kb_path: Path, query_set: str, queries: int, repeats: int) -> dict:
-    from kqe_rdf.config import Settings
-    from kqe_rdf.kb import KnowledgeBase
-    from kqe_rdf.ontology import local_name
-    from kqe_rdf.retrieval import pipeline
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.kb.ontology import local_name
+    from kqe_rdf.methods.retrieval import pipeline
 
     settings = Settings()
     kb = KnowledgeBase.open(kb_path, settings)

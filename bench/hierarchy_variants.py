@@ -1,6 +1,6 @@
 """Hierarchy matching variants on the phenopacket dev split, from the matrices stored with the bio KB.
 
-This isolates the scoring (kqe_rdf.hierarchy.HierarchyMatch) from reading and linking: each case's observed
+This isolates the scoring (kqe_rdf.kb.hierarchy.HierarchyMatch) from reading and linking: each case's observed
 and excluded HPO ids are resolved to nodes directly (the product reads them from the question's text, see
 ``kqe-rdf eval phenopackets ... -m 4step-offline`` for that end-to-end number). It answers "which scoring
 rule?" for the settings fourstep_ic_power, fourstep_text_weight and fourstep_negated(_weight), and shows how
@@ -26,10 +26,10 @@ DISEASE = "https://w3id.org/kqe/bio#Disease"
 
 
 def main() -> None:
-    from kqe_rdf import queries
-    from kqe_rdf.hierarchy import gather
-    from kqe_rdf.kb import KnowledgeBase
-    from kqe_rdf.querysets import _label, phenopacket_question
+    from kqe_rdf.kb import queries
+    from kqe_rdf.kb.hierarchy import gather
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.evaluation.querysets import _label, phenopacket_question
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kb", type=Path, default=ROOT / "data" / "kb" / "bio")

@@ -30,12 +30,12 @@ from harness import ms, percentile, table
 
 
 def measure(args) -> dict:
-    from kqe_rdf import querysets
-    from kqe_rdf.config import Settings
-    from kqe_rdf.expansion import expander
-    from kqe_rdf.expansion.base import Expansion
-    from kqe_rdf.kb import KnowledgeBase
-    from kqe_rdf.retrieval import pipeline
+    from kqe_rdf.evaluation import querysets
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.methods.expansion import expander
+    from kqe_rdf.methods.expansion.base import Expansion
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.methods.retrieval import pipeline
 
     settings = Settings()
     kb = KnowledgeBase.open(harness.ROOT / "data" / "kb" / "bio", settings)

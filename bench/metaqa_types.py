@@ -28,10 +28,10 @@ def main() -> None:
     ap.add_argument("--show-failures", type=int, default=0, help="failed questions shown with their reading")
     args = ap.parse_args()
 
-    from kqe_rdf.config import Settings
-    from kqe_rdf.kb import KnowledgeBase
-    from kqe_rdf.querysets import _TOPIC, load_metaqa, source_lines
-    from kqe_rdf.retrieval import Batch, Query, pipeline
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.evaluation.querysets import _TOPIC, load_metaqa, source_lines
+    from kqe_rdf.methods.retrieval import Batch, Query, pipeline
 
     qs = load_metaqa(args.questions)
     raw = {}

@@ -21,11 +21,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> None:
-    from kqe_rdf import querysets
-    from kqe_rdf.config import Settings
-    from kqe_rdf.fourstep import FourStep
-    from kqe_rdf.hierarchy import hierarchical_units
-    from kqe_rdf.kb import KnowledgeBase
+    from kqe_rdf.evaluation import querysets
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.methods.fourstep.pipeline import FourStep
+    from kqe_rdf.kb.hierarchy import hierarchical_units
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kb", type=Path, default=ROOT / "data" / "kb" / "bio")

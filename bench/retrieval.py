@@ -39,9 +39,9 @@ CANDIDATES = ("data/kb/bio", "data/kb/metaqa", "data/kb/scifact")
 
 def scratch_kb(abstracts: int) -> Path:
     """A SciFact KB of the first ``abstracts`` abstracts, built and embedded once, then reused."""
-    from kqe_rdf.build import build_kb, embed_kb
-    from kqe_rdf.kb import KnowledgeBase
-    from kqe_rdf.importers.scifact import SciFactImporter
+    from kqe_rdf.kb.build import build_kb, embed_kb
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.kb.importers.scifact import SciFactImporter
 
     path = Path(tempfile.gettempdir()) / "kqe-bench" / f"scifact-{abstracts}"
     try:
@@ -59,7 +59,7 @@ def scratch_kb(abstracts: int) -> Path:
 
 
 def choose_kb(given: Path | None, quick: bool) -> tuple[Path, str]:
-    from kqe_rdf.kb import KnowledgeBase
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
     if given is not None:
         if not KnowledgeBase.open(given).has_embeddings:
@@ -80,7 +80,7 @@ def choose_kb(given: Path | None, quick: bool) -> tuple[Path, str]:
 
 def queries_for(kb, limit: int) -> tuple[list[str], list[str] | None, str]:
     """(query texts, type filter, description) for the KB's importer."""
-    from kqe_rdf import querysets
+    from kqe_rdf.evaluation import querysets
 
     importer = kb.manifest["importer"]
     if importer == "bio":
@@ -119,9 +119,9 @@ def query_caches(kb) -> list:
 
 def measure(args, kb_path: Path) -> dict:
     """p50/p95/mean seconds per call name, plus what the report needs about the KB and the queries."""
-    from kqe_rdf.config import Settings
-    from kqe_rdf.kb import KnowledgeBase
-    from kqe_rdf.retrieval import pipeline
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.methods.retrieval import pipeline
 
     settings = Settings()
     kb = KnowledgeBase.open(kb_path, settings)
@@ -262,7 +262,7 @@ compete for the {os.cpu_count()} cores.
 - KB: `{rel}` ({why}): {found['importer']} importer, {found['documents']:,} node documents,
   {found['embedded']:,} embedded ({found['model_id']}).
 - Queries: {found['described']}; {found['words']:.0f} words per query (median), k = {args.k}.
-- Each method is `kqe_rdf.retrieval.pipeline(name, kb, Settings(), k={args.k}, types).search(text)`, one query per
+- Each method is `kqe_rdf.methods.retrieval.pipeline(name, kb, Settings(), k={args.k}, types).search(text)`, one query per
   call, with default settings (hybrid: RRF of BM25 and dense at depth {found['hybrid_depth']}; prf: RM3 with
   {found['prf_docs']} feedback documents, {found['prf_terms']} terms). Warm-up: 5 queries through every method.
   Runs: {args.repeats} rounds, each running every method over all queries in turn; the per-query median

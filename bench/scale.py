@@ -43,8 +43,8 @@ def synthetic_importer(edges: int):
     """An importer of the generated graph with about ``edges`` edges."""
     import numpy as np
 
-    from kqe_rdf.importers import Importer
-    from kqe_rdf.records import Edge, Node
+    from kqe_rdf.kb.importers import Importer
+    from kqe_rdf.kb.records import Edge, Node
 
     class Synthetic(Importer):
         name = "synthetic"
@@ -99,15 +99,15 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
     """What one child process measures; prints one JSON line."""
     edges = int(size)
     if mode == "build":
-        from kqe_rdf.build import build_kb
+        from kqe_rdf.kb.build import build_kb
 
         started = time.perf_counter()
         manifest = build_kb(synthetic_importer(edges), Path(target))
         print(json.dumps({"seconds": time.perf_counter() - started, "counts": manifest["counts"],
                           "stages": manifest["seconds"]}))
     elif mode == "export":
-        from kqe_rdf.rdfize import RecordWriter
-        from kqe_rdf.records import ImportReport
+        from kqe_rdf.kb.rdfize import RecordWriter
+        from kqe_rdf.kb.records import ImportReport
 
         importer = synthetic_importer(edges)
         report = ImportReport()
@@ -131,9 +131,9 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
     elif mode == "queries":
         import random
 
-        from kqe_rdf.config import Settings
-        from kqe_rdf.kb import KnowledgeBase
-        from kqe_rdf.retrieval import pipeline
+        from kqe_rdf.core.config import Settings
+        from kqe_rdf.kb.knowledge_base import KnowledgeBase
+        from kqe_rdf.methods.retrieval import pipeline
 
         kb = KnowledgeBase.open(target)
         rng = random.Random(11)

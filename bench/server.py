@@ -180,7 +180,7 @@ def mixed_request(url: str, texts: list[str], seed: int = 0):
 
 def query_texts(kb: Path, count: int) -> list[str]:
     """Distinct phenotype names from the KB, as realistic short search texts."""
-    from kqe_rdf.kb import KnowledgeBase
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
     rows = KnowledgeBase.open(kb).query(PREFIXES + "SELECT DISTINCT ?name WHERE { ?p a bio:Phenotype ; "
                                                    "rdfs:label ?name } ORDER BY ?name LIMIT 20000")

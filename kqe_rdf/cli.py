@@ -21,7 +21,7 @@ METHOD_NAMES = ("bm25, dense, hybrid, prf, 4step, 4step-offline; expansion: kar,
 
 
 def _settings(**overrides):
-    from .config import Settings
+    from .core.config import Settings
 
     return Settings.load(**{k: v for k, v in overrides.items() if v is not None})
 
@@ -33,13 +33,13 @@ def _console():
 
 
 def _progress():
-    from .progress import Progress
+    from .core.progress import Progress
 
     return Progress(_console())
 
 
 class _UserError(click.ClickException):
-    """A :class:`~kqe_rdf.errors.KqeError`: one line on stderr, no traceback, exit status 2."""
+    """A :class:`~kqe_rdf.core.errors.KqeError`: one line on stderr, no traceback, exit status 2."""
 
     exit_code = 2
 
@@ -51,7 +51,7 @@ class _Commands(click.Group):
     # Here rather than only in main(), so that every way of running the group (the console script,
     # CliRunner, cli() from Python) reports errors a user can act on the same way.
     def invoke(self, ctx):
-        from .errors import KqeError
+        from .core.errors import KqeError
 
         try:
             return super().invoke(ctx)
@@ -71,7 +71,7 @@ def kb() -> None:
 
 
 def _importer_help() -> str:
-    from .importers import IMPORTERS
+    from .kb.importers import IMPORTERS
 
     return ", ".join(IMPORTERS)
 
@@ -94,8 +94,8 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
     Importers: jsonl, rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
     citeseer, scifact, passages, primekg.
     """
-    from .build import build_kb, embed_kb
-    from .importers import get_importer
+    from .kb.build import build_kb, embed_kb
+    from .kb.importers import get_importer
 
     settings = _settings(kb=kb_path, on_unknown_edge=on_unknown_edge)
     opts = {}
@@ -126,7 +126,7 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
 @click.option("--type", "types", multiple=True, help="Embed only nodes of this class (repeatable).")
 def kb_embed(kb_path, types):
     """Embed node documents for dense search (resumable: interrupt and run again)."""
-    from .build import embed_kb
+    from .kb.build import embed_kb
 
     settings = _settings(kb=kb_path)
     try:
@@ -142,7 +142,7 @@ def kb_embed(kb_path, types):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def kb_info(kb_path, as_json):
     """Show what a KB holds: counts per type and relation, sources, indexes."""
-    from .kb import KnowledgeBase
+    from .kb.knowledge_base import KnowledgeBase
 
     kb = KnowledgeBase.open(_settings(kb=kb_path).kb)
     info = kb.info()
@@ -170,7 +170,7 @@ def kb_info(kb_path, as_json):
 
 
 def _open_kb(kb_path, **overrides):
-    from .kb import KnowledgeBase
+    from .kb.knowledge_base import KnowledgeBase
 
     settings = _settings(kb=kb_path, **overrides)
     return KnowledgeBase.open(settings.kb, settings), settings
@@ -189,7 +189,7 @@ def _open_kb(kb_path, **overrides):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def search(text, kb_path, method, types, k, strict, explain, as_json):
     """Search the KB for nodes matching TEXT (methods: bm25, dense, hybrid, prf, 4step)."""
-    from .retrieval import pipeline
+    from .methods.retrieval import pipeline
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
@@ -260,7 +260,7 @@ def _print_explain(how):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def triplets(text, kb_path, strict, as_json):
     """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
-    from .retrieval import pipeline
+    from .methods.retrieval import pipeline
 
     kb, settings = _open_kb(kb_path, fourstep_mode="strict" if strict else "soft")
     stage = pipeline("4step", kb, settings, settings.k)  # the reader `search --method 4step` uses (LLM or offline)
@@ -301,7 +301,7 @@ def sparql(query, kb_path, fmt):
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
     kb, settings = _open_kb(kb_path)
-    from .sparql_search import SearchFunctions, execute, prepare
+    from .service.sparql_search import SearchFunctions, execute, prepare
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
     # allow-listed endpoints, and kqe:bm25 / kqe:similarity as functions.
@@ -358,8 +358,8 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     Query sets: stark CSV [SPLIT_INDEX]; trec TOPICS QRELS; metaqa QUESTIONS;
     phenopackets CASES.jsonl[.gz]; scifact CLAIMS QRELS.
     """
-    from .evaluation import evaluate
-    from .querysets import load
+    from .evaluation.runner import evaluate
+    from .evaluation.querysets import load
 
     for option, path in (("--per-query", per_query_path), ("--report", report_path)):
         # Checked before the evaluation, which can take hours, rather than after it.
@@ -369,7 +369,7 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     kb, settings = _open_kb(kb_path)
     qs = load(queryset, *paths, limit=limit)
     if not any(grade >= rel for q in qs for grade in q.answers.values()):
-        from .errors import InputError
+        from .core.errors import InputError
 
         raise InputError(f"nothing to evaluate in {', '.join(str(p) for p in paths)}: {qs.summary()}; none with an "
                          f"answer of relevance >= {rel} (--rel)")
@@ -382,13 +382,13 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     result = evaluate(kb, qs, methods, settings, depth, list(types) or None, rel, progress=_progress(),
                       run_dir=run_dir)
     if per_query_path is not None:
-        from .evaluation import query_records
+        from .evaluation.runner import query_records
 
         with open(per_query_path, "w", encoding="utf-8") as out:
             for record in query_records(result, kb):
                 out.write(json.dumps(record) + "\n")
     if report_path is not None:
-        from .report import write_report
+        from .evaluation.report import write_report
 
         write_report(report_path, result, kb, qs.summary())
     summary = {"queryset": qs.summary(), "kb": str(kb.path), "queries": result.queries,
@@ -435,7 +435,7 @@ def demo(kb_path):
     Demo(settings, Console(), _progress(), started).run()
 
 
-# ---------------------------------------------------------------- question answering (kqe_rdf.answering)
+# ---------------------------------------------------------------- question answering (kqe_rdf.methods.answering)
 
 
 @cli.command()
@@ -448,7 +448,7 @@ def demo(kb_path):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (what the /answer endpoint returns).")
 def ask(question, kb_path, sources, offline, shown, as_json):
     """Answer QUESTION from the KG, node text and registered tables, with the evidence it rests on."""
-    from .answering import answer
+    from .methods.answering import answer
 
     kb, settings = _open_kb(kb_path, qa_sources=sources)
     result = answer(kb, settings, question, settings.qa_sources, offline=offline)
@@ -495,7 +495,7 @@ def tables() -> None:
 @click.option("--replace", is_flag=True, help="Replace a table registered under the same name.")
 def tables_add(file, kb_path, entity_column, name, delimiter, replace):
     """Register FILE (atomic: a failed add leaves the registered tables as they were)."""
-    from .answering.tables import register_table
+    from .methods.answering.tables import register_table
 
     kb, _settings = _open_kb(kb_path)
     info = register_table(kb, file, entity_column, name, delimiter, replace)
@@ -510,7 +510,7 @@ def tables_add(file, kb_path, entity_column, name, delimiter, replace):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def tables_list(kb_path, as_json):
     """List the tables registered with the KB."""
-    from .answering.tables import list_tables
+    from .methods.answering.tables import list_tables
 
     kb, _settings = _open_kb(kb_path)
     found = list_tables(kb.path)
@@ -540,7 +540,7 @@ def tables_list(kb_path, as_json):
 @click.option("--cors", "cors_origins", default=None, metavar="ORIGINS", help="CORS origins to allow (off by default).")
 def serve(kb_path, host, port, query_timeout, result_cap, update_token, service_allow, cors_origins):
     """Serve the KB: SPARQL 1.1 endpoint (/sparql), REST API (/search, /triplets, ...) and a web page (/)."""
-    from .server import serve as run_server
+    from .service.app import serve as run_server
 
     kb, settings = _open_kb(kb_path, server_host=host, server_port=port, server_query_timeout=query_timeout,
                             server_result_cap=result_cap, server_update_token=update_token,
@@ -573,7 +573,7 @@ def link(kb_path, endpoint, types, match, targets, predicate, language, min_conf
     """Find owl:sameAs / skos:exactMatch links from KB nodes to an external SPARQL endpoint (resumable)."""
     from datetime import datetime, timezone
 
-    from .links import PREDICATES, accepted_links, find_links, link_quads, write_links
+    from .service.links import PREDICATES, accepted_links, find_links, link_quads, write_links
 
     started = datetime.now(timezone.utc)
     kb, settings = _open_kb(kb_path, link_rate=rate, link_min_confidence=min_confidence)
@@ -596,7 +596,7 @@ def link(kb_path, endpoint, types, match, targets, predicate, language, min_conf
     click.echo(f"progress (resumable): {run.progress_file}")
 
 
-# ---------------------------------------------------------------- query expansion (kqe_rdf.expansion)
+# ---------------------------------------------------------------- query expansion (kqe_rdf.methods.expansion)
 
 
 @cli.command()
@@ -613,7 +613,7 @@ def link(kb_path, endpoint, types, match, targets, predicate, language, min_conf
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (the whole expansion).")
 def expand(text, kb_path, method, types, hops, neighbours, expansions, show_context, as_json):
     """Expand TEXT with METHOD and print the expanded query (and, with --show-context, its knowledge)."""
-    from .expansion import expand as run_expansion
+    from .methods.expansion import expand as run_expansion
 
     kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions)
     exp = run_expansion(kb, settings, text, method, list(types) or None)
@@ -659,7 +659,7 @@ def _print_expansion(exp: dict) -> None:
 
 
 def main() -> None:
-    from .errors import KqeError
+    from .core.errors import KqeError
 
     try:
         cli(standalone_mode=False)

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .build import build_kb
-from .explanations import names_in, summary
-from .kb import KnowledgeBase
-from .retrieval import BM25, Batch, RRFusion, Stage, pipeline, ranking
+from .kb.build import build_kb
+from .methods.fourstep.explanations import names_in, summary
+from .kb.knowledge_base import KnowledgeBase
+from .methods.retrieval import BM25, Batch, RRFusion, Stage, pipeline, ranking
 
 PHENOTYPES = ("A child presents with seizures, microcephaly, global developmental delay and hypotonia. "
               "Which disease explains this?")
@@ -74,7 +74,7 @@ class Demo:
         self.console.rule(f"[bold]{number}. {title}[/]", align="left")
 
     def run(self) -> None:
-        from .importers import get_importer
+        from .kb.importers import get_importer
 
         if not (self.kb_path / "manifest.json").is_file():
             self.console.print(f"no KB at {self.kb_path}: building the biomedical KB from the installed HPO files "
@@ -138,7 +138,7 @@ class Demo:
                 self.console.print(f"    {reason}", highlight=False, markup=False)
 
     def search_in_sparql(self, kb) -> None:
-        from .sparql_search import SearchFunctions, execute, prepare
+        from .service.sparql_search import SearchFunctions, execute, prepare
 
         self.heading(2, "SPARQL with a search inside it (SERVICE <urn:kqe:search>)")
         self.console.print(SEARCH_IN_SPARQL, highlight=False, markup=False)

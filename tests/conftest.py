@@ -13,10 +13,10 @@ from pathlib import Path
 from chat_server import chat_server  # noqa: F401  (scripted OpenAI-compatible server for every test file)
 import pytest
 
-from kqe_rdf.build import build_kb, embed_kb
-from kqe_rdf.embeddings import OnnxEncoder
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.kb.build import build_kb, embed_kb
+from kqe_rdf.kb.embeddings import OnnxEncoder
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
 # Brands, categories and products with descriptions and typed edges. B008 and B009 are the
 # same lens cap listed twice (identical documents, so their scores tie). The last edge points

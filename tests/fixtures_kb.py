@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from kqe_rdf.build import build_kb, embed_kb
-from kqe_rdf.importers.bio import BioImporter
-from kqe_rdf.importers.metaqa import MetaQAImporter
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.retrieval import Hit
+from kqe_rdf.kb.build import build_kb, embed_kb
+from kqe_rdf.kb.importers.bio import BioImporter
+from kqe_rdf.kb.importers.metaqa import MetaQAImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.methods.retrieval import Hit
 from test_importer_bio import G2P, HPOA_HEADER  # the HPO column layout lives there
 
 MOVIES = """\

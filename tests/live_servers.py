@@ -26,8 +26,8 @@ import httpx
 import pytest
 import uvicorn
 
-from kqe_rdf.config import Settings
-from kqe_rdf.server import uvicorn_config
+from kqe_rdf.core.config import Settings
+from kqe_rdf.service.app import uvicorn_config
 
 WD = "http://www.wikidata.org/entity/"
 DISEASE, FILM, SYMPTOM = WD + "Q12136", WD + "Q11424", WD + "Q169872"

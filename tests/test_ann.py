@@ -17,12 +17,12 @@ import shutil
 import numpy as np
 import pytest
 
-from kqe_rdf.build import build_kb, embed_kb
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import KqeError
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.retrieval import Dense
+from kqe_rdf.kb.build import build_kb, embed_kb
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.methods.retrieval import Dense
 
 APPROXIMATE = Settings(dense_ann_threshold=500)
 EXACT = Settings(dense_ann_threshold=10**9)
@@ -183,7 +183,7 @@ def test_a_served_kb_with_a_damaged_index_searches_exactly_and_names_the_repair(
 
 
 def test_a_truncated_index_is_refused_not_read(copy):
-    from kqe_rdf import ann
+    from kqe_rdf.kb import ann
 
     path = copy / "embeddings" / "ann.usearch"
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])

@@ -1,4 +1,4 @@
-"""Question answering over KG, text and tables (``kqe_rdf.answering``) on the tiny movie KB.
+"""Question answering over KG, text and tables (``kqe_rdf.methods.answering``) on the tiny movie KB.
 
 Each stage is shown on its own — intent, evidence from each source, pruning, the offline
 and the LLM reader — and then the whole pipeline through ``answer()`` and ``kqe-rdf ask``.
@@ -17,22 +17,22 @@ from chat_server import chat_server, error, malformed  # noqa: F401 (fixture)
 from click.testing import CliRunner
 
 from fixtures_kb import MOVIES, movie_kb, node  # noqa: F401 - fixtures
-from kqe_rdf.answering import QuestionAnswering, answer, check_sources
-from kqe_rdf.answering.answer import LLMReader, OfflineReader
-from kqe_rdf.answering.evidence import (EntityRef, Evidence, KGFacts, NameFinder, SentenceIndex, TextSentences,
+from kqe_rdf.methods.answering import QuestionAnswering, answer, check_sources
+from kqe_rdf.methods.answering.answer import LLMReader, OfflineReader
+from kqe_rdf.methods.answering.evidence import (EntityRef, Evidence, KGFacts, NameFinder, SentenceIndex, TextSentences,
                                         document_sentences)
-from kqe_rdf.answering.focus import FocusCandidates
-from kqe_rdf.answering.intent import LLMIntent, OfflineIntent
-from kqe_rdf.answering.pruning import Pruner, Ranked, TextPool
-from kqe_rdf.answering.tables import list_tables, load_tables, register_table
-from kqe_rdf.build import build_kb
+from kqe_rdf.methods.answering.focus import FocusCandidates
+from kqe_rdf.methods.answering.intent import LLMIntent, OfflineIntent
+from kqe_rdf.methods.answering.pruning import Pruner, Ranked, TextPool
+from kqe_rdf.methods.answering.tables import list_tables, load_tables, register_table
+from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import InputError, KqeError
-from kqe_rdf.importers.metaqa import MetaQAImporter
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.linking import Linker
-from kqe_rdf.llm import LLM
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import InputError, KqeError
+from kqe_rdf.kb.importers.metaqa import MetaQAImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.linking import Linker
+from kqe_rdf.llm.client import LLM
 
 M = "https://w3id.org/kqe/metaqa#"
 OFFLINE = Settings(qa_pool_size=200, qa_prune_stages="40,10")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from fixtures_kb import bio_kb  # noqa: F401 - fixture
-from kqe_rdf.config import Settings
-from kqe_rdf.server import create_app
+from kqe_rdf.core.config import Settings
+from kqe_rdf.service.app import create_app
 from live_servers import serving
 
 #: Debian's chromium (what `make test` installs), at its packaged path rather than whatever PATH holds.

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from fixtures_kb import bio_kb, movie_kb  # noqa: F401 - fixtures
-from kqe_rdf.build import DOCUMENTS, MANIFEST, build_kb, embed_kb
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import InputError, KBNotFound, KqeError, SchemaError
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.kb.build import DOCUMENTS, MANIFEST, build_kb, embed_kb
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import InputError, KBNotFound, KqeError, SchemaError
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
 SKB = "https://w3id.org/kqe/skb#"
 
@@ -97,8 +97,8 @@ def test_documents_are_the_same_whatever_the_hash_seed(tmp_path, jsonl):
         lines.append(f'{{"kind": "edge", "head": "g", "relation": "hasBrand", "tail": "d{i}"}}')
     source = jsonl("\n".join(lines))
     render = textwrap.dedent(f"""
-        from kqe_rdf.build import build_kb
-        from kqe_rdf.importers.jsonl import JsonlImporter
+        from kqe_rdf.kb.build import build_kb
+        from kqe_rdf.kb.importers.jsonl import JsonlImporter
         from kqe_rdf.kb import KnowledgeBase
         import sys
         kb_dir = sys.argv[1]
@@ -123,7 +123,7 @@ def test_identifiers_and_cross_references_resolve_to_node_iris(kb):
 
 
 def test_relation_signatures_counted_by_the_build_are_what_the_store_query_finds(kb):
-    from kqe_rdf.build import relation_signatures
+    from kqe_rdf.kb.build import relation_signatures
 
     recorded = kb.manifest["relation_signatures"]
     assert recorded == relation_signatures(kb.store)  # the same rows, in the same order
@@ -192,11 +192,11 @@ def read_back(kb: KnowledgeBase, folder) -> dict:
 
     from pyoxigraph import Store
 
-    from kqe_rdf.build import relation_signatures
-    from kqe_rdf.documents import GraphTables
-    from kqe_rdf.hierarchy import build_hierarchies
-    from kqe_rdf.linking import NameIndex
-    from kqe_rdf.ontology import Schema
+    from kqe_rdf.kb.build import relation_signatures
+    from kqe_rdf.kb.documents import GraphTables
+    from kqe_rdf.kb.hierarchy import build_hierarchies
+    from kqe_rdf.kb.linking import NameIndex
+    from kqe_rdf.kb.ontology import Schema
 
     shutil.copytree(kb.path / "store", folder / "store")
     store = Store(str(folder / "store"))
@@ -217,7 +217,7 @@ def read_back(kb: KnowledgeBase, folder) -> dict:
 
 
 def as_built(kb: KnowledgeBase) -> dict:
-    from kqe_rdf.linking import NameIndex
+    from kqe_rdf.kb.linking import NameIndex
 
     return {"documents": list(kb.documents()), "signatures": kb.manifest["relation_signatures"],
             "relation_counts": kb.manifest["relation_counts"],
@@ -336,8 +336,8 @@ def generated_products(count: int) -> str:
 
 BUILD_IN_SUBPROCESS = textwrap.dedent("""\
     import sys
-    from kqe_rdf.build import build_kb
-    from kqe_rdf.importers.jsonl import JsonlImporter
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.jsonl import JsonlImporter
     build_kb(JsonlImporter([sys.argv[1]]), sys.argv[2])
 """)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import KqeError
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError
 
 
 @pytest.fixture(autouse=True)

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from kqe_rdf.answering.tables import list_tables, load_tables
-from kqe_rdf.build import build_kb
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.methods.answering.tables import list_tables, load_tables
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from live_servers import oxigraph_server
 from test_build import generated_products
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from fixtures_kb import HP_OBO, HPOA_ROWS, G2P_ROWS
-from kqe_rdf.build import build_kb
+from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
-from kqe_rdf.importers.bio import BioImporter
+from kqe_rdf.kb.importers.bio import BioImporter
 from test_importer_bio import G2P, HPOA_HEADER
 
 

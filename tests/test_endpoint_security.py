@@ -24,10 +24,10 @@ import httpx
 import pytest
 
 from fixtures_kb import bio_kb  # noqa: F401 - fixture
-from kqe_rdf.config import Settings
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.server import create_app
-from kqe_rdf.sparql_guard import measure, verify_federation
+from kqe_rdf.core.config import Settings
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.service.app import create_app
+from kqe_rdf.service.sparql_guard import measure, verify_federation
 from live_servers import free_port, serving
 
 ALLOWED = "http://allowed.example/sparql"

@@ -17,18 +17,18 @@ import pytest
 from click.testing import CliRunner
 
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.build import build_kb
+from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import KqeError
-from kqe_rdf.evaluation import evaluate
-from kqe_rdf.expansion import expand, expander
-from kqe_rdf.expansion.kar import Neighbourhood
-from kqe_rdf.expansion.text import estimate_tokens
-from kqe_rdf.importers import get_importer
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.querysets import EvalQuery, QuerySet
-from kqe_rdf.retrieval import METHODS, pipeline
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError
+from kqe_rdf.evaluation.runner import evaluate
+from kqe_rdf.methods.expansion import expand, expander
+from kqe_rdf.methods.expansion.kar import Neighbourhood
+from kqe_rdf.methods.expansion.text import estimate_tokens
+from kqe_rdf.kb.importers import get_importer
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
+from kqe_rdf.methods.retrieval import METHODS, pipeline
 
 M = "https://w3id.org/kqe/metaqa#"
 OFFLINE = Settings()
@@ -109,7 +109,7 @@ def test_filtering_scores_neighbours_by_their_documents_not_their_names(kb, iri)
 
 def test_nodes_without_a_stored_embedding_are_encoded_from_their_documents_within_the_cap(movie_kb, tmp_path):
     """A KB embedded only in part: the other neighbours' documents are encoded on the fly, at most kar_encode."""
-    from kqe_rdf.build import embed_kb
+    from kqe_rdf.kb.build import embed_kb
 
     kb_dir = tmp_path / "movies"
     import shutil

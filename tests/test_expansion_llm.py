@@ -17,16 +17,16 @@ from pyoxigraph import NamedNode, Store
 
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from test_fourstep_llm import settings  # noqa: F401 - the LLM on the test's scripted server
-from kqe_rdf.build import build_kb
-from kqe_rdf.config import Settings
-from kqe_rdf.evaluation import evaluate
-from kqe_rdf.expansion import expand
-from kqe_rdf.expansion.lkqe import ExpansionStore
-from kqe_rdf.expansion.prompts import EXPANSIONS_SCHEMA
-from kqe_rdf.importers import get_importer
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.querysets import EvalQuery, QuerySet
-from kqe_rdf.retrieval import pipeline
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.core.config import Settings
+from kqe_rdf.evaluation.runner import evaluate
+from kqe_rdf.methods.expansion import expand
+from kqe_rdf.methods.expansion.lkqe import ExpansionStore
+from kqe_rdf.methods.expansion.prompts import EXPANSIONS_SCHEMA
+from kqe_rdf.kb.importers import get_importer
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
+from kqe_rdf.methods.retrieval import pipeline
 
 QUESTION = "who directed Kismet"
 K = 5

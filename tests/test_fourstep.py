@@ -13,12 +13,12 @@ from __future__ import annotations
 import pytest
 
 from fixtures_kb import bio_kb, movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import KqeError
-from kqe_rdf.fourstep import FourStep, OfflineTriplets
-from kqe_rdf.ontology import local_name
-from kqe_rdf.retrieval import BM25, pipeline
-from kqe_rdf.triplets import End, Triplet, TripletQuery
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError
+from kqe_rdf.methods.fourstep.pipeline import FourStep, OfflineTriplets
+from kqe_rdf.kb.ontology import local_name
+from kqe_rdf.methods.retrieval import BM25, pipeline
+from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery
 
 M = "https://w3id.org/kqe/metaqa#"
 K = 5

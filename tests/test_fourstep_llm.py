@@ -16,12 +16,12 @@ import pytest
 from chat_server import ChatServer, Reply, chat_server, delay, error, malformed  # noqa: F401 (fixture)
 
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.config import Settings
-from kqe_rdf.evaluation import evaluate
-from kqe_rdf.fourstep import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
-from kqe_rdf.querysets import EvalQuery, QuerySet
-from kqe_rdf.retrieval import pipeline
-from kqe_rdf.triplets import TRIPLETS_SCHEMA
+from kqe_rdf.core.config import Settings
+from kqe_rdf.evaluation.runner import evaluate
+from kqe_rdf.methods.fourstep.pipeline import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
+from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
+from kqe_rdf.methods.retrieval import pipeline
+from kqe_rdf.methods.fourstep.triplets import TRIPLETS_SCHEMA
 
 M = "https://w3id.org/kqe/metaqa#"
 K = 5

@@ -14,11 +14,11 @@ import pytest
 
 from chat_server import chat_server  # noqa: F401 - fixture
 from fixtures_kb import bio_kb, names, node  # noqa: F401 - fixture
-from kqe_rdf.build import build_kb
-from kqe_rdf.fourstep import FourStep
-from kqe_rdf.hierarchy import CLOSURE_GRAPH, SUBSUMED_BY, closure, ic
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.methods.fourstep.pipeline import FourStep
+from kqe_rdf.kb.hierarchy import CLOSURE_GRAPH, SUBSUMED_BY, closure, ic
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
 SHOP = "https://example.org/shop#"
 ONTOLOGY = """
@@ -146,7 +146,7 @@ def test_a_rebuild_keeps_the_hierarchy_in_step_with_the_data(tmp_path):
 
 
 def test_the_relations_below_a_term_are_read_from_the_arrays_as_the_walk_finds_them(shop):
-    from kqe_rdf.reader import PathReader
+    from kqe_rdf.methods.fourstep.reader import PathReader
 
     reader = PathReader(shop)
     walk = "^" + f"<{SHOP}subCategoryOf>" + "*"
@@ -188,7 +188,7 @@ def test_4stepfocus_ranks_by_hierarchy_and_the_exact_mode_stays_selectable(shop)
 
 
 def hierarchy_batch(text: str):
-    from kqe_rdf.retrieval import Batch, Query
+    from kqe_rdf.methods.retrieval import Batch, Query
 
     return Batch([Query("q", text)], {}, {})
 
@@ -202,8 +202,8 @@ def test_phenotype_lists_are_ranked_by_ic_over_the_hpo_hierarchy(bio_kb):  # noq
 
 
 def test_the_llm_variant_ranks_its_phenotype_reading_with_the_same_hierarchy_matcher(bio_kb, chat_server):  # noqa: F811
-    from kqe_rdf.config import Settings
-    from kqe_rdf.retrieval import pipeline
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.methods.retrieval import pipeline
 
     request = "A patient presents with Focal-onset seizure and High forehead. Which disease explains this?"
     chat_server.script(json.dumps({"answer": "?x", "triplets": [
@@ -220,7 +220,7 @@ def test_the_llm_variant_ranks_its_phenotype_reading_with_the_same_hierarchy_mat
 
 @pytest.mark.parametrize("mode, first", [("context", "p5"), ("cost", "p1")])
 def test_negated_terms_count_as_context_by_default_or_as_a_cost(shop, mode, first):
-    from kqe_rdf.config import Settings
+    from kqe_rdf.core.config import Settings
 
     # Three camera products match "Cameras" equally (IC ln 5/3); only p5 also has Headphones, ruled out here.
     request = "Which product is in the category Cameras? Headphones were not wanted."

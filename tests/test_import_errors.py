@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from hostile_inputs import kb_digest, names_the_place, one_line_error
-from kqe_rdf.build import build_kb
+from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
 NODE = {"kind": "node", "id": "x1", "type": "Product", "name": "Tripod"}
 LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
@@ -186,7 +186,7 @@ def test_rdf_xml_with_flat_entities_as_ontology_editors_write_it_is_read(tmp_pat
 
 
 def _rdf(*sources, **options):
-    from kqe_rdf.importers.rdf import RdfImporter
+    from kqe_rdf.kb.importers.rdf import RdfImporter
 
     return RdfImporter(list(sources), **options)
 

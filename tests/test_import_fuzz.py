@@ -21,9 +21,9 @@ from click.testing import CliRunner
 
 from fuzz_corpus import COUNTS, Case, corpus
 from hostile_inputs import kb_digest, outcome
-from kqe_rdf.build import build_kb
+from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
-from kqe_rdf.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
 
 CASES = corpus()
 SLICE = CASES[::15]

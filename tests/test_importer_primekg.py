@@ -13,12 +13,12 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kqe_rdf.build import build_kb
+from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
-from kqe_rdf.errors import InputError, KqeError
-from kqe_rdf.importers import get_importer
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.records import Edge, ImportReport, Node
+from kqe_rdf.core.errors import InputError, KqeError
+from kqe_rdf.kb.importers import get_importer
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.records import Edge, ImportReport, Node
 
 KG_HEADER = "relation,display_relation,x_index,x_id,x_type,x_name,x_source,y_index,y_id,y_type,y_name,y_source"
 PHYHIP = "0,9796,gene/protein,PHYHIP,NCBI"

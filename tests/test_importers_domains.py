@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from pyoxigraph import Quad, RdfFormat, Store
 
-from kqe_rdf.errors import InputError, KqeError
-from kqe_rdf.importers import get_importer
-from kqe_rdf.importers.amazon import AmazonImporter
-from kqe_rdf.importers.citeseer import CiteSeerImporter, split_title
-from kqe_rdf.importers.metaqa import MetaQAImporter
-from kqe_rdf.importers.passages import PassagesImporter
-from kqe_rdf.importers.scifact import SciFactImporter
-from kqe_rdf.rdfize import RecordWriter
-from kqe_rdf.records import Edge, ImportReport, Node
-from kqe_rdf.resources import ontology_path
+from kqe_rdf.core.errors import InputError, KqeError
+from kqe_rdf.kb.importers import get_importer
+from kqe_rdf.kb.importers.amazon import AmazonImporter
+from kqe_rdf.kb.importers.citeseer import CiteSeerImporter, split_title
+from kqe_rdf.kb.importers.metaqa import MetaQAImporter
+from kqe_rdf.kb.importers.passages import PassagesImporter
+from kqe_rdf.kb.importers.scifact import SciFactImporter
+from kqe_rdf.kb.rdfize import RecordWriter
+from kqe_rdf.kb.records import Edge, ImportReport, Node
+from kqe_rdf.core.resources import ontology_path
 
 DATA = Path(__file__).parents[1] / ".." / "shared" / "data"
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared data not found at {DATA}")

@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from kqe_rdf.build import build_kb
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import InputError, KqeError, SchemaError
-from kqe_rdf.importers import get_importer
-from kqe_rdf.importers.jsonl import JsonlImporter, readable
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.records import Edge, ImportReport, Node
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import InputError, KqeError, SchemaError
+from kqe_rdf.kb.importers import get_importer
+from kqe_rdf.kb.importers.jsonl import JsonlImporter, readable
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.records import Edge, ImportReport, Node
 
 CAMERA = '{"kind": "node", "id": "B001", "type": "Product", "name": "Nikon D500", "fields": {"description": "DSLR"}}'
 NIKON = '{"kind": "node", "id": "nikon", "type": "Brand", "name": "Nikon"}'
@@ -202,8 +202,8 @@ def test_thousands_of_distinct_field_names_are_resolved_and_rendered(jsonl):
     """Each field name used to be looked up by a scan of every field (8,000 fields: 47 s to build)."""
     import time
 
-    from kqe_rdf.documents import VALUES_PROPERTIES
-    from kqe_rdf.ontology import Schema, Term
+    from kqe_rdf.kb.documents import VALUES_PROPERTIES
+    from kqe_rdf.kb.ontology import Schema, Term
 
     count = 30_000
     schema = Schema(fields={f"https://example.org/f#field{i}": Term(f"https://example.org/f#field{i}", f"f{i}")

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from fixtures_kb import bio_kb, movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.fourstep import OfflineTriplets
-from kqe_rdf.linking import Linker, normalise_name
+from kqe_rdf.methods.fourstep.pipeline import OfflineTriplets
+from kqe_rdf.kb.linking import Linker, normalise_name
 
 M = "https://w3id.org/kqe/metaqa#"
 
@@ -155,9 +155,9 @@ def signs(tmp_path_factory) -> Linker:
     """A few clinical signs as a JSON Lines KB, one of them named the way term lists name things."""
     import json
 
-    from kqe_rdf.build import build_kb
-    from kqe_rdf.importers.jsonl import JsonlImporter
-    from kqe_rdf.kb import KnowledgeBase
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.jsonl import JsonlImporter
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
     folder = tmp_path_factory.mktemp("signs")
     rows = [{"kind": "node", "id": i, "type": "Sign", "name": name} for i, name in
@@ -182,7 +182,7 @@ def test_a_name_written_inverted_at_a_comma_is_found_written_straight(signs):
 
 @pytest.mark.parametrize("kb_name", ["movie_kb", "bio_kb"])
 def test_the_name_index_stored_with_the_kb_is_the_one_read_from_the_store(request, kb_name):
-    from kqe_rdf.linking import NameIndex
+    from kqe_rdf.kb.linking import NameIndex
 
     kb = request.getfixturevalue(kb_name)  # the build wrote it from its record tables, without a store scan
     stored = kb.names
@@ -242,9 +242,9 @@ American Gangster|directed_by|Ridley Scott
 
 @pytest.fixture(scope="module")
 def titles(tmp_path_factory) -> Linker:
-    from kqe_rdf.build import build_kb
-    from kqe_rdf.importers.metaqa import MetaQAImporter
-    from kqe_rdf.kb import KnowledgeBase
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.metaqa import MetaQAImporter
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
     folder = tmp_path_factory.mktemp("titles")
     (folder / "src").mkdir()

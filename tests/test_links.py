@@ -15,9 +15,9 @@ from click.testing import CliRunner
 
 from fixtures_kb import bio_kb, node  # noqa: F401 - fixtures
 from kqe_rdf.cli import cli
-from kqe_rdf.errors import KqeError
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.links import Endpoint, RateLimiter, accepted_links, find_links, local_nodes
+from kqe_rdf.core.errors import KqeError
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.service.links import Endpoint, RateLimiter, accepted_links, find_links, local_nodes
 from live_servers import DISEASE, WD, free_port, oxigraph_endpoint  # noqa: F401 - fixture
 
 SKOS_EXACT = "http://www.w3.org/2004/02/skos/core#exactMatch"

@@ -16,8 +16,8 @@ import time
 import pytest
 from chat_server import ChatServer, Reply, chat_server, delay, error, malformed  # noqa: F401 (fixture)
 
-from kqe_rdf.config import Settings
-from kqe_rdf.llm import LLM, Budget, BudgetExceeded, LLMError, Usage, describe_llm, extract_json
+from kqe_rdf.core.config import Settings
+from kqe_rdf.llm.client import LLM, Budget, BudgetExceeded, LLMError, Usage, describe_llm, extract_json
 
 SCHEMA = {
     "type": "object",
@@ -442,7 +442,7 @@ def test_kqe_variables_and_the_config_file_beat_the_openai_ones(tmp_path, monkey
 
 
 def test_bad_llm_settings_are_refused():
-    from kqe_rdf.errors import KqeError
+    from kqe_rdf.core.errors import KqeError
     with pytest.raises(KqeError, match="llm_base_url must be an http"):
         Settings(llm_base_url="localhost:8000")
     with pytest.raises(KqeError, match="llm_timeout"):

@@ -10,8 +10,8 @@ from pathlib import Path
 import ir_measures
 import pytest
 
-from kqe_rdf.errors import InputError
-from kqe_rdf.metrics import (
+from kqe_rdf.core.errors import InputError
+from kqe_rdf.evaluation.metrics import (
     Qrel,
     ScoredHit,
     per_query_stark,

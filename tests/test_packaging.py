@@ -52,7 +52,7 @@ def test_the_wheel_carries_every_ontology_and_sparql_file(wheel):
         shipped = sorted(p.name for p in (ROOT / folder).iterdir() if p.suffix in (".ttl", ".rq", ".ru"))
         assert shipped, folder
         assert [n for n in shipped if f"kqe_rdf/{folder}/{n}" not in names] == []
-    assert {"kqe_rdf/web/index.html", "kqe_rdf/web/app.js"} <= names
+    assert {"kqe_rdf/service/web/index.html", "kqe_rdf/service/web/app.js"} <= names
     assert not any(n.startswith(("tests/", "data/", "kqe_rdf/data/")) for n in names)
 
 
@@ -74,7 +74,7 @@ def test_an_installed_wheel_runs_outside_the_checkout(wheel, tmp_path):
     work.mkdir()
 
     assert run([kqe, "--version"], work, env).strip() == "kqe-rdf, version 0.1.0"
-    where = run([python, "-c", "import kqe_rdf, kqe_rdf.resources as r; print(kqe_rdf.__file__); "
+    where = run([python, "-c", "import kqe_rdf, kqe_rdf.core.resources as r; print(kqe_rdf.__file__); "
                                "print(r.resource_dir('queries'))"], work, env).split()
     assert all(Path(p).is_relative_to(tmp_path / "venv") for p in where), where  # not the checkout
 

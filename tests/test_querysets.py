@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kqe_rdf.errors import InputError
-from kqe_rdf.metrics import stark_metrics
-from kqe_rdf.querysets import (
+from kqe_rdf.core.errors import InputError
+from kqe_rdf.evaluation.metrics import stark_metrics
+from kqe_rdf.evaluation.querysets import (
     LOADERS,
     MAX_EXCLUDED,
     EvalQuery,

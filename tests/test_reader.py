@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.config import Settings
-from kqe_rdf.fourstep import FourStep, OfflineTriplets
-from kqe_rdf.ontology import local_name
-from kqe_rdf.reader import PathReader, stem
-from kqe_rdf.retrieval import BM25, pipeline
-from kqe_rdf.triplets import End, Triplet, TripletQuery
+from kqe_rdf.core.config import Settings
+from kqe_rdf.methods.fourstep.pipeline import FourStep, OfflineTriplets
+from kqe_rdf.kb.ontology import local_name
+from kqe_rdf.methods.fourstep.reader import PathReader, stem
+from kqe_rdf.methods.retrieval import BM25, pipeline
+from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery
 
 M = "https://w3id.org/kqe/metaqa#"
 K = 5
@@ -120,7 +120,7 @@ def test_the_hop_summary_stored_with_the_kb_agrees_with_the_store(movie_kb):
 
 
 def test_the_relation_phrases_are_embedded_with_the_kb(movie_kb):
-    from kqe_rdf.reader import relation_phrases, stored_phrase_vectors
+    from kqe_rdf.methods.fourstep.reader import relation_phrases, stored_phrase_vectors
 
     stored = stored_phrase_vectors(movie_kb)
     phrases = relation_phrases(movie_kb.schema)

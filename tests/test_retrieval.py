@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kqe_rdf.build import build_kb
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import KqeError, SchemaError
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.retrieval import BM25, Batch, Cutoff, Dense, Hit, Pipeline, Query, RRFusion, Stage, pipeline, ranking
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError, SchemaError
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.methods.retrieval import BM25, Batch, Cutoff, Dense, Hit, Pipeline, Query, RRFusion, Stage, pipeline, ranking
 
 METHODS = ["bm25", "dense", "hybrid", "prf"]
 

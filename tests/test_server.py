@@ -19,9 +19,9 @@ from pyoxigraph import QueryResultsFormat, RdfFormat, parse, parse_query_results
 from starlette.testclient import TestClient
 
 from fixtures_kb import bio_kb, node  # noqa: F401 - fixtures
-from kqe_rdf.config import Settings
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.server import create_app
+from kqe_rdf.core.config import Settings
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.service.app import create_app
 from live_servers import WD, oxigraph_endpoint, serving  # noqa: F401 - fixture
 
 DISEASES = "SELECT ?d ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
@@ -187,12 +187,12 @@ def test_results_over_the_cap_are_cut_and_say_so(bio_kb):  # noqa: F811
 
 
 def test_a_bug_is_500_without_details(client, monkeypatch):
-    import kqe_rdf.server
+    import kqe_rdf.service.app
 
     def broken(settings):
         raise ValueError("secret internal detail")
 
-    monkeypatch.setattr(kqe_rdf.server, "openapi_description", broken)
+    monkeypatch.setattr(kqe_rdf.service.app, "openapi_description", broken)
     response = client.get("/openapi.json")
     assert response.status_code == 500 and "secret" not in response.text and "server log" in response.json()["error"]
 
@@ -400,7 +400,7 @@ def test_service_to_a_host_not_allowed_is_refused_before_any_connection(bio_kb, 
 
 
 def test_invalid_server_settings_are_refused(bio_kb):  # noqa: F811
-    from kqe_rdf.errors import KqeError
+    from kqe_rdf.core.errors import KqeError
 
     with pytest.raises(KqeError, match="server_query_timeout"):
         create_app(bio_kb, dataclasses.replace(Settings(), server_query_timeout=0))

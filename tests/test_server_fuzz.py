@@ -16,8 +16,8 @@ import pytest
 
 from fixtures_kb import bio_kb  # noqa: F401 - fixture
 from fuzz_server import corpus
-from kqe_rdf.config import Settings
-from kqe_rdf.server import create_app
+from kqe_rdf.core.config import Settings
+from kqe_rdf.service.app import create_app
 from live_servers import serving
 
 SLICE = 150

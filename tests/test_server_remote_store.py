@@ -17,12 +17,12 @@ from pyoxigraph import RdfFormat
 from starlette.testclient import TestClient
 
 from fixtures_kb import bio_kb, names  # noqa: F401 - fixtures
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import KqeError
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.retrieval import pipeline
-from kqe_rdf.server import create_app
-from kqe_rdf.store import RemoteStore
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.methods.retrieval import pipeline
+from kqe_rdf.service.app import create_app
+from kqe_rdf.kb.store import RemoteStore
 from live_servers import oxigraph_server, virtuoso_server
 
 ENGINES = {"oxigraph": lambda folder, dump: oxigraph_server(folder, dump, "kb.nq", union=True),

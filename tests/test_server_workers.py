@@ -26,11 +26,11 @@ import httpx
 import pytest
 
 from fixtures_kb import bio_kb  # noqa: F401 - fixture
-from kqe_rdf.build import build_kb
-from kqe_rdf.config import Settings
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.server import create_app
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.core.config import Settings
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.service.app import create_app
 from live_servers import serving
 
 DISEASES = "SELECT ?d ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
@@ -175,7 +175,7 @@ def test_stopping_the_server_stops_a_query_still_running(bio_kb):  # noqa: F811
                                             ("server_worker_memory_mb", 100), ("server_header_timeout", 0),
                                             ("server_body_timeout", -1), ("server_result_cache_mb", -1)])
 def test_impossible_worker_settings_are_refused(bio_kb, setting, value):  # noqa: F811
-    from kqe_rdf.errors import KqeError
+    from kqe_rdf.core.errors import KqeError
 
     with pytest.raises(KqeError, match=setting):
         create_app(bio_kb, Settings(**{setting: value}))
@@ -184,7 +184,7 @@ def test_impossible_worker_settings_are_refused(bio_kb, setting, value):  # noqa
 def test_a_kb_that_cannot_be_opened_stops_the_server_at_startup(tmp_path, bio_kb):  # noqa: F811
     import shutil
 
-    from kqe_rdf.errors import KqeError
+    from kqe_rdf.core.errors import KqeError
 
     shutil.copytree(bio_kb.path, tmp_path / "kb")
     kb = KnowledgeBase.open(tmp_path / "kb")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyoxigraph import Literal, Variable
 
-from kqe_rdf.errors import SparqlError
+from kqe_rdf.core.errors import SparqlError
 
 
 def test_common_and_domain_prefixes_are_predeclared(kb):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import pytest
 
 from fixtures_kb import bio_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.build import build_kb
-from kqe_rdf.config import Settings
-from kqe_rdf.errors import SparqlError
-from kqe_rdf.importers.jsonl import JsonlImporter
-from kqe_rdf.kb import KnowledgeBase
-from kqe_rdf.sparql_search import SearchFunctions, ServiceNotAllowed, execute, prepare, tokenize
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import SparqlError
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.service.sparql_search import SearchFunctions, ServiceNotAllowed, execute, prepare, tokenize
 
 SETTINGS = Settings()
 

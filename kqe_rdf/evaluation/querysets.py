@@ -1,0 +1,320 @@
+"""Evaluation query sets: questions with gold answers written in the KB's source ids.
+
+Every loader returns a :class:`QuerySet` whose ``skipped`` counts say why
+queries were left out, so nothing is dropped silently, and raises
+:class:`~kqe_rdf.core.errors.InputError` naming ``file:line`` on malformed input.
+``limit`` stops after that many loaded queries (counts cover what was read).
+Loaders are selected by name through :data:`LOADERS` or :func:`load`.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from ..core.errors import InputError
+from ..kb.importers.reading import parse_json
+from .metrics import read_trec_qrels, source_lines
+
+
+class EvalQuery(NamedTuple):
+    """One question; ``answers`` maps gold source ids to graded relevance.
+
+    ``topic`` is the entity a benchmark marks in the question (MetaQA), kept
+    apart so the text is what a user would type. ``facets`` name the kinds a
+    query belongs to where the set has kinds (MetaQA: ``{"hops": "2-hop",
+    "template": "what movies did E act in"}``), so a report can break scores down by them.
+    """
+
+    qid: str
+    text: str
+    answers: dict[str, int]
+    topic: str | None = None
+    facets: dict[str, str] | None = None
+
+
+@dataclass
+class QuerySet:
+    """Loaded queries plus, per reason, how many were skipped."""
+
+    name: str
+    queries: list[EvalQuery] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    _seen: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def __iter__(self) -> Iterator[EvalQuery]:
+        return iter(self.queries)
+
+    def check_new(self, qid: str, where: str) -> None:
+        """A query id given twice would merge two queries' results; refuse it where it comes again."""
+        first = self._seen.setdefault(qid, where)
+        if first != where:
+            raise InputError(f"query id {qid!r} again (first at {first}); every query needs its own id", where)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def full(self, limit: int | None) -> bool:
+        return limit is not None and len(self.queries) >= limit
+
+    def qrels(self) -> dict[str, dict[str, int]]:
+        """Gold answers as ``{qid: {doc_id: relevance}}``, ready for :mod:`kqe_rdf.evaluation.metrics`."""
+        return {q.qid: dict(q.answers) for q in self.queries}
+
+    def summary(self) -> str:
+        skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items())) or "none"
+        return f"{self.name}: {len(self.queries)} queries loaded; skipped: {skipped}"
+
+
+def _csv_rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[str, dict[str, str]]]:
+    """("file:line", row) for each CSV record; checks the header names ``required``."""
+    name, lines = source_lines(Path(path))
+    reader = csv.DictReader(io.StringIO("\n".join(lines) + "\n"))
+    try:
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise InputError(f"CSV header lacks column(s) {', '.join(missing)}; found {', '.join(header)}", f"{name}:1")
+        for row in reader:
+            where = f"{name}:{reader.line_num}"
+            if None in row or any(value is None for value in row.values()):
+                found = sum(k is not None and v is not None for k, v in row.items()) + len(row.get(None) or [])
+                raise InputError(f"expected {len(header)} columns ({','.join(header)}), found {found}", where)
+            yield where, row
+    except csv.Error as exc:
+        raise InputError(f"malformed CSV ({exc})", f"{name}:{reader.line_num}") from None
+
+
+# ---------------------------------------------------------------- STaRK
+
+
+def load_stark(path: Path, split_index: Path | None = None, limit: int | None = None) -> QuerySet:
+    """STaRK QA CSV (``id,query,answer_ids``), optionally only the ids in a ``split/*.index`` file."""
+    wanted: set[str] | None = None
+    if split_index is not None:
+        wanted = {line.strip() for line in source_lines(Path(split_index))[1] if line.strip()}
+    result = QuerySet("stark")
+    found: set[str] = set()
+    for where, row in _csv_rows(path, ("id", "query", "answer_ids")):
+        if result.full(limit):
+            return result
+        qid = row["id"].strip()
+        if wanted is not None and qid not in wanted:
+            result.skip("not in split")
+            continue
+        result.check_new(qid, where)
+        found.add(qid)
+        try:
+            answer_ids = ast.literal_eval(row["answer_ids"])
+        except (ValueError, SyntaxError):
+            shown = row["answer_ids"][:60]
+            raise InputError(f"answer_ids {shown!r} is not a list literal such as [12, 34]", where) from None
+        if not isinstance(answer_ids, (list, tuple)):
+            raise InputError(f"answer_ids must be a list, found {type(answer_ids).__name__}", where)
+        if not row["query"].strip():
+            result.skip("empty query text")
+        elif not answer_ids:
+            result.skip("no answers")
+        else:
+            result.queries.append(EvalQuery(qid, row["query"].strip(), {str(a): 1 for a in answer_ids}))
+    if wanted is not None and wanted - found:
+        result.skipped["split ids not in the CSV"] = len(wanted - found)
+    return result
+
+
+# ---------------------------------------------------------------- TREC
+
+
+def load_trec(topics: Path, qrels: Path, limit: int | None = None) -> QuerySet:
+    """TREC topics TSV (``qid<TAB>text``) with graded qrels; unjudged topics are skipped."""
+    judged: dict[str, dict[str, int]] = {}
+    for judgment in read_trec_qrels(Path(qrels)):
+        judged.setdefault(judgment.qid, {})[judgment.doc_id] = judgment.relevance
+    result = QuerySet("trec")
+    name, lines = source_lines(Path(topics))
+    seen: set[str] = set()
+    for number, line in enumerate(lines, start=1):
+        if result.full(limit):
+            return result
+        if not line.strip():
+            continue
+        qid, tab, text = line.partition("\t")
+        if not tab or not qid.strip() or not text.strip():
+            raise InputError("expected 'qid<TAB>query text'", f"{name}:{number}")
+        qid = qid.strip()
+        result.check_new(qid, f"{name}:{number}")
+        seen.add(qid)
+        if qid not in judged:
+            result.skip("no judgments")
+            continue
+        result.queries.append(EvalQuery(qid, text.strip(), judged[qid]))
+    if set(judged) - seen:
+        result.skipped["judged qids without a topic"] = len(set(judged) - seen)
+    return result
+
+
+# ---------------------------------------------------------------- MetaQA
+
+_TOPIC = re.compile(r"\[([^\[\]]+)\]")
+_HOP = re.compile(r"(\d+)-?hop")
+
+
+def load_metaqa(*paths: Path, limit: int | None = None) -> QuerySet:
+    """MetaQA ``question with [topic]<TAB>a1|a2`` lines, one set from several files; facets: hops, template."""
+    # The brackets are removed and the topic kept apart; a query's hop count comes from its folder name
+    # (``2-hop/dev.txt.gz``), its template is the question with the topic replaced by ``E``.
+    if not paths:
+        raise InputError("metaqa needs at least one questions file")
+    hops = [next((f"{m.group(1)}-hop" for part in reversed(Path(p).parts) if (m := _HOP.search(part))), None)
+            for p in paths]
+    labels = [hop or Path(path).name for hop, path in zip(hops, paths)]
+    result = QuerySet("metaqa" if hops == [None] else "metaqa " + " + ".join(labels))
+    for path, hop, label in zip(paths, hops, labels):
+        name, lines = source_lines(Path(path))
+        for number, line in enumerate(lines, start=1):
+            if result.full(limit):
+                return result
+            if not line.strip():
+                continue
+            question, tab, answer_text = line.partition("\t")
+            if not tab or not question.strip():
+                raise InputError("expected 'question with [topic entity]<TAB>answer1|answer2'", f"{name}:{number}")
+            match = _TOPIC.search(question)
+            text = " ".join(question.replace("[", "").replace("]", "").split())
+            answers = {a.strip(): 1 for a in answer_text.split("|") if a.strip()}
+            if not answers:
+                result.skip("no answers")
+                continue
+            qid = str(number) if hops == [None] else f"{label}-{number}"
+            facets = {"template": " ".join(_TOPIC.sub("E", question).split())}
+            if hop:
+                facets = {"hops": hop, **facets}
+            result.queries.append(EvalQuery(qid, text, answers, match.group(1).strip() if match else None, facets))
+    return result
+
+
+# ---------------------------------------------------------------- phenopackets
+
+#: At most this many excluded phenotypes are listed, so long negative lists do not swamp the question.
+MAX_EXCLUDED = 20
+_SUBJECT = {"FEMALE": "A female patient", "MALE": "A male patient"}
+
+
+def _label(term: object, where: str) -> str:
+    """The label of an ``[HP id, label]`` pair, lower-cased unless it starts with an acronym."""
+    if not (isinstance(term, list) and len(term) == 2 and all(isinstance(t, str) for t in term)):
+        raise InputError(f"phenotype {term!r} is not an [id, label] pair", where)
+    label = term[1].strip() or term[0]
+    return label if label[1:2].isupper() else label[:1].lower() + label[1:]
+
+
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def phenopacket_question(sex: str | None, observed: list[str], excluded: list[str], target: str = "disease") -> str:
+    """The one template every method sees, so no method gets a friendlier wording.
+
+    E.g. "A female patient presents with a and b. C was not observed. Which disease explains this?"
+    """
+    text = f"{_SUBJECT.get(sex or '', 'A patient')} presents with {_join(observed)}."
+    if excluded:
+        shown = excluded[:MAX_EXCLUDED]
+        negated = _join(shown)
+        text += f" {negated[:1].upper()}{negated[1:]} {'was' if len(shown) == 1 else 'were'} not observed."
+    return f"{text} Which {target} explains this?"
+
+
+def _size_bucket(n: int) -> str:
+    """How long a case's phenotype list is, in the few buckets a report breaks scores down by."""
+    return next(f"{lo}-{hi}" for lo, hi in ((1, 4), (5, 9), (10, 19)) if n <= hi) if n < 20 else "20+"
+
+
+def load_phenopackets(path: Path, target: str = "disease", limit: int | None = None) -> QuerySet:
+    """Phenopacket JSON lines; answers are disease ids or gene symbols; lists <= MAX_EXCLUDED (20) excluded terms."""
+    if target not in ("disease", "gene"):
+        raise InputError(f"target must be 'disease' or 'gene', not {target!r}")
+    result = QuerySet(f"phenopackets {target}")
+    name, lines = source_lines(Path(path))
+    for number, line in enumerate(lines, start=1):
+        if result.full(limit):
+            break
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        case = parse_json(line, where)
+        if not isinstance(case, dict) or not isinstance(case.get("id"), str):
+            raise InputError("each line must be a JSON object with a string 'id'", where)
+        result.check_new(case["id"], where)
+        lists = {key: case.get(key) or [] for key in ("observed", "excluded", "diseases", "genes")}
+        for key, value in lists.items():
+            if not isinstance(value, list):
+                raise InputError(f"field {key!r} must be a list of [id, label] pairs", where)
+        observed = [_label(t, where) for t in lists["observed"]]
+        excluded = [_label(t, where) for t in lists["excluded"]]
+        pairs = lists["diseases"] if target == "disease" else lists["genes"]
+        if any(not (isinstance(p, list) and len(p) == 2) for p in pairs):
+            raise InputError(f"field {target + 's'!r} must hold [id, name] pairs", where)
+        answers = {str(p[0] if target == "disease" else p[1]): 1 for p in pairs}
+        if not observed:
+            result.skip("no observed phenotypes")
+        elif not answers:
+            result.skip(f"no {target}")
+        else:
+            question = phenopacket_question(case.get("sex"), observed, excluded, target)
+            result.queries.append(EvalQuery(case["id"], question, answers,
+                                            facets={"observed terms": _size_bucket(len(observed))}))
+    return result
+
+
+# ---------------------------------------------------------------- SciFact
+
+
+def load_scifact(claims: Path, qrels: Path, limit: int | None = None) -> QuerySet:
+    """SciFact claims CSV (one row per evidence, same ``id``) with answers from TREC qrels."""
+    judged: dict[str, dict[str, int]] = {}
+    for judgment in read_trec_qrels(Path(qrels)):
+        judged.setdefault(judgment.qid, {})[judgment.doc_id] = judgment.relevance
+    result = QuerySet("scifact")
+    seen: set[str] = set()
+    for _where, row in _csv_rows(claims, ("id", "claim")):
+        if result.full(limit):
+            break
+        qid = row["id"].strip()
+        if qid in seen:
+            continue
+        seen.add(qid)
+        if qid not in judged:
+            result.skip("no qrels")
+        elif not row["claim"].strip():
+            result.skip("empty claim")
+        else:
+            result.queries.append(EvalQuery(qid, row["claim"].strip(), judged[qid]))
+    return result
+
+
+LOADERS: dict[str, Callable[..., QuerySet]] = {
+    "stark": load_stark,
+    "trec": load_trec,
+    "metaqa": load_metaqa,
+    "phenopackets": load_phenopackets,
+    "scifact": load_scifact,
+}
+
+
+def load(name: str, *paths: Path, limit: int | None = None, **options: object) -> QuerySet:
+    """The query set a named loader reads from ``paths``."""
+    try:
+        loader = LOADERS[name]
+    except KeyError:
+        raise InputError(f"no query set loader named {name!r}; available: {', '.join(sorted(LOADERS))}") from None
+    return loader(*paths, limit=limit, **options)

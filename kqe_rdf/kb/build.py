@@ -1,0 +1,570 @@
+"""Building a knowledge base atomically, and embedding it resumably.
+
+A build writes everything into a sibling folder ``.<name>.build-<pid>`` and
+swaps it into place only when complete, so a failed or interrupted build
+leaves the previous KB intact. Embedding is the slow step (tens of passages
+a second on two cores); it runs after the swap, saves its work in chunks and
+resumes where it stopped, and re-uses the vectors of documents whose text did
+not change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import gc
+import gzip
+import hashlib
+import json
+import os
+import queue
+import shutil
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from pyoxigraph import Literal, NamedNode, RdfFormat, Store, Triple, serialize
+
+from . import queries
+from ..core.config import Settings
+from .documents import GraphTables, NodeDocument, text_properties
+from .embeddings import DenseIndex, OnnxEncoder, write_dense_index
+from ..core.errors import InputError, KqeError
+from .hierarchy import FOLDER as HIERARCHY_FOLDER, build_hierarchies
+from .importers import Importer
+from .linking import NameIndex
+from .ontology import CORE, Schema
+from ..core.progress import Progress
+from ..methods.fourstep.reader import PHRASES, write_phrase_vectors
+from .rdfize import RecordWriter
+from .records import ImportReport
+from .text_index import build_text_index
+
+ONTOLOGY_GRAPH = "https://w3id.org/kqe/graph/ontology"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+DOCUMENTS = "documents.jsonl.gz"
+#: Import chunks (20,000 N-Triples lines, a few MB each) waiting for the store's loader, at most.
+QUEUED_CHUNKS = 64
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def kb_location(path: Path) -> Path:
+    """Where the KB really is: a symlinked ``--kb`` is followed, so a rebuild swaps the folder it points at
+    (beside it, in its own parent) and leaves the link in place; every writer locks that same folder.
+
+    A link whose target does not exist yet is followed too (the first build creates the target).
+    """
+    return Path(os.path.realpath(path))
+
+
+@contextlib.contextmanager
+def kb_lock(path: Path) -> Iterator[None]:
+    """One writer per KB at a time (a second build or embed fails fast with a clear message)."""
+    path = kb_location(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.parent / f".{path.name}.lock"
+    with open(lock_path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise KqeError(f"another build or embedding of {path} is running (lock {lock_path})") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def recover(path: Path) -> None:
+    """Finish a swap that was cut between its two renames, and drop dead build folders."""
+    old = path.parent / f".{path.name}.old"
+    if not path.exists() and old.is_dir():
+        os.rename(old, path)
+    elif old.exists():
+        shutil.rmtree(old, ignore_errors=True)
+    for leftover in path.parent.glob(f".{path.name}.build-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _dataset_triples(importer: Importer, dataset_iri: str) -> Iterator[Triple]:
+    subject = NamedNode(dataset_iri)
+    yield Triple(subject, NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type"), NamedNode(CORE + "Dataset"))
+    for key, value in importer.dataset_info().items():
+        if value:
+            yield Triple(subject, NamedNode(CORE + key.replace(" ", "_")), Literal(str(value)))
+
+
+def build_kb(
+    importer: Importer,
+    path: Path,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """Import, load, render documents and index them; swap the result into ``path``."""
+    settings = settings or Settings()
+    progress = progress or Progress.quiet()
+    path = kb_location(path)
+    with kb_lock(path):
+        recover(path)
+        if path.exists() and not (path / MANIFEST).is_file() and (not path.is_dir() or any(path.iterdir())):
+            raise KqeError(f"{path} exists and is not a kqe-rdf knowledge base (no {MANIFEST}); a build would "
+                           "replace it, so choose another --kb path or remove it yourself")
+        work = path.parent / f".{path.name}.build-{os.getpid()}"
+        work.mkdir(parents=True)
+        try:
+            manifest = _build_into(importer, work, settings, progress, previous=path)
+            gc.collect()
+            old = path.parent / f".{path.name}.old"
+            if path.exists():
+                os.rename(path, old)
+            os.rename(work, path)
+            shutil.rmtree(old, ignore_errors=True)
+            return manifest
+        except BaseException as exc:
+            # The traceback's frames hold the half-built Store; RocksDB would re-create its folder
+            # when that Store is dropped later, so drop it before removing the folder.
+            traceback.clear_frames(exc.__traceback__)
+            gc.collect()
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+
+
+class Background:
+    """A call run in a thread, for native work that releases the GIL (Oxigraph's bulk loader, Tantivy's
+    indexing) while Python work goes on; :meth:`join` returns its result or raises its error."""
+
+    def __init__(self, name: str, call, *args, **kwargs) -> None:
+        self.result, self.error, self.seconds = None, None, 0.0
+        self.thread = threading.Thread(target=self._run, args=(call, args, kwargs), name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self, call, args, kwargs) -> None:
+        started = time.perf_counter()
+        try:
+            self.result = call(*args, **kwargs)
+        except BaseException as exc:  # handed to the building thread by join()
+            self.error = exc
+        self.seconds = time.perf_counter() - started
+
+    def join(self, raise_error: bool = True):
+        self.thread.join()
+        if raise_error and self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return self.result
+
+
+class PipedLoad:
+    """Oxigraph's bulk loader reading N-Triples from a FIFO in a thread while the import writes them.
+
+    The loader releases the GIL, so parsing and indexing the triples overlaps the Python work of the
+    import and of the documents; a build waits for it (:meth:`wait`) before it queries the store.
+    """
+
+    def __init__(self, store: Store, fifo: Path) -> None:
+        self.fifo = fifo
+        self.out = None
+        self.fifo_opened = False
+        os.mkfifo(fifo)
+        self.loading = Background("kqe-bulk-load", store.bulk_load, path=str(fifo), format=RdfFormat.N_TRIPLES)
+        #: Chunks on their way to the FIFO: the import goes on while the loader catches up (bounded memory).
+        self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
+        self.feeder: threading.Thread | None = None
+        self.feed_error: BaseException | None = None
+
+    def open(self) -> PipedLoad:
+        # Opening a FIFO for writing blocks until its reader opens it: poll, so a loader that died is noticed.
+        while True:
+            try:
+                fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+                if not self.loading.thread.is_alive():
+                    self.wait()
+                    raise KqeError("the store's bulk loader stopped before reading the import")
+                time.sleep(0.001)
+        os.set_blocking(fd, True)
+        self.out = os.fdopen(fd, "wb", buffering=1 << 20)
+        self.fifo_opened = True
+        return self
+
+    def _feed(self) -> None:
+        out = self.out
+        try:
+            while (chunk := self.queue.get()) is not None:
+                out.write(chunk)
+        except BaseException as exc:  # the loader stopped reading; handed over by write() or wait()
+            self.feed_error = exc
+            while self.queue.get() is not None:  # let the building thread finish putting
+                pass
+        finally:
+            with contextlib.suppress(BrokenPipeError):
+                out.close()
+
+    def write(self, data: bytes) -> None:
+        if self.feeder is None:
+            self.feeder = threading.Thread(target=self._feed, name="kqe-bulk-load-feed", daemon=True)
+            self.feeder.start()
+        if self.feed_error is not None:
+            self.wait()
+            raise KqeError(f"the store's bulk loader stopped reading the import ({self.feed_error})")
+        self.queue.put(data)
+
+    def close(self) -> None:
+        """End of the import: the loader reads to the end and finishes in the background."""
+        if self.out is not None:
+            if self.feeder is None:
+                self.out.close()
+            else:
+                self.queue.put(None)
+            self.out = None
+
+    @property
+    def seconds(self) -> float:
+        return self.loading.seconds
+
+    def wait(self) -> None:
+        """Join the loader (closing the FIFO first); its error, if it had one, is raised here."""
+        self.stop()
+        self.loading.join()
+
+    def stop(self) -> None:
+        """Close the FIFO and join the loader, whatever happened (a build that failed drops the store after)."""
+        if self.loading.thread.is_alive() and self.out is None and not self.fifo_opened:
+            with contextlib.suppress(KqeError):
+                self.open()  # the loader waits for a writer to open the FIFO before it can see its end
+        self.close()
+        if self.feeder is not None:
+            self.feeder.join()
+        self.loading.join(raise_error=False)
+        with contextlib.suppress(FileNotFoundError):
+            self.fifo.unlink()
+
+
+def _streams(importer: Importer) -> bool:
+    """Whether the importer's records are the KB (not RDF of its own, nor changed in the store after loading)."""
+    kind = type(importer)
+    return kind.triples is Importer.triples and kind.after_load is Importer.after_load
+
+
+def _import_streamed(importer: Importer, writer: RecordWriter, dataset: bytes, loader: PipedLoad,
+                     progress: Progress, batch: int = 20000) -> int:
+    """Records → N-Triples into the loader (and, through the writer's sink, into the build's tables)."""
+    counted = 0
+    pending: list[str] = []
+    with progress.task("importing", unit="triples") as tick:
+        loader.open()
+        for line in writer.lines(importer.records(writer.report)):
+            pending.append(line)
+            if len(pending) >= batch:
+                loader.write(_encoded(pending))
+                counted += len(pending)
+                tick(len(pending))
+                pending.clear()
+        loader.write(_encoded(pending) + dataset)
+        counted += len(pending)
+        loader.close()
+    return counted
+
+
+def _encoded(lines: list[str]) -> bytes:
+    text = "".join(lines)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"a text holds {exc.object[exc.start:exc.end]!r}, which no UTF-8 store can hold "
+                         f"(near {exc.object[max(exc.start - 60, 0):exc.start]!r})") from None
+
+
+def _build_into(importer: Importer, work: Path, settings: Settings, progress: Progress, previous: Path) -> dict:
+    started = time.perf_counter()
+    report = ImportReport()
+    schema = importer.schema()
+    dataset_iri = f"https://w3id.org/kqe/{importer.domain}/dataset/{importer.name}"
+    streamed = _streams(importer)
+
+    store = Store(str(work / "store"))
+    for onto in importer.ontology_files():
+        store.bulk_load(path=str(onto), format=RdfFormat.TURTLE, to_graph=NamedNode(ONTOLOGY_GRAPH))
+    (work / "ontology").mkdir()
+    for onto in importer.ontology_files():
+        shutil.copy(onto, work / "ontology" / onto.name)
+    store_schema = Schema.from_store(store)
+    dataset = serialize(_dataset_triples(importer, dataset_iri), format=RdfFormat.N_TRIPLES)
+
+    loader = None
+    if streamed:
+        tables = GraphTables(text_properties(store_schema, importer.extra_text_properties))
+        writer = RecordWriter(schema, importer.domain, report, settings.on_unknown_edge, dataset_iri, sink=tables)
+        loader = PipedLoad(store, work / "import.nt")
+        try:
+            counted = _import_streamed(importer, writer, dataset, loader, progress)
+            import_seconds = time.perf_counter() - started
+            documents, docs_seconds = _documents(importer, report, tables, store_schema, work, settings, progress)
+        except BaseException:
+            loader.stop()
+            raise
+        relation_counts = tables.relation_counts()
+        edges_of = tables.pairs
+    else:
+        counted, import_seconds, load_seconds = _import_to_file(importer, report, schema, dataset_iri, dataset,
+                                                                store, work, settings, progress)
+        relation_counts = {r["relation"].value: int(r["count"].value) for r in
+                           store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
+        tables = GraphTables.from_store(store, store_schema, importer.extra_text_properties)
+        documents, docs_seconds = _documents(importer, report, tables, store_schema, work, settings, progress)
+        edges_of = None
+    bm25 = Background("kqe-bm25", build_text_index, work / "bm25", documents)
+    try:  # while the store's loader ends and Tantivy indexes the documents
+        t0 = time.perf_counter()
+        if loader is not None:
+            with progress.task("loading store", total=None):
+                loader.wait()
+                store.flush()
+            load_seconds = loader.seconds
+        wait_seconds = time.perf_counter() - t0
+        signatures = tables.signatures()
+        # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
+        with progress.task("hierarchy closures", total=None):
+            hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
+            store.flush()
+        t0 = time.perf_counter()
+        with progress.task("name index and relation phrase vectors", total=None):
+            # A first request reads it, not every name; the reader reads which edges leave a node from it.
+            NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE, tables)
+            write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
+                settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size),
+                work / PHRASES)
+        names_seconds = time.perf_counter() - t0
+        with progress.task("BM25 index", total=None):
+            bm25.join()
+    finally:  # a failed build removes the folder they write into: not before they end
+        if loader is not None:
+            loader.stop()
+        bm25.join(raise_error=False)
+    bm25_seconds = bm25.seconds
+    del store, tables
+    gc.collect()
+
+    # Vectors of unchanged documents are carried over; `embed` re-uses them by content hash.
+    if (previous / "embeddings" / "index.json").is_file():
+        shutil.copytree(previous / "embeddings", work / "embeddings.previous")
+    # Tables registered with `kqe-rdf tables add` are the user's input, not derived from the sources: keep them.
+    if (previous / "tables").is_dir():
+        shutil.copytree(previous / "tables", work / "tables", ignore=shutil.ignore_patterns(".*"))
+
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "importer": importer.name,
+        "domain": importer.domain,
+        "dataset": importer.dataset_info(),
+        "text_properties": list(importer.extra_text_properties),
+        "counts": {
+            "triples": counted, "nodes": report.nodes, "edges": report.edges, "documents": len(documents),
+            "skipped_edges": report.skipped_edges, "empty_nodes": report.empty_nodes,
+            "duplicate_nodes": report.duplicate_nodes,
+        },
+        "relation_counts": relation_counts,
+        "relation_signatures": signatures,
+        "warnings": report.warnings,
+        "documents_sha256": _sha256(work / DOCUMENTS),
+        "settings": {"doc_neighbours_per_relation": settings.doc_neighbours_per_relation,
+                     "doc_max_chars": settings.doc_max_chars},
+        "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
+        "seconds": {"import": round(import_seconds, 2), "load": round(load_seconds, 2),
+                    "load_wait": round(wait_seconds, 2),
+                    "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2),
+                    "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2)},
+        "embeddings": None,
+        "hierarchies": hierarchies,
+    }
+    write_json_atomic(work / MANIFEST, manifest)
+    return manifest
+
+
+def _import_to_file(importer: Importer, report: ImportReport, schema: Schema, dataset_iri: str, dataset: bytes,
+                    store: Store, work: Path, settings: Settings, progress: Progress) -> tuple[int, float, float]:
+    """An importer's own triples → an N-Triples file → the store (then its after-load hook)."""
+    started = time.perf_counter()
+
+    def writer(imp: Importer) -> RecordWriter:
+        return RecordWriter(schema, imp.domain, report, settings.on_unknown_edge, dataset_iri)
+
+    triples_file = work / "import.nt"
+    counted = 0
+    with progress.task("importing", unit="triples") as tick, open(triples_file, "wb") as out:
+        def counting(triples):
+            nonlocal counted
+            for t in triples:
+                counted += 1
+                if counted % 20000 == 0:
+                    tick(20000)
+                yield t
+
+        serialize(counting(importer.triples(report, writer)), out, RdfFormat.N_TRIPLES)
+        out.write(dataset)
+    import_seconds = time.perf_counter() - started
+    with progress.task("loading store", total=None):
+        t0 = time.perf_counter()
+        store.bulk_load(path=str(triples_file), format=RdfFormat.N_TRIPLES)
+        importer.after_load(store)
+        store.flush()
+        load_seconds = time.perf_counter() - t0
+    triples_file.unlink()
+    return counted, import_seconds, load_seconds
+
+
+def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, work: Path,
+               settings: Settings, progress: Progress) -> tuple[list[NodeDocument], float]:
+    """Render and write the documents; → (documents, seconds)."""
+    t0 = time.perf_counter()
+    with progress.task("rendering documents", total=None):
+        documents = list(tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars))
+    if not documents:
+        sources = ", ".join(str(s) for s in importer.sources) or "its sources"
+        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
+                       f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
+    write_documents(work / DOCUMENTS, documents)
+    return documents, time.perf_counter() - t0
+
+
+def relation_signatures(store: Store) -> list[list]:
+    """[head class, relation, tail class, edges] for every combination in the data, most used first.
+
+    A build counts them from its tables (:meth:`GraphTables.signatures`); this query serves KBs built before."""
+    rows = store.query(queries.load("relation_usage"), use_default_graph_as_union=True)
+    found = [[r["domain"].value, r["relation"].value, r["range"].value, int(r["count"].value)] for r in rows]
+    return sorted(found, key=lambda x: (-x[3], x[1], x[0], x[2]))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_documents(path: Path, documents: Sequence[NodeDocument]) -> None:
+    with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
+        for doc in documents:
+            out.write(json.dumps({"iri": doc.iri, "identifier": doc.identifier, "name": doc.name,
+                                  "types": list(doc.types), "text": doc.text, "hash": doc.digest}) + "\n")
+
+
+def read_documents(path: Path) -> Iterator[NodeDocument]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            yield NodeDocument(row["iri"], row["identifier"], row["name"], tuple(row["types"]), row["text"])
+
+
+def _cached_vectors(kb: Path, model_id: str) -> dict[str, np.ndarray]:
+    """Content hash → vector from a previous index and from the chunks of an interrupted run."""
+    cache: dict[str, np.ndarray] = {}
+    for folder in (kb / "embeddings.previous", kb / "embeddings"):
+        if (folder / "index.json").is_file():
+            try:
+                index = DenseIndex(folder)
+            except (OSError, ValueError, KeyError):
+                continue
+            if index.model_id == model_id:
+                for row, digest in enumerate(index.hashes):
+                    cache[digest] = np.asarray(index.vectors[row])
+    for chunk in sorted((kb / "embeddings.partial").glob("chunk-*.npz")):
+        with np.load(chunk) as data:
+            if str(data["model_id"]) != model_id:
+                continue
+            for digest, vector in zip(data["hashes"], data["vectors"]):
+                cache[str(digest)] = vector
+    return cache
+
+
+def embed_kb(
+    path: Path,
+    settings: Settings | None = None,
+    types: Sequence[str] | None = None,
+    progress: Progress | None = None,
+    encoder: OnnxEncoder | None = None,
+    chunk_size: int = 512,
+    stop_after: int | None = None,
+) -> dict:
+    """Embed the KB's documents (optionally only nodes of ``types``); resumable.
+
+    ``types`` are class IRIs or local names. ``stop_after`` stops after that
+    many new documents (used to prove resumption; a Ctrl-C does the same).
+    """
+    from .knowledge_base import KnowledgeBase
+
+    settings = settings or Settings()
+    progress = progress or Progress.quiet()
+    path = Path(path)
+    with kb_lock(path):
+        index, old = path / "embeddings", path / "embeddings.old"
+        if not index.exists() and old.is_dir():  # an embedding killed between the two renames of its swap
+            os.rename(old, index)
+        kb = KnowledgeBase.open(path)
+        wanted = kb.resolve_types(types) if types else None
+        documents = [d for d in read_documents(path / DOCUMENTS) if wanted is None or wanted.intersection(d.types)]
+        if not documents:
+            raise KqeError(f"no documents of type {', '.join(types or [])} to embed")
+        encoder = encoder or OnnxEncoder.from_setting(settings.embedding_model, settings.embedding_max_tokens,
+                                                      settings.embedding_batch_size)
+        cache = _cached_vectors(path, encoder.model_id)
+        todo = [d for d in documents if d.digest not in cache]
+        if stop_after is not None:
+            todo = todo[:stop_after]
+        partial = path / "embeddings.partial"
+        partial.mkdir(exist_ok=True)
+        started = time.perf_counter()
+        with progress.task("embedding", total=len(todo), unit="docs") as tick:
+            existing = len(list(partial.glob("chunk-*.npz")))
+            for number, start in enumerate(range(0, len(todo), chunk_size), start=existing):
+                chunk = todo[start : start + chunk_size]
+                vectors = encoder.encode([d.text for d in chunk], progress=tick)
+                tmp = partial / f".chunk-{number:06d}.npz"
+                with open(tmp, "wb") as out:
+                    np.savez(out, hashes=np.array([d.digest for d in chunk]), vectors=vectors,
+                             model_id=np.array(encoder.model_id))
+                os.replace(tmp, partial / f"chunk-{number:06d}.npz")
+                for d, v in zip(chunk, vectors):
+                    cache[d.digest] = v
+        seconds = time.perf_counter() - started
+        missing = [d for d in documents if d.digest not in cache]
+        if missing:
+            return {"complete": False, "embedded": len(documents) - len(missing), "remaining": len(missing)}
+        vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
+        ann = write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
+                                encoder.model_id, [d.types for d in documents], sorted(wanted) if wanted else None,
+                                settings.dense_ann_threshold)
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
+        info = {"model_id": encoder.model_id, "count": len(documents), "types": sorted(wanted) if wanted else None,
+                "new": len(todo), "reused": len(documents) - len(todo), "seconds": round(seconds, 2),
+                "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None,
+                "ann": ann and {k: ann[k] for k in ("library", "added", "reused", "removed", "seconds")}}
+        manifest = json.loads((path / MANIFEST).read_text())
+        manifest["embeddings"] = info
+        write_json_atomic(path / MANIFEST, manifest)
+        return {"complete": True, **info}

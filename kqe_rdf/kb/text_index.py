@@ -1,0 +1,133 @@
+"""BM25 over node documents, with Tantivy.
+
+Any user text works as a query: query-syntax characters are stripped before
+Tantivy's lenient parser sees the text (``raw=True`` keeps Tantivy's syntax for
+users who want phrases and boosts). Documents are keyed by node IRI; node
+types are indexed so a type filter runs inside the index, not after it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from .documents import NodeDocument
+from ..core.errors import KqeError
+
+_SYNTAX = re.compile(r"[^\w\s]+", re.UNICODE)
+_FIELDS = ["name", "body"]
+
+
+def plain_query(text: str) -> str:
+    """Words only: Tantivy would read ``HP:0001250`` as a field and ``-x`` as a negation."""
+    return " ".join(_SYNTAX.sub(" ", text).split())
+
+
+def _schema():
+    import tantivy
+
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("iri", stored=True, tokenizer_name="raw")
+    builder.add_text_field("identifier", stored=True, tokenizer_name="raw")
+    builder.add_text_field("types", stored=True, tokenizer_name="raw")
+    builder.add_text_field("name", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
+    return builder.build()
+
+
+def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: int = 200_000_000) -> int:
+    """Write a fresh index at ``path`` (replacing what is there); returns the document count."""
+    import tantivy
+
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    index = tantivy.Index(_schema(), path=str(path))
+    writer = index.writer(heap_size=heap_bytes, num_threads=2)
+    count = 0
+    for doc in documents:
+        writer.add_document(
+            tantivy.Document(iri=doc.iri, identifier=doc.identifier, types=list(doc.types), name=doc.name, body=doc.text)
+        )
+        count += 1
+    writer.commit()
+    writer.wait_merging_threads()
+    return count
+
+
+class TextIndex:
+    """A read-only BM25 index over node documents."""
+
+    def __init__(self, path: Path) -> None:
+        import tantivy
+
+        if not path.is_dir():
+            raise KqeError(f"no BM25 index at {path}; rebuild the KB with `kqe-rdf kb build`")
+        self.index = tantivy.Index.open(str(path))
+        self.index.reload()
+        self.searcher = self.index.searcher()
+        self._tantivy = tantivy
+        self._iris: dict[tuple[int, int], str] = {}
+
+    def __len__(self) -> int:
+        return self.searcher.num_docs
+
+    def parse(self, text: str, raw: bool = False):
+        source = text if raw else plain_query(text)
+        if not source.strip():
+            return None
+        query, _errors = self.index.parse_query_lenient(source, _FIELDS)
+        return query
+
+    def _restricted(self, query, types: Sequence[str] | None):
+        """Only nodes of ``types``, without changing scores (a zero-score filter clause)."""
+        if not types:
+            return query
+        q, occur = self._tantivy.Query, self._tantivy.Occur
+        only = q.const_score_query(q.term_set_query(self.index.schema, "types", list(types)), 0.0)
+        return q.boolean_query([(occur.Must, query), (occur.Must, only)])
+
+    def search(
+        self, text: str, k: int = 10, types: Sequence[str] | None = None, raw: bool = False
+    ) -> list[tuple[str, float]]:
+        """(node IRI, BM25 score) pairs, best first; an empty list for text with no words."""
+        query = self.parse(text, raw=raw)
+        if query is None or k <= 0:
+            return []
+        result = self.searcher.search(self._restricted(query, types), limit=k, count=False)
+        return [(self._iri(address), float(score)) for score, address in result.hits]
+
+    def _iri(self, address) -> str:
+        """A hit's node IRI, remembered by address: loading the stored document (its whole text) for every hit
+        is most of the cost of a deep search, and the index never changes under an open searcher."""
+        key = (address.segment_ord, address.doc)
+        iri = self._iris.get(key)
+        if iri is None:
+            iri = self._iris[key] = self.searcher.doc(address)["iri"][0]
+        return iri
+
+    def search_names(self, text: str, k: int = 5, types: Sequence[str] | None = None) -> list[tuple[str, float]]:
+        """BM25 over node names only (entity linking)."""
+        source = plain_query(text)
+        if not source:
+            return []
+        query, _errors = self.index.parse_query_lenient(source, ["name"])
+        hits = self.searcher.search(self._restricted(query, types), limit=k, count=False).hits
+        return [(self._iri(a), float(s)) for s, a in hits]
+
+    def document(self, iri: str) -> dict[str, object] | None:
+        """The stored fields of one node (name, types, body), or None."""
+        q = self._tantivy.Query.term_query(self.index.schema, "iri", iri)
+        hits = self.searcher.search(q, limit=1, count=False).hits
+        if not hits:
+            return None
+        doc = self.searcher.doc(hits[0][1])
+        return {
+            "iri": doc["iri"][0],
+            "identifier": (doc.get_first("identifier") or ""),
+            "name": doc.get_first("name") or "",
+            "types": list(doc["types"]) if "types" in doc.to_dict() else [],
+            "text": doc.get_first("body") or "",
+        }

@@ -1,0 +1,192 @@
+"""Question answering over the KG, node text and registered tables, grounded in cited evidence (QUASAR-style).
+
+One pipeline for every source (Christmann & Weikum's QUASAR): question understanding
+(:mod:`.intent`) → evidence retrieval, every source verbalised as sentences
+(:mod:`.evidence`, :mod:`.tables`; the "kg" source adds 4StepFocus's structural
+candidates, :mod:`.focus`) → re-ranking and pruning 1,000 → 100 → 30
+(:mod:`.pruning`) → an answer read from the top evidence, citing it (:mod:`.answer`)::
+
+    from kqe_rdf.methods.answering import answer
+    result = answer(kb, settings, "who directed Kismet", sources=("kg", "text"))
+    print(result.answer, [e.text for e in result.evidence])
+    json.dumps(result.as_dict())   # what `kqe-rdf ask --json` prints and `/answer` returns
+
+With an LLM configured (``settings``) the intent and the answer come from the model and
+are checked against the ontology and the evidence; without one — or with
+``offline=True`` — both are read offline, and ``Answer.method`` says which happened.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ...core.config import Settings
+from ...core.errors import InputError
+from ...kb.linking import Linker
+from ...core.progress import StepClock
+from .answer import CandidateAnswer, LLMReader, OfflineReader
+from .evidence import SOURCES, Evidence, KGFacts, NameFinder, TableRows, TextSentences
+from .focus import FocusCandidates
+from .intent import Intent, LLMIntent, OfflineIntent
+from .pruning import EvidenceScorer, Pruner, Pruning, Ranked, TextPool
+
+__all__ = ["SOURCES", "Answer", "QuestionAnswering", "answer", "check_sources"]
+
+#: Most characters of a question (longer input is a mistake, not a question).
+MAX_QUESTION_CHARS = 2000
+
+
+@dataclass
+class Answer:
+    question: str
+    #: The answer as the evidence writes it, or None when nothing in the evidence answers the question.
+    answer: str | None
+    #: KG nodes the answer links to (may be empty, e.g. a table value naming no node).
+    nodes: tuple[str, ...]
+    #: The pieces that support the answer (what it cites).
+    evidence: list[Evidence]
+    candidates: list[CandidateAnswer]
+    intent: Intent
+    #: The final pruned evidence the answer was read from, best first.
+    top: list[Ranked]
+    sources: tuple[str, ...]
+    #: "offline", "llm:<model>", or "offline (after LLM: why)".
+    method: str
+    flags: list[str] = field(default_factory=list)
+    #: Each pruning stage's pieces (pool, bm25, fusion@100, fusion@30, ...), for evidence recall.
+    pruning: Pruning | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    schema: object = field(default=None, repr=False)
+
+    def as_dict(self) -> dict:
+        return {"question": self.question, "answer": self.answer, "nodes": list(self.nodes),
+                "method": self.method, "sources": list(self.sources), "flags": self.flags,
+                "evidence": [e.as_dict() for e in self.evidence],
+                "candidates": [c.as_dict() for c in self.candidates],
+                "intent": self.intent.as_dict(self.schema),
+                "top_evidence": [r.as_dict() for r in self.top],
+                "stages": self.pruning.sizes() if self.pruning else {},
+                "notes": self.pruning.notes if self.pruning else [],
+                "usage": self.usage, "seconds": self.seconds}
+
+
+def check_sources(sources: Sequence[str] | str) -> tuple[str, ...]:
+    """("kg", "text") from "kg,text", ["kg", "text"] or ["kg,text"] (a query string); unknown names are an InputError."""
+    items = [sources] if isinstance(sources, str) else list(sources)
+    names = [s.strip() for item in items for s in str(item).split(",") if s.strip()]
+    unknown = [s for s in names if s not in SOURCES]
+    if unknown or not names:
+        raise InputError(f"unknown evidence source(s) {', '.join(unknown) or '(none given)'}; "
+                         f"choose from {', '.join(SOURCES)}")
+    return tuple(dict.fromkeys(names))
+
+
+class QuestionAnswering:
+    """The pipeline on one KB: linker, readers, evidence sources and pruner, made once and reused."""
+
+    def __init__(self, kb, settings: Settings, llm=None, extra: EvidenceScorer | None = None) -> None:
+        self.kb = kb
+        self.settings = settings
+        self.llm = llm
+        self.linker = Linker(kb)
+        index = self.linker.index
+        self.offline_intent = OfflineIntent(kb, self.linker)
+        self.intent = LLMIntent(kb, llm, self.offline_intent) if llm else self.offline_intent
+        self.offline_reader = OfflineReader(kb, index, prior_weight=settings.qa_focus_weight)
+        self.reader = LLMReader(kb, llm, self.offline_reader) if llm else self.offline_reader
+        s = settings
+        self.kg = KGFacts(kb, index, s.qa_kg_hops, s.qa_expand_nodes, s.qa_facts_per_node)
+        self.text = TextSentences(kb, NameFinder(index), s.qa_text_hits)
+        self.tables = TableRows(kb, index, s.qa_table_hits)
+        self.focus = FocusCandidates(kb, self.linker, self.offline_intent.reader, s.qa_focus_hits)
+        self.pruner = Pruner(kb, s.qa_pool_size, s.qa_stages, s.qa_bm25_weight, s.qa_dense_weight,
+                             s.qa_entity_weight, s.qa_dense_depth, extra, type_weight=s.qa_type_weight,
+                             prior_weight=s.qa_focus_weight)
+
+    def __call__(self, question: str, sources: Sequence[str] | str | None = None) -> Answer:
+        question = " ".join((question or "").split())
+        if not question:
+            raise InputError("the question is empty: ask something, e.g. kqe-rdf ask \"who directed Kismet\"")
+        if len(question) > MAX_QUESTION_CHARS:
+            raise InputError(f"the question has {len(question)} characters; at most {MAX_QUESTION_CHARS} are read")
+        chosen = check_sources(sources if sources is not None else self.settings.qa_sources)
+        clock = StepClock(digits=4)
+        lap, seconds = clock.lap, clock.laps
+        budget = self.llm.budget() if self.llm else None
+        if budget is not None:
+            budget.__enter__()
+        try:
+            intent = self.intent(question)
+            lap("intent")
+            notes: list[str] = []
+            evidence = self.collect(question, intent, chosen, notes)
+            lap("evidence")
+            pruning = self.pruner.run(question, intent.seeds, evidence, self.answer_like(intent))
+            pruning.notes[:0] = notes
+            lap("pruning")
+            reading = self.reader(question, intent, pruning.final)
+            lap("answer")
+        finally:
+            if budget is not None:
+                budget.__exit__(None, None, None)
+        by_id = {r.evidence.id: r.evidence for r in pruning.final}
+        best = reading.answer
+        seconds["total"] = round(sum(seconds.values()), 4)
+        return Answer(question, best.name if best else None, best.iris if best else (),
+                      [by_id[i] for i in best.evidence if i in by_id] if best else [], reading.candidates, intent,
+                      pruning.final, chosen, reading.method, reading.flags, pruning,
+                      budget.usage.as_dict() if budget is not None else {}, seconds, self.kb.schema)
+
+    def answer_like(self, intent: Intent):
+        """Whether a piece names an entity of the answer type other than the question's own (None: no type known)."""
+        if not intent.answer_types:
+            return None
+        seeds = set(intent.seeds)
+        factor = self.offline_reader.type_factor
+
+        def test(piece: Evidence) -> bool:
+            return any(not seeds.intersection(e.iris) and factor(e.iris, {e.column} if e.column else set(), intent)[1]
+                       for e in piece.entities)
+
+        return test
+
+    def collect(self, question: str, intent: Intent, sources: tuple[str, ...],
+                notes: list[str] | None = None) -> list[Evidence]:
+        """The evidence pool: KG facts (the nodes they walk pick table rows) and 4StepFocus's structural
+        candidates, then text, then table rows."""
+        seeds = intent.seeds
+        pool: list[Evidence] = []
+        walked: dict[str, int] = {}
+        if "kg" in sources and seeds:
+            phrase = intent.relation or question
+            pool += self.kg.collect(seeds, lambda texts: TextPool(texts).scores(phrase), walked)
+        if "kg" in sources:
+            pool += self.focus.collect(question, intent.answer_types, seeds, notes)
+        if "text" in sources:
+            pool += self.text.collect(question, seeds)
+        if "tables" in sources:
+            pool += self.tables.collect(question, seeds, walked)
+        return pool
+
+
+_pipelines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def answer(kb, settings: Settings, question: str, sources: Sequence[str] | str | None = None, *,
+           offline: bool = False) -> Answer:
+    """Answer ``question`` from the KB's ``sources`` (default ``settings.qa_sources``); the pipeline is
+    built once per KB, settings and mode. The REST server's ``/answer`` calls this."""
+    from ...llm.client import LLM
+
+    with _lock:
+        per_kb = _pipelines.setdefault(kb, {})
+        key = (settings, offline)
+        if key not in per_kb:
+            per_kb[key] = QuestionAnswering(kb, settings, None if offline else LLM.from_settings(settings))
+        pipeline = per_kb[key]
+    return pipeline(question, sources)

@@ -1,0 +1,81 @@
+"""Query expansion: KAR, its baselines (PRF, HyDE, Query2doc, RAR, AGR) and LKQE, by name.
+
+``expand(kb, settings, text, method)`` returns an :class:`Expansion` — the
+expanded query and the knowledge it came from (``.as_dict()`` for JSON) — and
+``expansion_pipeline(method, kb, settings, k, types)`` is the retrieval stage
+that searches with it (registered in :data:`kqe_rdf.methods.retrieval.METHODS`)::
+
+    exp = expand(kb, settings, "who directed Kismet", "kar-offline")
+    exp.expanded, exp.neighbours[0]["relation"]
+
+Methods ending in ``-offline`` never call an LLM. ``kar`` and ``lkqe`` use the
+configured LLM and run their offline variant when none is configured; ``hyde``,
+``q2d``, ``rar`` and ``agr`` need an LLM and say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...core.errors import KqeError
+from .base import Expander, ExpandedSearch, Expansion, final_retriever
+
+__all__ = ["METHODS", "Expander", "ExpandedSearch", "Expansion", "expand", "expander", "expansion_pipeline"]
+
+#: Method name → (family, KAR variant or None, always offline).
+METHODS: dict[str, tuple[str, str | None, bool]] = {
+    "kar": ("kar", "kg", False), "kar-offline": ("kar", "kg", True),
+    "kar-nokg": ("kar", "nokg", False), "kar-nokg-offline": ("kar", "nokg", True),
+    "kar-namefilter": ("kar", "namefilter", False), "kar-namefilter-offline": ("kar", "namefilter", True),
+    "prf-docs": ("prf-docs", None, True),
+    "hyde": ("hyde", None, False), "q2d": ("q2d", None, False), "rar": ("rar", None, False),
+    "agr": ("agr", None, False),
+    "lkqe": ("lkqe", None, False), "lkqe-offline": ("lkqe", None, True),
+}
+#: Short names ``kqe-rdf expand --method`` accepts besides the method names.
+ALIASES = {"prf": "prf-docs"}
+NEEDS_LLM = ("hyde", "q2d", "rar", "agr")
+
+
+def expander(method: str, kb, settings, types: Sequence[str] | None = None, llm=None) -> Expander:
+    """The expander of a method, with the configured LLM unless the method is an offline one."""
+    method = ALIASES.get(method, method)
+    try:
+        family, variant, offline = METHODS[method]
+    except KeyError:
+        raise KqeError(f"no expansion method {method!r}; available: {', '.join(METHODS)}") from None
+    if not offline and llm is None:
+        from ...llm.client import LLM
+
+        llm = LLM.from_settings(settings)
+    if offline:
+        llm = None
+    if llm is None and family in NEEDS_LLM:
+        raise KqeError(f"{method} needs an LLM: set OPENAI_BASE_URL (llm_base_url) and KQE_LLM_MODEL (llm_model), "
+                       f"or use a method that runs offline: kar-offline, kar-nokg-offline, prf-docs, lkqe-offline")
+    if family == "kar":
+        from .kar import KAR
+
+        return KAR(kb, settings, llm, variant, types)
+    if family == "lkqe":
+        from .lkqe import LKQE
+
+        return LKQE(kb, settings, llm, types)
+    from .baselines import AGR, RAR, HyDE, PRFDocs, Query2Doc
+
+    cls = {"prf-docs": PRFDocs, "hyde": HyDE, "q2d": Query2Doc, "rar": RAR, "agr": AGR}[family]
+    return cls(kb, settings, llm, types)
+
+
+def expand(kb, settings, text: str, method: str = "kar", types: Sequence[str] | None = None) -> Expansion:
+    """One query's expansion by ``method`` (what the CLI's ``expand`` and the REST server call)."""
+    if not text or not text.strip():
+        raise KqeError("the query is empty: give some words to expand")
+    return expander(method, kb, settings, types).expand(text)
+
+
+def expansion_pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> ExpandedSearch:
+    """Expansion then the final retriever (BM25 for LKQE, as in its paper; ``kar_final`` for the rest)."""
+    exp = expander(method, kb, settings, types)
+    kind = "bm25" if METHODS[ALIASES.get(method, method)][0] == "lkqe" else None
+    return ExpandedSearch(exp, final_retriever(kb, settings, k, types, kind), k)

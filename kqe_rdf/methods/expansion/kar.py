@@ -1,0 +1,321 @@
+"""KAR — knowledge-aware query expansion (Xia et al. 2024) over the RDF store.
+
+1. *Entity parsing*: the LLM lists the entities the query names, given the
+   ontology's document structure; offline, the name-index mention finder of the
+   offline 4StepFocus. The query itself is always a pseudo-entity.
+2. *Entity document retrieval*: each entity's candidate nodes (by name, then
+   BM25 and embeddings over documents, :class:`~kqe_rdf.kb.linking.Linker`) are
+   ranked by how similar their *documents* are to the query; the query resolves
+   to the final retriever's top node(s).
+3. *Relation propagation*: the 1- or 2-hop neighbourhood of every resolved node,
+   with relation and direction, from ``queries/kar_neighbours.rq`` (a LIMIT per
+   node and relation keeps hubs fast; hop 2 grows from the best hop-1 neighbours).
+4. *Document-based relation filtering*: neighbours are scored by the cosine of
+   their document embeddings (stored, or encoded on the fly within a per-query
+   cap) with the query embedding, keeping the top ``kar_neighbours``. The
+   ablation ``kar-namefilter`` scores their names instead.
+5. *Document triples* ``(document of v_i, relation, document of v_j)`` are
+   rendered within ``expansion_context_tokens``.
+6. *Expansion*: the LLM writes ``kar_expansions`` passages from the query and
+   the triples; offline (``kar-offline``), each of the top triples gives one
+   passage — the relation and the neighbour document's sentence closest to the
+   query — so the graph still shapes the final query. ``kar-nokg`` uses only
+   the entity documents (no propagation).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+from pyoxigraph import NamedNode
+
+from ...kb import queries
+from ...core.errors import KqeError
+from ...kb.linking import Candidate, Linker
+from .base import Expander, Expansion, final_retriever
+from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages
+from .text import clip, salient, share, snippet, within
+
+VARIANTS = ("kg", "nokg", "namefilter")
+
+
+class NodeScorer:
+    """Cosine similarity of nodes' documents (or names) to a query, with the KB's ONNX encoder.
+
+    Documents use the KB's stored embeddings where it has them. Others are
+    encoded on the fly from their first ``encode_tokens`` tokens (a fraction of
+    the cost of a full document on a CPU) — at most ``encode_limit`` new ones per
+    query, among those whose documents are in BM25's top ``bm25_depth`` for the
+    query, best first — and cached; nodes left unencoded get no score. Names are
+    short and always encoded.
+    """
+
+    bm25_depth = 500
+
+    def __init__(self, kb, encode_limit: int = 32, by: str = "document", encode_tokens: int = 128,
+                 cache_size: int = 200_000) -> None:
+        if by not in ("document", "name"):
+            raise ValueError("NodeScorer scores by 'document' or 'name'")
+        self.kb = kb
+        self.encode_limit = encode_limit
+        self.by = by
+        self.encode_tokens = encode_tokens
+        self.cache_size = cache_size
+        self._vectors: dict[str, np.ndarray] = {}
+        self._encoder = None
+        #: Documents (or names) encoded on the fly so far.
+        self.encoded = 0
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            from ...kb.embeddings import OnnxEncoder
+
+            s = self.kb.settings
+            self._encoder = OnnxEncoder.from_setting(s.embedding_model, self.encode_tokens, s.embedding_batch_size)
+        return self._encoder
+
+    def _stored(self, iris: Sequence[str]) -> dict[str, np.ndarray]:
+        if self.by != "document" or not self.kb.has_embeddings:
+            return {}
+        found, matrix = self.kb.dense.vectors_of(iris)
+        return dict(zip(found, matrix))
+
+    def _encode(self, iris: list[str]) -> None:
+        if not iris:
+            return
+        if len(self._vectors) + len(iris) > self.cache_size:
+            self._vectors.clear()
+        texts = [self.kb.document(i).text if self.by == "document" else self.kb.document(i).name for i in iris]
+        for iri, vector in zip(iris, self.encoder.encode(texts)):
+            self._vectors[iri] = vector
+        self.encoded += len(iris)
+
+    def scores(self, query: str, iris: Iterable[str]) -> dict[str, float]:
+        """Scores of the nodes that could be scored (see the class docstring for those that cannot)."""
+        iris = list(dict.fromkeys(iris))
+        if not iris:
+            return {}
+        vectors = self._stored(iris)
+        missing = [i for i in iris if i not in vectors and i not in self._vectors]
+        if self.by == "document" and len(missing) > self.encode_limit:
+            rank = {iri: r for r, (iri, _) in enumerate(self.kb.text_index.search(query, self.bm25_depth))}
+            missing = sorted((i for i in missing if i in rank), key=rank.__getitem__)[: self.encode_limit]
+        self._encode(missing)
+        vectors.update({i: self._vectors[i] for i in iris if i not in vectors and i in self._vectors})
+        if not vectors:
+            return {}
+        order = list(vectors)
+        sims = np.stack([vectors[i] for i in order]) @ self.kb.embed_query(query)
+        return {i: float(s) for i, s in zip(order, sims)}
+
+
+class Neighbourhood:
+    """One hop around a node by SPARQL (``kar_neighbours.rq``): ``(relation, neighbour, direction)`` rows.
+
+    Only relations the data stores are followed (the ontology's, with edges in
+    the KB), each at most ``fanout`` rows per node; results are cached per node.
+    """
+
+    def __init__(self, kb, fanout: int = 1000, cache_size: int = 20_000) -> None:
+        self.kb = kb
+        self.fanout = fanout
+        self.cache_size = cache_size
+        counts = kb.relation_counts
+        self.relations = [iri for iri, rel in kb.schema.relations.items() if not rel.virtual and counts.get(iri)]
+        self.query = re.sub(r"LIMIT \d+\s*$", f"LIMIT {int(fanout)}", queries.load("kar_neighbours").rstrip())
+        self._cache: dict[str, list[tuple[str, str, str]]] = {}
+
+    def __call__(self, node: str) -> list[tuple[str, str, str]]:
+        if node in self._cache:
+            return self._cache[node]
+        edges = []
+        for relation in self.relations:
+            sparql = queries.with_values(self.query, node=[NamedNode(node)], relation=[NamedNode(relation)])
+            for row in self.kb.store.query(sparql, use_default_graph_as_union=True):
+                edges.append((relation, row["neighbour"].value, row["direction"].value))
+        if len(self._cache) >= self.cache_size:
+            self._cache.clear()
+        self._cache[node] = edges
+        return edges
+
+
+class KAR(Expander):
+    """Knowledge-aware expansion; ``variant`` "kg" (KAR), "nokg" (w/o KG) or "namefilter" (w/o DRF)."""
+
+    def __init__(self, kb, settings, llm=None, variant: str = "kg", types: Sequence[str] | None = None) -> None:
+        if variant not in VARIANTS:
+            raise ValueError(f"KAR variant must be one of {VARIANTS}")
+        super().__init__(kb, settings, llm)
+        self.variant = variant
+        self.name = "kar" + {"kg": "", "nokg": "-nokg", "namefilter": "-namefilter"}[variant] + (
+            "" if llm else "-offline")
+        self.linker = Linker(kb)
+        self.documents = NodeScorer(kb, settings.kar_encode, "document", settings.kar_encode_tokens)
+        self.filter = (NodeScorer(kb, settings.kar_encode, "name", settings.kar_encode_tokens)
+                       if variant == "namefilter" else self.documents)
+        self.neighbourhood = Neighbourhood(kb, settings.kar_fanout)
+        self.query_retriever = final_retriever(kb, settings, max(settings.kar_query_nodes, 1), types)
+        schema = kb.schema
+        words = {w for cues in schema.class_cues.values() for cue in cues for w in cue.split()}
+        words |= {w for r in schema.relations.values() for w in r.label.lower().split()}
+        self.schema_words = words
+
+    # 1. Entity parsing.
+
+    def entities(self, exp: Expansion) -> list[tuple[str, list[Candidate], str]]:
+        """``(text, candidate nodes, how found)`` per entity the query names."""
+        found = self._llm_entities(exp) if self.llm is not None else None
+        if found is None:
+            found = [(m.text, list(m.candidates), "mention")
+                     for m in self.linker.mentions(exp.query, skip_words=self.schema_words) if not m.negated]
+        return found[: self.settings.kar_max_entities]
+
+    def _llm_entities(self, exp: Expansion):
+        value = self.ask_json(exp, "entity parsing", entity_messages(self.kb.schema.describe_for_prompt(), exp.query),
+                              ENTITIES_SCHEMA)
+        if value is None:
+            exp.notes.append("entities from the offline mention finder instead")
+            return None
+        out = []
+        for item in value["entities"]:
+            name = " ".join(str(item.get("name") or "").split())[:200]
+            if not name:
+                continue
+            types = None
+            if item.get("type"):
+                try:
+                    types = self.kb.resolve_types([str(item["type"])])
+                except KqeError:  # a type the ontology does not have: link without a type
+                    types = None
+            candidates = self.linker.link(name, types) or (self.linker.link(name) if types else [])
+            if candidates:
+                out.append((name, candidates, "llm"))
+        if not out:
+            exp.notes.append("the LLM named no entity of the KB; entities from the offline mention finder instead")
+            return None
+        return out
+
+    # 2. Entity document retrieval.
+
+    def resolve(self, exp: Expansion) -> list[str]:
+        """Resolved node IRIs (entities first, then the query's own), recorded in ``exp.entities``."""
+        nodes: list[str] = []
+        for text, candidates, how in self.entities(exp):
+            scores = self.documents.scores(exp.query, [c.iri for c in candidates])
+            ranked = sorted(candidates, key=lambda c: (-scores.get(c.iri, -1.0), -c.score, c.iri))
+            chosen = ranked[: self.settings.kar_entity_nodes]
+            exp.entities.append({"text": text, "found_by": how, "nodes": [
+                {"iri": c.iri, "name": c.name, "link": c.how, "score": round(scores.get(c.iri, c.score), 4)}
+                for c in chosen]})
+            nodes += [c.iri for c in chosen if c.iri not in nodes]
+        if self.settings.kar_query_nodes:
+            hits = self.query_retriever.search(exp.query)[: self.settings.kar_query_nodes]
+            exp.entities.append({"text": exp.query, "found_by": "query", "nodes": [
+                {"iri": h.iri, "name": self.kb.document(h.iri).name, "link": "retrieval", "score": round(h.score, 4)}
+                for h in hits]})
+            nodes += [h.iri for h in hits if h.iri not in nodes]
+        return nodes
+
+    # 3-4. Relation propagation and filtering.
+
+    def propagate(self, query: str, nodes: Sequence[str]) -> list[dict]:
+        """The top ``kar_neighbours`` neighbours (within ``kar_hops``) of ``nodes``, best first."""
+        keep = self.settings.kar_neighbours
+        seen = set(nodes)
+        kept: list[dict] = []
+        frontier = list(nodes)
+        for hop in range(1, self.settings.kar_hops + 1):
+            found: dict[str, dict] = {}
+            for node in frontier:
+                for relation, neighbour, direction in self.neighbourhood(node):
+                    if neighbour not in seen and neighbour not in found:
+                        found[neighbour] = {"iri": neighbour, "relation_iri": relation, "direction": direction,
+                                            "from": node, "hop": hop}
+            scores = self.filter.scores(query, found)
+            for iri, edge in found.items():
+                if iri in scores:
+                    edge["score"] = round(scores[iri], 4)
+            scored = sorted((e for e in found.values() if "score" in e), key=lambda e: (-e["score"], e["iri"]))
+            seen.update(found)
+            kept = sorted(kept + scored[:keep], key=lambda e: (-e["score"], e["iri"]))[:keep]
+            frontier = [e["iri"] for e in scored[:keep]]
+        schema = self.kb.schema
+        for edge in kept:
+            edge["name"] = self.kb.document(edge["iri"]).name
+            edge["from_name"] = self.kb.document(edge["from"]).name
+            edge["relation"] = schema.label(edge["relation_iri"])
+        return kept
+
+    # 5. Document triples.
+
+    def triples(self, neighbours: list[dict], budget: int) -> list[str]:
+        """``(head document) --relation--> (tail document)`` lines, best first, within ``budget`` tokens."""
+        if not neighbours:
+            return []
+        per_doc = share(budget, 2 * len(neighbours), 4)
+        shown = set()
+
+        def doc(iri: str) -> str:  # a document shown once; later triples name it
+            text = self.kb.document(iri).name if iri in shown else snippet(self.kb.document(iri), per_doc)
+            shown.add(iri)
+            return text
+
+        def line(edge: dict) -> str:
+            head, tail = (edge["from"], edge["iri"]) if edge["direction"] == "out" else (edge["iri"], edge["from"])
+            return f"({doc(head)}) --{edge['relation']}--> ({doc(tail)})"
+
+        return within(map(line, neighbours), budget)
+
+    def entity_documents(self, nodes: Sequence[str], budget: int) -> list[str]:
+        """The resolved nodes' documents (KAR without KG), within ``budget`` tokens."""
+        if not nodes:
+            return []
+        per_doc = share(budget, len(nodes))
+        return within((snippet(self.kb.document(iri), per_doc) for iri in nodes), budget)
+
+    # 6. Expansion.
+
+    def build(self, exp: Expansion) -> None:
+        s = self.settings
+        nodes = self.resolve(exp)
+        if self.variant == "nokg":
+            knowledge = self.entity_documents(nodes, s.expansion_context_tokens)
+        else:
+            exp.neighbours = self.propagate(exp.query, nodes)
+            knowledge = self.triples(exp.neighbours, s.expansion_context_tokens)
+        text = self.set_context(exp, knowledge)
+        if not nodes:
+            exp.notes.append("no entity of the KB found for the query")
+        if self.llm is not None:
+            value = self.ask_json(exp, "expansion", kar_messages(exp.query, text, s.kar_expansions),
+                                  EXPANSIONS_SCHEMA)
+            if value is None:
+                exp.notes.append("the query is searched unexpanded")
+                return
+            per = max(s.expansion_max_tokens // s.kar_expansions, 16)
+            exp.expansions = [clip(str(e), per) for e in value["expansions"] if str(e).strip()][: s.kar_expansions]
+            if not exp.expansions:
+                exp.notes.append("expansion: the LLM wrote no passage; the query is searched unexpanded")
+            return
+        exp.expansions = self._offline(exp, nodes)
+
+    def _offline(self, exp: Expansion, nodes: Sequence[str]) -> list[str]:
+        """One passage per top triple (or entity document): the fact, then the sentence nearest the query."""
+        s = self.settings
+        per = max(s.expansion_context_tokens // s.kar_expansions, 16)
+        out = []
+        if self.variant == "nokg":
+            for iri in nodes[: s.kar_expansions]:
+                doc = self.kb.document(iri)
+                out.append(clip(f"{doc.name}. {salient(doc.text, exp.query)}", per))
+            return out
+        for edge in exp.neighbours[: s.kar_expansions]:
+            head, tail = (edge["from_name"], edge["name"]) if edge["direction"] == "out" else (
+                edge["name"], edge["from_name"])
+            fact = f"{head} {edge['relation']} {tail}."
+            detail = salient(self.kb.document(edge["iri"]).text, exp.query, avoid=edge["from_name"])
+            out.append(clip(f"{fact} {detail}", per))
+        return out

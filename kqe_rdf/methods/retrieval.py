@@ -1,0 +1,311 @@
+"""Retrieval stages with one protocol, composable into pipelines.
+
+Every stage has one method, ``transform(batch) -> batch``: a batch holds the
+queries and, after the first stage, a ranked list of hits per query. Stages
+compose like PyTerrier's: ``a >> b`` runs b on a's output, ``a + b`` fuses
+both rankings by reciprocal rank fusion, ``a % 20`` keeps the top 20.
+
+>>> Cutoff(1).transform(Batch([Query("q1", "x")], {"q1": [Hit("q1", "a", 2.0, 0), Hit("q1", "b", 1.0, 1)]})).hits["q1"]
+[Hit(qid='q1', iri='a', score=2.0, rank=0)]
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..core.errors import KqeError
+
+
+class Query(NamedTuple):
+    qid: str
+    text: str
+
+
+class Hit(NamedTuple):
+    qid: str
+    iri: str
+    score: float
+    rank: int
+
+
+@dataclass
+class Batch:
+    queries: list[Query]
+    hits: dict[str, list[Hit]] = field(default_factory=dict)
+    #: Per query, how a stage reached its results (triplets, SPARQL, bindings), for ``--explain``.
+    explain: dict[str, dict] = field(default_factory=dict)
+
+    def ranked(self, qid: str) -> list[Hit]:
+        return self.hits.get(qid, [])
+
+
+def ranking(qid: str, scored: Sequence[tuple[str, float]]) -> list[Hit]:
+    """Hits ranked by score (desc), ties by IRI, so equal scores never reorder between runs."""
+    ordered = sorted(scored, key=lambda p: (-p[1], p[0]))
+    return [Hit(qid, iri, float(score), rank) for rank, (iri, score) in enumerate(ordered)]
+
+
+class Stage:
+    """Base of every retrieval stage."""
+
+    def transform(self, batch: Batch) -> Batch:
+        raise NotImplementedError
+
+    def __call__(self, batch: Batch) -> Batch:
+        if not isinstance(batch, Batch):
+            raise TypeError(f"transform() takes a Batch, not {type(batch).__name__}; use .search(text) for one query")
+        return self.transform(batch)
+
+    def search(self, text: str, qid: str = "q") -> list[Hit]:
+        return self.run(text, qid).ranked(qid)
+
+    def run(self, text: str, qid: str = "q") -> Batch:
+        """One query through the stage, keeping the explanation."""
+        if not text or not text.strip():
+            raise KqeError("the query is empty: give some words to search for")
+        return self(Batch([Query(qid, text)]))
+
+    def __rshift__(self, other: Stage) -> Stage:
+        return Pipeline([self, other])
+
+    def __add__(self, other: Stage) -> Stage:
+        return RRFusion([self, other])
+
+    def __mod__(self, k: int) -> Stage:
+        return Pipeline([self.with_depth(k) or self, Cutoff(k)])
+
+    def with_depth(self, k: int) -> Stage | None:
+        """A copy that ranks only ``k`` results itself, for stages that can (retrievers absorb cut-offs)."""
+        if not hasattr(self, "k"):
+            return None
+        clone = copy.copy(self)
+        clone.k = min(self.k, k)
+        return clone
+
+
+class Pipeline(Stage):
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        self.stages: list[Stage] = []
+        for s in stages:
+            self.stages += s.stages if isinstance(s, Pipeline) else [s]
+
+    def transform(self, batch: Batch) -> Batch:
+        for stage in self.stages:
+            batch = stage(batch)
+        return batch
+
+    def __repr__(self) -> str:
+        return " >> ".join(map(repr, self.stages))
+
+
+class Cutoff(Stage):
+    def __init__(self, k: int) -> None:
+        self.k = k
+
+    def transform(self, batch: Batch) -> Batch:
+        return Batch(batch.queries, {q: hits[: self.k] for q, hits in batch.hits.items()}, batch.explain)
+
+    def __repr__(self) -> str:
+        return f"% {self.k}"
+
+
+class RRFusion(Stage):
+    """Reciprocal rank fusion (Cormack et al. 2009): score = Σ 1/(k + rank + 1)."""
+
+    def __init__(self, stages: Sequence[Stage], k: int = 60, depth: int | None = None) -> None:
+        self.stages = list(stages)
+        self.constant = k  # the RRF constant, not a result count
+        self.depth = depth
+
+    def transform(self, batch: Batch) -> Batch:
+        fused: dict[str, Counter] = {q.qid: Counter() for q in batch.queries}
+        for stage in self.stages:
+            out = stage(Batch(batch.queries, dict(batch.hits)))
+            for q in batch.queries:
+                for hit in out.ranked(q.qid)[: self.depth]:
+                    fused[q.qid][hit.iri] += 1.0 / (self.constant + hit.rank + 1)
+        return Batch(batch.queries, {qid: ranking(qid, list(c.items())) for qid, c in fused.items()})
+
+    def __repr__(self) -> str:
+        return "(" + " + ".join(map(repr, self.stages)) + ")"
+
+
+class BM25(Stage):
+    """Tantivy BM25 over node documents; ``types`` restricts to nodes of those classes."""
+
+    def __init__(self, kb, k: int = 100, types: Sequence[str] | None = None) -> None:
+        self.kb = kb
+        self.k = k
+        self.types = sorted(kb.resolve_types(types)) if types else None
+
+    def transform(self, batch: Batch) -> Batch:
+        index = self.kb.text_index
+        return Batch(batch.queries, {q.qid: ranking(q.qid, index.search(q.text, self.k, self.types)) for q in batch.queries})
+
+    def __repr__(self) -> str:
+        return f"BM25(k={self.k})"
+
+
+class Dense(Stage):
+    """Cosine top-k over the KB's node embeddings: exact, or through the HNSW index from ``dense_ann_threshold``
+    embedded nodes on (kqe_rdf/kb/ann.py)."""
+
+    def __init__(self, kb, k: int = 100, types: Sequence[str] | None = None) -> None:
+        self.kb = kb
+        self.k = k
+        self.mask = kb.dense.type_mask(kb.resolve_types(types)) if types else None
+
+    def transform(self, batch: Batch) -> Batch:
+        if len(batch.queries) == 1:  # single queries share the KB's cache with other stages
+            vectors = self.kb.embed_query(batch.queries[0].text)[None, :]
+        else:
+            vectors = self.kb.encoder.encode([q.text for q in batch.queries])
+        results = self.kb.dense.search(vectors, self.k, self.mask)
+        return Batch(batch.queries, {q.qid: ranking(q.qid, r) for q, r in zip(batch.queries, results)})
+
+    def __repr__(self) -> str:
+        return f"Dense(k={self.k})"
+
+
+_WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
+STOPWORDS = frozenset(
+    "a an and are as at be but by for from has have he her his i if in into is it its of on or she such that the "
+    "their them then there these they this to was were which will with what who whom how why when where not no "
+    "name type aliases more also can may".split()
+)
+
+
+def terms(text: str) -> list[str]:
+    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in STOPWORDS and not w.isdigit()]
+
+
+class RM3(Stage):
+    """RM3 pseudo-relevance feedback on BM25 (Abdul-Jaleel et al. 2004).
+
+    The top ``fb_docs`` documents of a first BM25 pass give a relevance model
+    P(w|R) ∝ Σ_d P(w|d)·P(d|q) (P(d|q) from softmax-normalised BM25 scores);
+    its top ``fb_terms`` words are mixed with the query, ``original_weight`` on
+    the query's own words, and the mixture is run as a weighted BM25 query.
+    """
+
+    def __init__(self, kb, k: int = 100, types: Sequence[str] | None = None, fb_docs: int = 10,
+                 fb_terms: int = 10, original_weight: float = 0.5) -> None:
+        self.first = BM25(kb, fb_docs, types)
+        self.kb = kb
+        self.k = k
+        self.types = self.first.types
+        self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
+
+    def expansion(self, text: str) -> dict[str, float]:
+        index = self.kb.text_index
+        feedback = index.search(text, self.fb_docs, self.types)
+        query_terms = Counter(terms(text))
+        if not feedback or not query_terms:
+            return {t: c / max(sum(query_terms.values()), 1) for t, c in query_terms.items()}
+        top = max(s for _, s in feedback)
+        weights = np.exp(np.array([s - top for _, s in feedback]))
+        weights /= weights.sum()
+        model: Counter = Counter()
+        for (iri, _), w in zip(feedback, weights):
+            doc = index.document(iri)
+            words = Counter(terms(str(doc["text"]) if doc else ""))
+            total = sum(words.values()) or 1
+            for word, n in words.items():
+                model[word] += w * n / total
+        expansion = dict(model.most_common(self.fb_terms))
+        norm = sum(expansion.values()) or 1.0
+        qnorm = sum(query_terms.values())
+        mixed: Counter = Counter()
+        for t, c in query_terms.items():
+            mixed[t] += self.original_weight * c / qnorm
+        for t, v in expansion.items():
+            mixed[t] += (1 - self.original_weight) * v / norm
+        return dict(mixed)
+
+    def transform(self, batch: Batch) -> Batch:
+        index = self.kb.text_index
+        out = {}
+        for q in batch.queries:
+            weighted = self.expansion(q.text)
+            source = " ".join(f"{t}^{w:.4f}" for t, w in sorted(weighted.items(), key=lambda x: -x[1]) if w > 0)
+            out[q.qid] = ranking(q.qid, index.search(source, self.k, self.types, raw=True)) if source else []
+        return Batch(batch.queries, out)
+
+    def __repr__(self) -> str:
+        return f"RM3(fb_docs={self.fb_docs}, fb_terms={self.fb_terms})"
+
+
+def _bm25(kb, settings, k, types):
+    return BM25(kb, k, types)
+
+
+def _dense(kb, settings, k, types):
+    return Dense(kb, k, types)
+
+
+def _hybrid(kb, settings, k, types):
+    depth = max(settings.hybrid_depth, k)
+    return RRFusion([BM25(kb, depth, types), Dense(kb, depth, types)], settings.rrf_k, depth) % k
+
+
+def _prf(kb, settings, k, types):
+    return RM3(kb, k, types, settings.prf_docs, settings.prf_terms, settings.prf_original_weight)
+
+
+def _fourstep(kb, settings, k, types, offline: bool = False):
+    """4StepFocus: with the configured LLM if there is one (else, and for ``4step-offline``, offline)."""
+    from .fourstep.pipeline import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
+    from ..kb.linking import Linker
+    from ..llm.client import LLM
+
+    fallback = _hybrid(kb, settings, k, types) if kb.has_embeddings else BM25(kb, k, types)
+    llm = None if offline else LLM.from_settings(settings)
+    # One linker, so the name index (seconds to read on a large KB) is read once, not by the reader and again here.
+    linker = Linker(kb)
+    offline_reader = OfflineTriplets(kb, linker)
+    generator = LLMTriplets(kb, llm, offline_reader) if llm else offline_reader
+    reranker = LLMReranker(kb, llm, settings.rerank_depth) if llm and settings.rerank else None
+    stage = FourStep(kb, generator, mode=settings.fourstep_mode, k=k, types=types, fallback=fallback,
+                     reranker=reranker, linker=linker)
+    stage.llm = llm
+    return stage
+
+
+def _fourstep_offline(kb, settings, k, types):
+    return _fourstep(kb, settings, k, types, offline=True)
+
+
+#: Method name → pipeline factory ``(kb, settings, k, types) -> Stage``.
+METHODS: dict[str, Callable] = {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid, "prf": _prf, "4step": _fourstep,
+                                 "4step-offline": _fourstep_offline}
+
+
+def _expansion(method: str) -> Callable:
+    """Query expansion then retrieval (``kqe_rdf.methods.expansion``, imported when the method is used)."""
+
+    def factory(kb, settings, k, types):
+        from .expansion import expansion_pipeline
+
+        return expansion_pipeline(method, kb, settings, k, types)
+
+    return factory
+
+
+METHODS.update({name: _expansion(name) for name in (
+    "kar", "kar-offline", "kar-nokg", "kar-nokg-offline", "kar-namefilter", "kar-namefilter-offline",
+    "prf-docs", "hyde", "q2d", "rar", "agr", "lkqe", "lkqe-offline")})
+
+
+def pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> Stage:
+    try:
+        factory = METHODS[method]
+    except KeyError:
+        raise KqeError(f"no retrieval method {method!r}; available: {', '.join(METHODS)}") from None
+    return factory(kb, settings, k, types)

@@ -1,0 +1,307 @@
+"""What a SPARQL query or update must pass before Oxigraph sees it: size limits and the federation guard.
+
+Both guard the process that runs pyoxigraph against text from the network.
+
+**Limits.** pyoxigraph parses and evaluates recursively on the native stack,
+and a few kilobytes of nesting overflow it: the process dies (SIGSEGV), taking
+the server with it. :func:`check_limits` measures the raw text — before any
+tokenizer, so a string, comment or escape cannot hide anything; it
+over-approximates and never under-counts — and refuses a query whose nesting
+of ``( { [``, run of unary ``!``, or count of operators and keywords that build
+long left-deep chains is over the limits in :class:`~kqe_rdf.core.config.Settings`.
+
+**Federation.** pyoxigraph evaluates ``SERVICE <url>`` (and an update's
+``LOAD <url>``) itself, over HTTP, to any URL: server-side request forgery
+when the query comes from the network. It has no hook to veto a call and no
+API that shows how it parsed a query, so :func:`verify_federation` decides
+with a real SPARQL parser (rdflib's) instead of a hand-written tokenizer, and
+fails closed:
+
+1. ``\\uXXXX`` / ``\\UXXXXXXXX`` escapes are decoded over the whole text
+   (repeatedly, in case an escape spells another escape). If the result does
+   not contain ``service`` or ``load`` anywhere (any case, even in a string or
+   comment), nothing can be fetched, and the text goes to Oxigraph unchanged.
+2. Otherwise the text that will run is the *decoded* text with comments
+   blanked out, and it may hold no escape any more: rdflib and Oxigraph then
+   read the very same characters (Oxigraph decodes escapes only inside
+   tokens, rdflib everywhere; and rdflib ends a comment at a line feed only,
+   Oxigraph at a carriage return too, so a bare carriage return is refused).
+3. rdflib must parse it (query or update grammar), and every SERVICE pattern
+   and LOAD anywhere in the algebra — EXISTS, subqueries, OPTIONAL, MINUS,
+   UNION, an update's WHERE — must name a constant IRI that is exactly on the
+   allow-list (no variables, no BASE).
+4. Cross-check: every ``service`` / ``load`` in the text must be accounted for
+   by a SERVICE pattern or LOAD rdflib found, or by a string, IRI, name or
+   variable it read; one left over means the parsers might disagree, so the
+   query is refused.
+
+Anything that cannot be verified — an rdflib parse error, a RecursionError —
+is refused with :class:`ServiceNotAllowed` (HTTP 403).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ..core.errors import SparqlError
+
+
+class ServiceNotAllowed(SparqlError):
+    """A SERVICE call or LOAD that is not on the allow-list, or that could not be verified not to be."""
+
+
+class QueryTooComplex(SparqlError):
+    """A query over the size limits that keep pyoxigraph from overflowing its stack."""
+
+
+# ---------------------------------------------------------------- escapes
+
+_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\U([0-9A-Fa-f]{8})")
+_ANY_ESCAPE = re.compile(r"\\[uU][0-9A-Fa-f]{4}")
+
+
+def decode_escapes(text: str) -> str:
+    """SPARQL codepoint escapes decoded once over the whole text (SPARQL 1.1 §19.2); invalid ones kept.
+
+    >>> decode_escapes(r"SERVIC\\u0045 <x\\U0000003e")
+    'SERVICE <x>'
+    """
+    def one(m: re.Match) -> str:
+        code = int(m.group(1) or m.group(2), 16)
+        if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+            return m.group(0)
+        return chr(code)
+
+    return _ESCAPE.sub(one, text)
+
+
+def _all_decodings(text: str, rounds: int = 8) -> Iterable[str]:
+    yield text
+    for _ in range(rounds):
+        decoded = decode_escapes(text)
+        if decoded == text:
+            return
+        yield decoded
+        text = decoded
+    yield "service load"  # still changing after `rounds` decodings: treat as suspicious
+
+
+_FEDERATION_WORD = re.compile(r"service|load", re.I)
+
+
+def mentions_federation(text: str) -> bool:
+    """Whether ``service`` or ``load`` appears anywhere in the text or in any decoding of its escapes."""
+    return any(_FEDERATION_WORD.search(t) for t in _all_decodings(text))
+
+
+# ---------------------------------------------------------------- limits
+
+
+@dataclass
+class Shape:
+    """Raw-text measures of a query that bound how deep pyoxigraph recurses on it."""
+
+    depth: int = 0          # deepest nesting of ( { [ together
+    negations: int = 0      # longest run of ! (whitespace between allowed)
+    logical: int = 0        # || and && (and every | for property-path alternatives)
+    arithmetic: int = 0     # + * everywhere, - and / outside absolute IRIs
+    patterns: int = 0       # UNION, OPTIONAL, MINUS keywords (and those words anywhere)
+
+
+# An IRI written <scheme://...> is opaque: read as code, "scheme:" would be followed by "//", which is never
+# valid, so Oxigraph can only read it as an IRI (or fail). Only then are its / and - not counted.
+_OPAQUE_IRI = re.compile(r"<[A-Za-z][A-Za-z0-9+.\-]*://[^<>\"{}|^`\\\x00-\x20]*>")
+_NEGATIONS = re.compile(r"!(?:\s*!)*")
+_PATTERN_WORDS = re.compile(r"union|optional|minus", re.I)
+
+
+def measure(text: str) -> Shape:
+    shape = Shape()
+    depth = 0
+    for ch in text:
+        if ch in "({[":
+            depth += 1
+            if depth > shape.depth:
+                shape.depth = depth
+        elif ch in ")}]" and depth:
+            depth -= 1
+    shape.negations = max((m.group().count("!") for m in _NEGATIONS.finditer(text)), default=0)
+    shape.logical = text.count("|") + text.count("&&")
+    outside = _OPAQUE_IRI.sub(" ", text)
+    shape.arithmetic = text.count("+") + text.count("*") + outside.count("-") + outside.count("/")
+    shape.patterns = len(_PATTERN_WORDS.findall(text))
+    return shape
+
+
+_LIMITS = (("depth", "nesting depth of ( { [", "server_max_query_depth"),
+           ("negations", "run of '!' operators", "server_max_query_negations"),
+           ("logical", "count of '||', '&&' and '|' operators", "server_max_query_logical_operators"),
+           ("arithmetic", "count of '+', '-', '*' and '/' operators", "server_max_query_arithmetic_operators"),
+           ("patterns", "count of UNION, OPTIONAL and MINUS", "server_max_query_patterns"))
+
+
+def check_limits(text: str, settings, what: str = "query") -> Shape:
+    """Raise :class:`QueryTooComplex` (naming the setting) when the text is over a limit."""
+    if len(text) > settings.server_max_query_chars:
+        raise QueryTooComplex(f"{what} length {len(text):,} characters exceeds the limit of "
+                              f"{settings.server_max_query_chars:,} (server_max_query_chars)")
+    shape = measure(text)
+    for name, label, setting in _LIMITS:
+        value, limit = getattr(shape, name), getattr(settings, setting)
+        if value > limit:
+            raise QueryTooComplex(f"{what} {label} {value:,} exceeds the limit of {limit:,} ({setting}); "
+                                  "pyoxigraph would overflow its stack on much more — simplify the query")
+    return shape
+
+
+# ---------------------------------------------------------------- federation
+
+
+@dataclass
+class Verified:
+    """The text to run and the endpoints it calls (SERVICE) or fetches (LOAD)."""
+
+    text: str
+    services: list[str] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)
+
+
+def _blank_comments(text: str) -> str:
+    """Comments replaced by spaces (same length, so error positions stay right).
+
+    The tokenizer only chooses *which* text is verified and run — the same text is
+    both — so a mistake here can change a query's meaning, never let a call through.
+    """
+    from .sparql_search import tokenize_all
+
+    out = list(text)
+    for token in tokenize_all(text):
+        if token.kind == "comment":
+            out[token.start:token.end] = " " * (token.end - token.start)
+    return "".join(out)
+
+
+def _walk(node, visit, key=None) -> None:
+    """Visit every node of an rdflib parse tree or algebra (CompValues, lists, ParseResults)."""
+    stack = [(node, key)]
+    seen: set[int] = set()
+    while stack:
+        item, key = stack.pop()
+        if isinstance(item, str):
+            visit(item, key)
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        name = getattr(item, "name", None)
+        if isinstance(name, str) and isinstance(item, Mapping) and type(item).__name__ != "ParseResults":
+            visit(item, "#node")
+        if type(item).__name__ == "ParseResults":  # registered as a Mapping, but its items are its list
+            stack.extend((v, key) for v in list(item))
+        elif isinstance(item, Mapping):
+            stack.extend((v, k) for k, v in item.items())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend((v, key) for v in item)
+        elif hasattr(item, "algebra"):  # rdflib's Query / Update objects
+            stack.append((item.algebra, None))
+
+
+# Leaves of rdflib's parse tree that repeat other text (not counted when checking every word is accounted for).
+_COPIES = {"service_string"}
+
+
+def _accounted(parsed) -> dict[str, int]:
+    """How many ``service`` / ``load`` the parse tree accounts for: patterns, LOADs, and words in its leaves."""
+    counts = {"service": 0, "load": 0}
+
+    def visit(item, key):
+        if key == "#node":
+            if item.name == "ServiceGraphPattern":
+                counts["service"] += 1
+            elif item.name == "Load":
+                counts["load"] += 1
+            return
+        if key in _COPIES:
+            return
+        for word in counts:
+            counts[word] += item.lower().count(word)
+
+    _walk(parsed, visit)
+    return counts
+
+
+def _calls(trees) -> tuple[list, list, bool]:
+    """SERVICE endpoints and LOAD sources anywhere in the trees, and whether a BASE is declared."""
+    services, loads, base = [], [], [False]
+
+    def visit(item, key):
+        if key != "#node":
+            return
+        if item.name == "ServiceGraphPattern":
+            services.append(item.get("term"))
+        elif item.name == "Load":
+            loads.append(item.get("iri"))
+        elif item.name == "Base":
+            base[0] = True
+
+    for tree in trees:
+        _walk(tree, visit)
+    return services, loads, base[0]
+
+
+def _unverified(reason: str) -> ServiceNotAllowed:
+    return ServiceNotAllowed(f"the query mentions SERVICE/LOAD and could not be verified to call only "
+                             f"allow-listed endpoints ({reason}); refused")
+
+
+def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, str] | None = None,
+                      update: bool = False) -> Verified:
+    """The text to execute, once every SERVICE and LOAD in it is verified to be on ``allowed``.
+
+    Raises :class:`ServiceNotAllowed` otherwise (see the module docstring for the rules).
+    """
+    allowed = frozenset(allowed)
+    if not mentions_federation(text):
+        return Verified(text)
+    decoded = decode_escapes(text)
+    if _ANY_ESCAPE.search(decoded):
+        raise _unverified("a \\u escape spells another escape")
+    if re.search(r"\r(?!\n)", decoded):
+        raise _unverified("it holds a bare carriage return")
+    decoded = _blank_comments(decoded)
+    from rdflib.plugins.sparql.algebra import translateQuery, translateUpdate
+    from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
+
+    try:
+        parsed = parseUpdate(decoded) if update else parseQuery(decoded)
+        accounted = _accounted(parsed)
+        translated = (translateUpdate(parsed, initNs=dict(prefixes or {})) if update
+                      else translateQuery(parsed, initNs=dict(prefixes or {})))
+        services, loads, base = _calls([parsed, translated])
+    except RecursionError:
+        raise _unverified("it is nested too deeply for the verifying parser") from None
+    except Exception as exc:  # noqa: BLE001 - any failure of the verifier refuses the query
+        detail = " ".join(str(exc).split())[:200]
+        raise _unverified(f"the verifying SPARQL parser rejected it: {type(exc).__name__}: {detail}") from None
+    for word, found in accounted.items():
+        if len(re.findall(word, decoded, re.I)) > found:
+            raise _unverified(f"the word {word.upper()!r} appears where the parser saw no {word.upper()}; "
+                              "remove it from comments")
+    if base and (services or loads):
+        raise ServiceNotAllowed("BASE is not allowed in a query that uses SERVICE or LOAD: write the endpoint "
+                                "as an absolute IRI")
+    listed = ", ".join(sorted(allowed)) or "none"
+    ok_services, ok_loads = [], []
+    for kind, terms, out in (("SERVICE", services, ok_services), ("LOAD", loads, ok_loads)):
+        for term in terms:
+            if type(term).__name__ != "URIRef":
+                raise ServiceNotAllowed(f"{kind} {getattr(term, 'n3', lambda: term)()} is refused: the endpoint "
+                                        "must be a constant IRI on the allow-list, not a variable")
+            if str(term) not in allowed:
+                raise ServiceNotAllowed(f"{kind} <{term}> is refused: it is not on this server's allow-list "
+                                        f"(server_service_allow; allowed: {listed})")
+            if str(term) not in out:
+                out.append(str(term))
+    return Verified(decoded, ok_services, ok_loads)

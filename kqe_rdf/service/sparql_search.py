@@ -1,0 +1,387 @@
+"""Search inside SPARQL, and the guard on what a query may call out to.
+
+Oxigraph has no full-text or vector search in SPARQL (its issue #48); Jena
+text, GraphDB connectors and Stardog's ``textMatch`` do. Here a query can
+
+* *score* nodes it already has with two functions, usable in ``BIND``,
+  ``FILTER`` and ``ORDER BY``::
+
+      kqe:bm25(?node, "text")        # Tantivy BM25 of the node's document (0.0 when it does not match)
+      kqe:similarity(?node, "text")  # cosine of the node's embedding and the text's (unbound if not embedded)
+
+* *generate* candidates with any retrieval method and join them with graph
+  patterns, by a ``SERVICE <urn:kqe:search>`` block that is evaluated here and
+  replaced by ``VALUES`` before Oxigraph sees the query::
+
+      SELECT ?disease ?name ?score WHERE {
+        SERVICE <urn:kqe:search> {
+          ?disease kqe:query "progressive muscle weakness in childhood" ;
+                   kqe:method "hybrid" ; kqe:type bio:Disease ; kqe:k 50 ;
+                   kqe:score ?score ; kqe:rank ?rank .
+        }
+        ?disease bio:hasPhenotype/rdfs:label "Seizure" ; rdfs:label ?name .
+      } ORDER BY DESC(?score)
+
+  ``kqe:query`` (required) is a string; ``kqe:method`` one of the retrieval
+  methods (default ``bm25``); ``kqe:type`` a class (repeatable, by IRI or
+  local name); ``kqe:k`` the candidates wanted (default 100); ``kqe:score`` and
+  ``kqe:rank`` (1-based) bind variables. The parameters are constants: the
+  search runs once, before the query.
+
+Every other ``SERVICE`` must name an endpoint on the allow-list: pyoxigraph
+itself would fetch any URL a query names, which is server-side request forgery
+when the query comes from the network (an update's ``LOAD <url>`` is held to
+the same list). That check is :func:`kqe_rdf.service.sparql_guard.verify_federation`,
+which reads the text that is finally executed with a real SPARQL parser and
+fails closed; the tokenizer here only finds the search blocks to replace.
+Size limits (:func:`kqe_rdf.service.sparql_guard.check_limits`) are applied first, so
+no over-deep query reaches Oxigraph's recursive parser.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pyoxigraph import Literal, NamedNode
+
+from ..core.errors import KqeError, SparqlError
+from ..kb.queries import PREFIXES, values_block
+from ..kb.sparql import explain_syntax_error
+from .sparql_guard import QueryTooComplex, ServiceNotAllowed, check_limits, verify_federation  # noqa: F401 - re-exported
+
+KQE = PREFIXES["kqe"]
+SEARCH_SERVICE = "urn:kqe:search"
+BM25_FUNCTION = KQE + "bm25"
+SIMILARITY_FUNCTION = KQE + "similarity"
+XSD_DOUBLE = NamedNode(PREFIXES["xsd"] + "double")
+XSD_INTEGER = NamedNode(PREFIXES["xsd"] + "integer")
+MAX_SEARCH_K = 10000
+
+
+class Token(NamedTuple):
+    kind: str
+    text: str
+    start: int
+    end: int
+
+
+_NAME = r"A-Za-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F" \
+        r"\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD"
+_LEXER = re.compile(rf"""
+  (?P<ws>\s+)
+| (?P<comment>\#[^\n\r]*)
+| (?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'''(?:[^'\\]|\\.|'(?!''))*'''|"(?:[^"\\\n\r]|\\.)*"|'(?:[^'\\\n\r]|\\.)*')
+| (?P<iri><[^<>"{{}}|^`\\\x00-\x20]*>)
+| (?P<var>[?$][{_NAME}0-9_\u00B7\u0300-\u036F\u203F-\u2040]+)
+| (?P<pname>(?:[{_NAME}](?:[{_NAME}0-9_.\-\u00B7]*[{_NAME}0-9_\-\u00B7])?)?:
+            (?:[{_NAME}0-9_\-:%\u00B7]|\\[^\s]|\.(?=[{_NAME}0-9_\-:%\\]))*)
+| (?P<word>[A-Za-z_][A-Za-z0-9_]*)
+| (?P<number>[+-]?(?:\d+\.\d*[eE][+-]?\d+|\.?\d+[eE][+-]?\d+|\d*\.\d+|\d+))
+| (?P<punct>\^\^|&&|\|\||!=|<=|>=|.)
+""", re.X | re.S)
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "b": "\b", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+
+
+def tokenize(text: str) -> list[Token]:
+    """SPARQL tokens without whitespace and comments.
+
+    >>> [t.text for t in tokenize('SELECT * { ?s ?p "SERVICE # not a comment" } # SERVICE')]
+    ['SELECT', '*', '{', '?s', '?p', '"SERVICE # not a comment"', '}']
+    """
+    out = []
+    for m in _LEXER.finditer(text):
+        kind = m.lastgroup
+        if kind not in ("ws", "comment"):
+            out.append(Token(kind, m.group(), m.start(), m.end()))
+    return out
+
+
+def tokenize_all(text: str) -> list[Token]:
+    """Every token, whitespace and comments included."""
+    return [Token(m.lastgroup, m.group(), m.start(), m.end()) for m in _LEXER.finditer(text)]
+
+
+def unquote(token: str) -> str:
+    """The value of a SPARQL string token (quotes removed, escapes applied)."""
+    body = token[3:-3] if token[:3] in ('"""', "'''") else token[1:-1]
+
+    def escape(m: re.Match) -> str:
+        e = m.group(1)
+        if e[0] in "uU":
+            return chr(int(e[1:], 16))
+        return _ESCAPES.get(e, e)
+
+    return re.sub(r"\\(u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", escape, body, flags=re.S)
+
+
+def declared_prefixes(tokens: Iterable[Token]) -> dict[str, str]:
+    """``PREFIX p: <iri>`` declarations of a query."""
+    tokens = list(tokens)
+    out = {}
+    for i, t in enumerate(tokens[:-2]):
+        if t.kind == "word" and t.text.upper() == "PREFIX" and tokens[i + 1].kind == "pname" \
+                and tokens[i + 2].kind == "iri":
+            out[tokens[i + 1].text[:-1]] = tokens[i + 2].text[1:-1]
+    return out
+
+
+def resolve(token: Token, prefixes: dict[str, str]) -> str | None:
+    """The IRI an IRI or prefixed-name token stands for (None for anything else or an unknown prefix)."""
+    if token.kind == "iri":
+        return token.text[1:-1]
+    if token.kind == "pname":
+        prefix, _, local = token.text.partition(":")
+        if prefix in prefixes:
+            return prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
+    return None
+
+
+def _closing_brace(tokens: list[Token], open_at: int) -> int:
+    depth = 0
+    for j in range(open_at, len(tokens)):
+        if tokens[j].text == "{":
+            depth += 1
+        elif tokens[j].text == "}":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise SparqlError("a SERVICE block is not closed: check for a missing '}'")
+
+
+def allowed_endpoints(setting: str) -> frozenset[str]:
+    """The allow-list setting (space- or comma-separated URLs) as a set."""
+    return frozenset(u for u in re.split(r"[\s,]+", setting.strip()) if u)
+
+
+@dataclass
+class SearchCall:
+    """One ``SERVICE <urn:kqe:search>`` block: what to search for, and which variables it binds."""
+
+    node: str
+    text: str = ""
+    method: str = "bm25"
+    types: list[str] = field(default_factory=list)
+    k: int = 100
+    score: str | None = None
+    rank: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"node": self.node, "query": self.text, "method": self.method, "types": self.types, "k": self.k}
+
+
+def _search_call(body: list[Token], prefixes: dict[str, str]) -> SearchCall:
+    """Read ``?node kqe:query "..." ; kqe:method "..." ; ...`` (constants only)."""
+    where = "SERVICE <urn:kqe:search>"
+    if not body or body[0].kind != "var":
+        raise SparqlError(f"{where} must start with the variable to bind, e.g. ?node kqe:query \"text\"")
+    call = SearchCall(node=body[0].text[1:])
+    i = 1
+    while i < len(body):
+        predicate = resolve(body[i], prefixes)
+        if predicate is None or not predicate.startswith(KQE):
+            raise SparqlError(f"{where}: expected kqe:query, kqe:method, kqe:type, kqe:k, kqe:score or kqe:rank, "
+                              f"found {body[i].text!r}")
+        name = predicate[len(KQE):]
+        i += 1
+        while True:
+            if i >= len(body):
+                raise SparqlError(f"{where}: kqe:{name} has no value")
+            value = body[i]
+            i += 1
+            if i + 1 < len(body) and body[i].text == "@":  # a language tag on the text: ignored
+                i += 2
+            _set(call, name, value, prefixes)
+            if i < len(body) and body[i].text == ",":
+                i += 1
+                continue
+            break
+        if i < len(body) and body[i].text in (";", "."):
+            i += 1
+    if not call.text.strip():
+        raise SparqlError(f"{where} needs a non-empty kqe:query \"text\"")
+    return call
+
+
+def _set(call: SearchCall, name: str, value: Token, prefixes: dict[str, str]) -> None:
+    where = f"SERVICE <urn:kqe:search>: kqe:{name}"
+    if name in ("score", "rank"):
+        if value.kind != "var":
+            raise SparqlError(f"{where} takes a variable, e.g. kqe:{name} ?{name}")
+        setattr(call, name, value.text[1:])
+    elif name in ("query", "method"):
+        if value.kind != "string":
+            raise SparqlError(f"{where} takes a string constant (variables are not supported here)")
+        setattr(call, "text" if name == "query" else "method", unquote(value.text))
+    elif name == "type":
+        iri = resolve(value, prefixes) or (unquote(value.text) if value.kind == "string" else None)
+        if iri is None:
+            raise SparqlError(f"{where} takes a class IRI or a class name, found {value.text!r}")
+        call.types.append(iri)
+    elif name == "k":
+        if value.kind != "number" or not value.text.lstrip("+").isdigit():
+            raise SparqlError(f"{where} takes a whole number, found {value.text!r}")
+        call.k = int(value.text)
+        if not 1 <= call.k <= MAX_SEARCH_K:
+            raise SparqlError(f"{where} must be between 1 and {MAX_SEARCH_K}")
+    else:
+        raise SparqlError(f"SERVICE <urn:kqe:search> has no parameter kqe:{name}; "
+                          "use kqe:query, kqe:method, kqe:type, kqe:k, kqe:score, kqe:rank")
+
+
+def _values_block(call: SearchCall, hits) -> str:
+    """The ``VALUES`` block that replaces a search call."""
+    variables = [call.node] + [v for v in (call.score, call.rank) if v]
+    rows = []
+    for hit in hits:
+        terms = [NamedNode(hit.iri)]
+        if call.score:
+            terms.append(Literal(repr(float(hit.score)), datatype=XSD_DOUBLE))
+        if call.rank:
+            terms.append(Literal(str(hit.rank + 1), datatype=XSD_INTEGER))
+        rows.append(terms)
+    return values_block(variables, rows)
+
+
+@dataclass
+class Prepared:
+    """A query ready for Oxigraph: search calls replaced, SERVICE calls checked."""
+
+    text: str
+    searches: list[dict] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)
+    uses_similarity: bool = False
+
+
+def prepare(kb, query: str, settings, search: Callable | None = None, update: bool = False) -> Prepared:
+    """Run ``SERVICE <urn:kqe:search>`` blocks, then check the text that will run: size limits and federation.
+
+    ``search(call) -> hits`` runs one call (default: the KB's retrieval pipeline).
+    Raises :class:`QueryTooComplex` for a query over the size limits and
+    :class:`ServiceNotAllowed` for a SERVICE or LOAD that is not verified to be
+    on the allow-list (``update``: the text is a SPARQL Update).
+    """
+    if not query.strip():
+        raise SparqlError("empty SPARQL query")
+    what = "update" if update else "query"
+    check_limits(query, settings, what)
+    tokens = tokenize(query)
+    prefixes = {**kb.prefixes, **declared_prefixes(tokens)}
+    search = search or functools.partial(run_search, kb, settings)
+    out = Prepared(query)
+    edits: list[tuple[int, int, str]] = []
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t.kind in ("pname", "iri") and resolve(t, prefixes) == SIMILARITY_FUNCTION:
+            out.uses_similarity = True
+        if not (t.kind == "word" and t.text.upper() == "SERVICE"):
+            i += 1
+            continue
+        j = i + 1
+        if j < len(tokens) and tokens[j].kind == "word" and tokens[j].text.upper() == "SILENT":
+            j += 1
+        if j >= len(tokens) or resolve(tokens[j], prefixes) != SEARCH_SERVICE:
+            i += 1  # any other SERVICE is for verify_federation below, on the text that will run
+            continue
+        if j + 1 >= len(tokens) or tokens[j + 1].text != "{":
+            raise SparqlError("SERVICE <urn:kqe:search> must be followed by a { ... } block")
+        close = _closing_brace(tokens, j + 1)
+        call = _search_call(tokens[j + 2:close], prefixes)
+        hits = search(call)
+        out.searches.append({**call.as_dict(), "results": len(hits)})
+        edits.append((t.start, tokens[close].end, _values_block(call, hits)))
+        i = close + 1
+    text = measured = query
+    for start, end, replacement in reversed(edits):
+        text = text[:start] + replacement + text[end:]
+        # The generated VALUES blocks are flat; the rest of the text is measured again, as it now runs.
+        measured = measured[:start] + "VALUES ?_ {}" + measured[end:]
+    if edits:
+        check_limits(measured, settings, what)
+    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), kb.prefixes, update)
+    out.text, out.services = verified.text, verified.services + verified.loads
+    if out.uses_similarity and not kb.has_embeddings:
+        raise SparqlError("kqe:similarity needs node embeddings, and this KB has none: run `kqe-rdf kb embed`")
+    return out
+
+
+def run_search(kb, settings, call: SearchCall):
+    """The hits of one search call, through the same pipelines as ``kqe-rdf search``."""
+    from ..methods.retrieval import pipeline
+
+    try:
+        return pipeline(call.method, kb, settings, call.k, call.types or None).search(call.text)
+    except KqeError as exc:
+        raise SparqlError(f"SERVICE <urn:kqe:search>: {exc}") from None
+
+
+class SearchFunctions:
+    """``kqe:bm25`` and ``kqe:similarity`` for one KB, as pyoxigraph custom functions.
+
+    Scores are cached per (node, text): a function in ``ORDER BY`` is called
+    once per solution, often with the same text thousands of times. BM25 is
+    exact: the top of a per-text search answers most calls, and a search
+    restricted to the node answers the rest.
+    """
+
+    def __init__(self, kb, top: int = 1000) -> None:
+        self.kb = kb
+        self.top = top
+
+    @functools.cached_property
+    def functions(self) -> dict[NamedNode, Callable]:
+        return {NamedNode(BM25_FUNCTION): self.bm25, NamedNode(SIMILARITY_FUNCTION): self.similarity}
+
+    @functools.lru_cache(maxsize=256)
+    def _top_bm25(self, text: str) -> tuple[dict[str, float], bool]:
+        hits = self.kb.text_index.search(text, self.top)
+        return dict(hits), len(hits) < self.top
+
+    @functools.lru_cache(maxsize=65536)
+    def bm25_score(self, iri: str, text: str) -> float:
+        top, complete = self._top_bm25(text)
+        if iri in top or complete:
+            return top.get(iri, 0.0)
+        index = self.kb.text_index
+        query = index.parse(text)
+        if query is None:
+            return 0.0
+        tantivy = index._tantivy
+        only = tantivy.Query.const_score_query(tantivy.Query.term_query(index.index.schema, "iri", iri), 0.0)
+        restricted = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, only)])
+        hits = index.searcher.search(restricted, limit=1, count=False).hits
+        return float(hits[0][0]) if hits else 0.0
+
+    def bm25(self, node, text):
+        if not isinstance(node, NamedNode) or not isinstance(text, Literal):
+            return None
+        return Literal(repr(self.bm25_score(node.value, text.value)), datatype=XSD_DOUBLE)
+
+    def similarity(self, node, text):
+        if not isinstance(node, NamedNode) or not isinstance(text, Literal) or not text.value.strip():
+            return None
+        vector = self.kb.dense.vector(node.value)
+        if vector is None:
+            return None
+        return Literal(repr(float(vector @ self.kb.embed_query(text.value))), datatype=XSD_DOUBLE)
+
+
+def execute(kb, prepared: Prepared, functions: SearchFunctions, default_graphs: list[str] | None = None,
+            named_graphs: list[str] | None = None):
+    """Run a prepared query on the KB's store with the search functions; readable errors."""
+    options: dict = {"prefixes": kb.prefixes, "custom_functions": functions.functions}
+    if default_graphs or named_graphs:
+        options["default_graph"] = [NamedNode(g) for g in default_graphs or []] or None
+        options["named_graphs"] = [NamedNode(g) for g in named_graphs or []] or None
+    else:
+        options["use_default_graph_as_union"] = True
+    try:
+        return kb.store.query(prepared.text, **options)
+    except SyntaxError as exc:
+        raise SparqlError(explain_syntax_error(prepared.text, str(exc))) from None
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise SparqlError(f"SPARQL evaluation failed: {exc}") from None

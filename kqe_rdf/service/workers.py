@@ -1,0 +1,498 @@
+"""Worker processes that evaluate the service's jobs, so a job past its deadline can really be stopped.
+
+pyoxigraph cannot cancel a running query, and a thread cannot be killed: a
+query that outlives its 503 keeps burning CPU and memory (one grew the server
+by 6 GB in 30 s). So every SPARQL query, update and REST call runs in a worker
+*process*, one job at a time, and a job past ``server_query_timeout`` is ended
+by killing its worker (SIGKILL: CPU and memory are back within milliseconds);
+a fresh worker takes its place. Each worker:
+
+* opens the KB once, its store read-only (RocksDB lets many processes read one
+  store), or read-write when the server takes updates — then there is exactly one
+  worker, since only one process may write a store;
+* limits its own memory (``RLIMIT_DATA`` = ``server_worker_memory_mb``): an
+  allocation past it aborts the worker, never the server;
+* notices when the KB was rebuilt under it (its ``store`` folder is another one
+  now) before each job, and hands the job back and quits: a fresh worker opens
+  the new KB and runs it, so updates never go to a replaced store;
+* runs its jobs on a thread with a 64 MiB stack, so deep recursion in pyoxigraph
+  has room, and a crash kills only this worker.
+
+The pool (:class:`WorkerPool`, in the server's event loop) hands jobs to idle
+workers in arrival order, but never lets one client (IP address) hold more than
+``server_client_share`` of the workers: a client sending expensive queries
+waits behind its own jobs, while everyone else still finds a free worker.
+
+Jobs and replies cross a private socket pair as length-prefixed pickles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import os
+import pickle
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.errors import KqeError
+from .app import HTTPError, QueryTimeout
+
+log = logging.getLogger("kqe_rdf.service.workers")
+_FRAME = struct.Struct("!Q")
+#: Native stack of the thread a worker runs jobs on (address space, touched only when used): pyoxigraph
+#: recurses on it; the size limits in Settings keep queries far below what overflows even 8 MiB.
+JOB_THREAD_STACK = 64 * 1024 * 1024
+#: Prepared query texts a worker remembers.
+PREPARED_CACHE = 512
+ERROR = "internal server error (the server log has the details)"
+
+
+# ---------------------------------------------------------------- the worker process
+
+
+def _send(sock: socket.socket, obj: object) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    sock.sendall(_FRAME.pack(len(data)) + data)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(sock: socket.socket) -> object:
+    first = sock.recv(1 << 16)  # a job usually arrives whole: one system call (one frame in flight at a time)
+    if len(first) < _FRAME.size:
+        first += _recv_exactly(sock, _FRAME.size - len(first)) if first else b""
+        if not first:
+            raise EOFError
+    (size,) = _FRAME.unpack(first[:_FRAME.size])
+    body = first[_FRAME.size:]
+    if len(body) < size:
+        body += _recv_exactly(sock, size - len(body))
+    return pickle.loads(body)
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the server process dies, even mid-job (a socket close is only seen between jobs)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the server died before this line
+        sys.exit(0)
+
+
+def _limit_memory(megabytes: int) -> None:
+    import resource
+
+    limit = megabytes * 1024 * 1024
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    except (ValueError, OSError) as exc:  # a lower hard limit already: keep it
+        log.warning("cannot limit worker memory to %d MiB: %s", megabytes, exc)
+
+
+def _store_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path / "store")
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class _Context:
+    """What one worker keeps open: the KB (its store, indexes, documents), the search functions."""
+
+    def __init__(self, kb_path: Path, kb_settings, settings, writable: bool) -> None:
+        from ..kb.knowledge_base import KnowledgeBase
+        from .sparql_search import SearchFunctions
+
+        self.identity = _store_identity(kb_path)
+        self.kb = KnowledgeBase.open(kb_path, kb_settings)
+        self.kb.read_only = True  # a served KB is never written (SPARQL Update aside, into its store)
+        if writable:
+            from pyoxigraph import Store
+
+            try:
+                self.kb.store = Store(str(kb_path / "store"))
+            except OSError as exc:
+                raise KqeError(f"cannot open {kb_path / 'store'} for updates ({exc}); is another writer running?") \
+                    from None
+        self.kb.store, self.kb.prefixes  # noqa: B018 - opened now, not in the first job's time
+        self.settings = dataclasses.replace(settings, lkqe_store=False)  # LKQE's graphs would go into the KB
+        self.functions = SearchFunctions(self.kb)
+        self._prepared: collections.OrderedDict[str, object] = collections.OrderedDict()
+
+    def prepare(self, query: str):
+        """:func:`~kqe_rdf.service.sparql_search.prepare` a query, remembered by its text when it runs no search (then
+        checking it again would give the same answer: half of a simple query's cost here)."""
+        from .sparql_search import prepare
+
+        prepared = self._prepared.get(query)
+        if prepared is not None:
+            self._prepared.move_to_end(query)
+            return prepared
+        prepared = prepare(self.kb, query, self.settings)
+        if not prepared.searches:
+            self._prepared[query] = prepared
+            if len(self._prepared) > PREPARED_CACHE:
+                self._prepared.popitem(last=False)
+        return prepared
+
+
+def _serve(sock: socket.socket, init: dict) -> None:
+    from .app import run_job, status_of  # noqa: PLC0415
+
+    kb_path, writable = Path(init["kb"]), init["writable"]
+    context = _Context(kb_path, init["kb_settings"], init["settings"], writable)
+    _send(sock, ("ready", os.getpid()))
+    while True:
+        try:
+            kind, payload, timeout = _recv(sock)
+        except EOFError:
+            return
+        deadline = time.monotonic() + timeout
+        if _store_identity(kb_path) != context.identity:
+            # Rebuilt (the folder was swapped): this process's store is the replaced one. It quits, and a
+            # fresh worker opens the new KB and runs the job; an update never goes to the old store.
+            log.warning("the KB at %s was rebuilt since this worker opened it: a new worker takes over", kb_path)
+            _send(sock, ("rebuilt",))
+            return
+        try:
+            reply = ("ok", run_job(context, kind, payload, deadline))
+        except KqeError as exc:
+            reply = ("error", status_of(exc), str(exc), getattr(exc, "headers", {}))
+        except MemoryError:  # its heap may be in any state: it quits, and a fresh worker takes over
+            _send(sock, ("failed", f"the job needed more than the {init['memory_mb']:,} MiB a worker may use "
+                                   "(server_worker_memory_mb); narrow it down"))
+            return
+        except Exception:  # noqa: BLE001 - a bug: logged here with its traceback, answered without one
+            log.exception("internal error in a %s job", kind)
+            reply = ("error", 500, ERROR, {})
+        try:
+            _send(sock, reply)
+        except OSError:  # the server is gone or killed this job
+            return
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m kqe_rdf.service.workers FD``: serve jobs on the inherited socket FD until it closes."""
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="kqe-rdf worker %(process)d: %(levelname)s %(message)s")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server, which then closes our socket
+    _die_with_parent()
+    sock = socket.socket(fileno=int(argv[0]))
+    init = _recv(sock)
+    _limit_memory(init["memory_mb"])
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            _serve(sock, init)
+        except BaseException as exc:  # noqa: BLE001 - reported below, after the thread ends
+            failure.append(exc)
+
+    threading.stack_size(JOB_THREAD_STACK)
+    thread = threading.Thread(target=run, name="kqe-worker")
+    thread.start()
+    thread.join()
+    if failure:
+        exc = failure[0]
+        message = str(exc) if isinstance(exc, KqeError) else f"{type(exc).__name__}: {exc}"
+        try:
+            _send(sock, ("failed", message))
+        except OSError:
+            pass
+        log.error("worker stopped: %s", message)
+        sys.exit(1)
+
+
+# ---------------------------------------------------------------- the pool (in the server)
+
+#: Seconds past a job's deadline before its worker is killed: the worker's own deadline check (while it
+#: streams rows) gets this long to answer cleanly first.
+GRACE = 0.5
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: subprocess.Popen
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    client: str | None = None
+
+
+@dataclass(eq=False)
+class _Waiter:
+    client: str
+    future: asyncio.Future
+
+
+class WorkerPool:
+    """``size`` worker processes over one KB; :meth:`run` gives a job to one of them, with a deadline."""
+
+    def __init__(self, kb, settings, writable: bool = False) -> None:
+        self.kb_path = Path(kb.path)
+        self.kb_settings = kb.settings
+        self.settings = settings
+        self.writable = writable
+        self.size = 1 if writable else settings.server_query_slots
+        self.per_client = max(1, int(self.size * settings.server_client_share))
+        self.timeout = settings.server_query_timeout
+        self.idle: list[_Worker] = []
+        self.busy: set[_Worker] = set()
+        self.alive = 0  # workers starting, idle or busy
+        self.held: collections.Counter[str] = collections.Counter()
+        self.waiters: collections.deque[_Waiter] = collections.deque()
+        self.closed = False
+        self.killed = 0  # workers ended for a deadline, or found dead
+        self.jobs = 0  # jobs handed to workers
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- processes
+
+    async def _spawn(self) -> _Worker:
+        """A new worker process that has opened the KB (or :class:`KqeError` saying why it could not)."""
+        parent, child = socket.socketpair()
+        try:
+            process = subprocess.Popen([sys.executable, "-m", "kqe_rdf.service.workers", str(child.fileno())],
+                                       pass_fds=[child.fileno()], stdin=subprocess.DEVNULL)
+        finally:
+            child.close()
+        reader, writer = await asyncio.open_connection(sock=parent, limit=1 << 20)
+        worker = _Worker(process, reader, writer)
+        init = {"kb": str(self.kb_path), "kb_settings": self.kb_settings, "settings": self.settings,
+                "writable": self.writable, "memory_mb": self.settings.server_worker_memory_mb}
+        self._write(worker, init)
+        try:
+            reply = await asyncio.wait_for(self._read(worker), 120)
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            reply = ("failed", f"it did not start ({type(exc).__name__})")
+        except BaseException:
+            self._end(worker)
+            raise
+        if reply[0] != "ready":
+            self._end(worker)
+            raise KqeError(f"a query worker could not start: {reply[1]}")
+        return worker
+
+    @staticmethod
+    def _write(worker: _Worker, obj: object) -> None:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        worker.writer.write(_FRAME.pack(len(data)) + data)
+
+    @staticmethod
+    async def _read(worker: _Worker) -> object:
+        (size,) = _FRAME.unpack(await worker.reader.readexactly(_FRAME.size))
+        return pickle.loads(await worker.reader.readexactly(size))
+
+    def _end(self, worker: _Worker) -> None:
+        """Kill a worker now (SIGKILL: its CPU and memory are freed at once) and reap it in the background."""
+        with contextlib.suppress(ProcessLookupError):
+            worker.process.kill()
+        worker.writer.close()
+        asyncio.get_running_loop().run_in_executor(None, worker.process.wait)
+
+    def _grow(self) -> None:
+        """Start one more worker in the background; it joins the pool (or serves a waiter) once ready."""
+        self.alive += 1
+
+        async def start() -> None:
+            try:
+                worker = await self._spawn()
+            except Exception as exc:  # noqa: BLE001 - every waiter learns why
+                self.alive -= 1
+                log.error("%s", exc)
+                failure = exc if isinstance(exc, KqeError) else KqeError(f"a query worker could not start: {exc}")
+                for waiter in self.waiters:
+                    if not waiter.future.done():
+                        waiter.future.set_exception(HTTPError(503, str(failure)))
+                self.waiters.clear()
+                return
+            self._release(worker)
+
+        task = asyncio.get_running_loop().create_task(start())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def start(self) -> None:
+        """Start one worker and wait until it has opened the KB (a KB that cannot be opened fails here, at
+        startup); the others start in the background."""
+        self.alive += 1
+        try:
+            worker = await self._spawn()
+        except BaseException:
+            self.alive -= 1
+            raise
+        self._release(worker)
+        while self.alive < self.size:
+            self._grow()
+
+    # -- scheduling
+
+    def _may_take(self, client: str) -> bool:
+        return self.held[client] < self.per_client
+
+    async def _acquire(self, client: str, deadline: float) -> _Worker:
+        if self._may_take(client):
+            if self.idle:
+                return self._hand(self.idle.pop(), client)
+            if self.alive < self.size and not self.closed:
+                self._grow()
+        waiter = _Waiter(client, asyncio.get_running_loop().create_future())
+        self.waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(asyncio.shield(waiter.future), max(deadline - time.monotonic(), 0.001))
+        except BaseException as exc:
+            future = waiter.future
+            if future.done() and not future.cancelled() and future.exception() is None:
+                self._release(future.result())  # handed over just as the wait ended: pass it on
+            future.cancel()
+            with contextlib.suppress(ValueError):
+                self.waiters.remove(waiter)
+            if not isinstance(exc, TimeoutError):
+                raise
+        if not self._may_take(client):
+            held = self.held[client]
+            jobs = f"{held} job" + ("s" if held != 1 else "")
+            raise QueryTimeout(f"you already have {jobs} running, the most one client may have (server_client_share "
+                               f"of {self.size} workers), and they did not finish within {self.timeout:g} s; "
+                               "try again later")
+        raise QueryTimeout(f"the server is busy: all {self.size} query workers stayed taken for {self.timeout:g} s; "
+                           "try again later")
+
+    def _hand(self, worker: _Worker, client: str) -> _Worker:
+        self.busy.add(worker)
+        worker.client = client
+        self.held[client] += 1
+        return worker
+
+    def _release(self, worker: _Worker) -> None:
+        """A worker is free: to the first waiter whose client may take one more, else to the idle list."""
+        self._unhold(worker)
+        if self.closed:
+            self._retire(worker)
+            return
+        for waiter in list(self.waiters):
+            if waiter.future.done():
+                self.waiters.remove(waiter)
+            elif self._may_take(waiter.client):
+                self.waiters.remove(waiter)
+                waiter.future.set_result(self._hand(worker, waiter.client))
+                return
+        self.idle.append(worker)
+
+    def _unhold(self, worker: _Worker) -> None:
+        self.busy.discard(worker)
+        if worker.client is not None:
+            self.held[worker.client] -= 1
+            if not self.held[worker.client]:
+                del self.held[worker.client]
+            worker.client = None
+
+    def _retire(self, worker: _Worker) -> None:
+        self.alive -= 1
+        worker.writer.close()  # the worker sees its socket close and exits
+        asyncio.get_running_loop().run_in_executor(None, worker.process.wait)
+
+    # -- jobs
+
+    async def run(self, client: str, kind: str, payload: dict):
+        """The job's result; :class:`HTTPError` with its status when it fails, waits or runs too long."""
+        deadline = time.monotonic() + self.timeout
+        for _attempt in range(3):
+            if self.closed:
+                raise HTTPError(503, "the server is shutting down")
+            reply = await self._run_once(await self._acquire(client, deadline), kind, payload)
+            if reply[0] != "rebuilt":
+                break
+            # The KB was rebuilt: that worker quit; the next one (started now) opens the new KB.
+        if reply[0] == "error":
+            _, status, message, headers = reply
+            raise HTTPError(status, message, headers)
+        if reply[0] != "ok":
+            raise HTTPError(503, f"the KB at {self.kb_path} is being rebuilt again and again; try again later")
+        return reply[1]
+
+    async def _run_once(self, worker: _Worker, kind: str, payload: dict) -> tuple:
+        self.jobs += 1
+        ok = False
+        try:
+            self._write(worker, (kind, payload, self.timeout))
+            try:
+                async with asyncio.timeout(self.timeout + GRACE):  # no extra task per job, unlike wait_for
+                    reply = await self._read(worker)
+            except TimeoutError:
+                raise QueryTimeout(f"the job did not finish within {self.timeout:g} s (server_query_timeout) and "
+                                   "was stopped; narrow it down or add a LIMIT") from None
+            except (asyncio.IncompleteReadError, ConnectionError, OSError):
+                raise self._died(worker) from None
+            if reply[0] == "failed":
+                raise HTTPError(503, f"a query worker stopped: {reply[1]}")
+            ok = reply[0] != "rebuilt"
+            return reply
+        finally:
+            if ok:
+                self._release(worker)
+            else:  # a deadline, a crash, a rebuilt KB, or the request was cancelled: the job must not run on
+                self.killed += 1
+                self.alive -= 1
+                self._unhold(worker)
+                self._end(worker)
+                if not self.closed:
+                    self._grow()
+
+    def _died(self, worker: _Worker) -> HTTPError:
+        code = worker.process.poll()
+        if code is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = worker.process.wait(0.5)
+        if code == -signal.SIGABRT:
+            return HTTPError(503, f"the job needed more than the {self.settings.server_worker_memory_mb:,} MiB a "
+                                  "worker may use (server_worker_memory_mb) and was stopped; narrow it down")
+        reason = f"signal {-code}" if isinstance(code, int) and code < 0 else f"status {code}"
+        log.error("a query worker died (%s) while running a job", reason)
+        return HTTPError(503, f"the worker running this job stopped unexpectedly ({reason}); the server goes on, "
+                              "simplify the request or try again")
+
+    def pids(self, busy: bool | None = None) -> list[int]:
+        """Process ids of the workers: all, or only the busy (``True``) or idle (``False``) ones."""
+        workers = (list(self.busy) if busy is not False else []) + (self.idle if busy is not True else [])
+        return [w.process.pid for w in workers]
+
+    def close(self) -> None:
+        """Stop every worker: idle ones exit, busy ones (jobs of requests that are gone by now) are killed."""
+        self.closed = True
+        for waiter in self.waiters:
+            if not waiter.future.done():
+                waiter.future.set_exception(HTTPError(503, "the server is shutting down"))
+        self.waiters.clear()
+        while self.idle:
+            self._retire(self.idle.pop())
+        for worker in list(self.busy):
+            self._end(worker)
+
+
+if __name__ == "__main__":
+    main()
