@@ -57,7 +57,7 @@ def measure(kb_path: Path, query_set: str, queries: int, repeats: int) -> dict:
     from kqe_rdf.core.config import Settings
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
     from kqe_rdf.kb.ontology import local_name
-    from kqe_rdf.methods.retrieval import pipeline
+    from kqe_rdf.methods.registry import pipeline
 
     settings = Settings()
     kb = KnowledgeBase.open(kb_path, settings)

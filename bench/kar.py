@@ -35,7 +35,7 @@ def measure(args) -> dict:
     from kqe_rdf.methods.expansion import expander
     from kqe_rdf.methods.expansion.base import Expansion
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
-    from kqe_rdf.methods.retrieval import pipeline
+    from kqe_rdf.methods.registry import pipeline
 
     settings = Settings()
     kb = KnowledgeBase.open(harness.ROOT / "data" / "kb" / "bio", settings)

@@ -31,7 +31,8 @@ def main() -> None:
     from kqe_rdf.core.config import Settings
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
     from kqe_rdf.evaluation.querysets import _TOPIC, load_metaqa, source_lines
-    from kqe_rdf.methods.retrieval import Batch, Query, pipeline
+    from kqe_rdf.methods.retrieval import Batch, Query
+    from kqe_rdf.methods.registry import pipeline
 
     qs = load_metaqa(args.questions)
     raw = {}

@@ -121,7 +121,7 @@ def measure(args, kb_path: Path) -> dict:
     """p50/p95/mean seconds per call name, plus what the report needs about the KB and the queries."""
     from kqe_rdf.core.config import Settings
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
-    from kqe_rdf.methods.retrieval import pipeline
+    from kqe_rdf.methods.registry import pipeline
 
     settings = Settings()
     kb = KnowledgeBase.open(kb_path, settings)

@@ -133,7 +133,7 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
 
         from kqe_rdf.core.config import Settings
         from kqe_rdf.kb.knowledge_base import KnowledgeBase
-        from kqe_rdf.methods.retrieval import pipeline
+        from kqe_rdf.methods.registry import pipeline
 
         kb = KnowledgeBase.open(target)
         rng = random.Random(11)

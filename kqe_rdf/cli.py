@@ -13,11 +13,12 @@ from pathlib import Path
 
 import click
 
+from .methods.registry import EXPANSION, method_help
+
 KB_OPTION = click.option("--kb", "kb_path", type=click.Path(path_type=Path), envvar="KQE_KB", default=None,
                          help="Knowledge-base directory [default: data/kb/bio, or $KQE_KB].")
-#: What `search` and `eval` name in their help (tests/test_cli.py keeps it in step with retrieval.METHODS).
-METHOD_NAMES = ("bm25, dense, hybrid, prf, 4step, 4step-offline; expansion: kar, kar-offline, kar-nokg[-offline], "
-                "kar-namefilter[-offline], prf-docs, hyde, q2d, rar, agr, lkqe, lkqe-offline")
+#: What `search` and `eval` name in their help: the methods of the registry (which imports nothing heavy).
+METHOD_NAMES = method_help()
 
 
 def _settings(**overrides):
@@ -189,13 +190,14 @@ def _open_kb(kb_path, **overrides):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def search(text, kb_path, method, types, k, strict, explain, as_json):
     """Search the KB for nodes matching TEXT (methods: bm25, dense, hybrid, prf, 4step)."""
-    from .methods.retrieval import pipeline
+    from .methods.registry import pipeline
+    from .methods.retrieval import result_rows
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
     batch = pipeline(method, kb, settings, k, list(types) or None).run(text)
     how = batch.explain.get("q")
-    rows = _result_rows(kb, batch.ranked("q"))
+    rows = result_rows(kb, batch.ranked("q"))
     if as_json:
         out = {"query": text, "method": method, "results": rows}
         if explain:
@@ -205,17 +207,6 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
     _print_results(text, method, rows)
     if explain:
         _print_explain(how)
-
-
-def _result_rows(kb, hits) -> list[dict]:
-    """What a person or a program needs to know of each hit."""
-    rows = []
-    for hit in hits:
-        doc = kb.document(hit.iri)
-        rows.append({"rank": hit.rank + 1, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
-                     "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
-                     "snippet": doc.text[:200]})
-    return rows
 
 
 def _print_explain(how):
@@ -260,7 +251,7 @@ def _print_explain(how):
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def triplets(text, kb_path, strict, as_json):
     """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
-    from .methods.retrieval import pipeline
+    from .methods.registry import pipeline
 
     kb, settings = _open_kb(kb_path, fourstep_mode="strict" if strict else "soft")
     stage = pipeline("4step", kb, settings, settings.k)  # the reader `search --method 4step` uses (LLM or offline)
@@ -603,8 +594,7 @@ def link(kb_path, endpoint, types, match, targets, predicate, language, min_conf
 @click.argument("text")
 @KB_OPTION
 @click.option("--method", "-m", default="kar", show_default=True,
-              help="kar, hyde, rar, agr, prf, q2d or lkqe; add -offline to kar/lkqe (and kar-nokg, "
-                   "kar-namefilter) to run without the LLM.")
+              help=f"{', '.join(EXPANSION)} (prf is prf-docs); the -offline ones run without the LLM.")
 @click.option("--type", "types", multiple=True, help="Node class the query asks for (the query pseudo-entity's).")
 @click.option("--hops", type=int, default=None, help="KAR: hops of relation propagation, 1 or 2 [default: 1].")
 @click.option("--neighbours", type=int, default=None, help="KAR: neighbours kept by filtering [default: 10].")

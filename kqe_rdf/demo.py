@@ -23,7 +23,8 @@ import numpy as np
 from .kb.build import build_kb
 from .methods.fourstep.explanations import names_in, summary
 from .kb.knowledge_base import KnowledgeBase
-from .methods.retrieval import BM25, Batch, RRFusion, Stage, pipeline, ranking
+from .methods.retrieval import BM25, Batch, RRFusion, Stage, ranking
+from .methods.registry import pipeline
 
 PHENOTYPES = ("A child presents with seizures, microcephaly, global developmental delay and hypotonia. "
               "Which disease explains this?")

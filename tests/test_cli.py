@@ -419,7 +419,7 @@ def test_eval_refuses_malformed_input(run, kb, tmp_path, stark_csv):
 
 @pytest.mark.parametrize("command", [["search"], ["eval"]])
 def test_the_method_help_names_every_registered_method(command):
-    from kqe_rdf.methods.retrieval import METHODS
+    from kqe_rdf.methods.registry import METHODS
 
     text = "".join(CliRunner().invoke(cli, [*command, "--help"]).output.split())  # help wraps at hyphens
     for name in METHODS:

@@ -28,7 +28,7 @@ from kqe_rdf.methods.expansion.text import estimate_tokens
 from kqe_rdf.kb.importers import get_importer
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
-from kqe_rdf.methods.retrieval import METHODS, pipeline
+from kqe_rdf.methods.registry import METHODS, pipeline
 
 M = "https://w3id.org/kqe/metaqa#"
 OFFLINE = Settings()

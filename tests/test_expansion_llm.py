@@ -26,7 +26,7 @@ from kqe_rdf.methods.expansion.prompts import EXPANSIONS_SCHEMA
 from kqe_rdf.kb.importers import get_importer
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
-from kqe_rdf.methods.retrieval import pipeline
+from kqe_rdf.methods.registry import pipeline
 
 QUESTION = "who directed Kismet"
 K = 5

@@ -20,7 +20,7 @@ from kqe_rdf.core.config import Settings
 from kqe_rdf.evaluation.runner import evaluate
 from kqe_rdf.methods.fourstep.pipeline import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
 from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
-from kqe_rdf.methods.retrieval import pipeline
+from kqe_rdf.methods.registry import pipeline
 from kqe_rdf.methods.fourstep.triplets import TRIPLETS_SCHEMA
 
 M = "https://w3id.org/kqe/metaqa#"

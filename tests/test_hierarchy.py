@@ -203,7 +203,7 @@ def test_phenotype_lists_are_ranked_by_ic_over_the_hpo_hierarchy(bio_kb):  # noq
 
 def test_the_llm_variant_ranks_its_phenotype_reading_with_the_same_hierarchy_matcher(bio_kb, chat_server):  # noqa: F811
     from kqe_rdf.core.config import Settings
-    from kqe_rdf.methods.retrieval import pipeline
+    from kqe_rdf.methods.registry import pipeline
 
     request = "A patient presents with Focal-onset seizure and High forehead. Which disease explains this?"
     chat_server.script(json.dumps({"answer": "?x", "triplets": [

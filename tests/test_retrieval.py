@@ -9,7 +9,8 @@ from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError, SchemaError
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
-from kqe_rdf.methods.retrieval import BM25, Batch, Cutoff, Dense, Hit, Pipeline, Query, RRFusion, Stage, pipeline, ranking
+from kqe_rdf.methods.retrieval import BM25, Batch, Cutoff, Dense, Hit, Pipeline, Query, RRFusion, Stage, ranking
+from kqe_rdf.methods.registry import pipeline
 
 METHODS = ["bm25", "dense", "hybrid", "prf"]
 

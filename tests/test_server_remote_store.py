@@ -20,7 +20,7 @@ from fixtures_kb import bio_kb, names  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
-from kqe_rdf.methods.retrieval import pipeline
+from kqe_rdf.methods.registry import pipeline
 from kqe_rdf.service.app import create_app
 from kqe_rdf.kb.store import RemoteStore
 from live_servers import oxigraph_server, virtuoso_server

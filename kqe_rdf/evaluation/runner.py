@@ -18,7 +18,8 @@ from ..methods.fourstep.explanations import names_in, summary
 from .metrics import ScoredHit, per_query_stark, per_query_trec, stark_metrics, trec_metrics, write_trec_run
 from ..core.progress import Progress
 from .querysets import EvalQuery, QuerySet
-from ..methods.retrieval import Batch, Query, pipeline
+from ..methods.retrieval import Batch, Query
+from ..methods.registry import pipeline
 
 STARK = ("Hit@1", "Hit@5", "Recall@20", "MRR")
 TREC = ("nDCG@10", "AP", "R@100")

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import gc
-import gzip
 import hashlib
 import json
 import os
@@ -44,12 +42,12 @@ from ..core.progress import Progress
 from ..methods.fourstep.reader import PHRASES, write_phrase_vectors
 from .rdfize import RecordWriter
 from .records import ImportReport
+from .layout import (DOCUMENTS, MANIFEST, kb_lock, kb_location, read_documents, recover,  # noqa: F401 - re-exported
+                     relation_signatures, write_documents, write_json_atomic)
 from .text_index import build_text_index
 
 ONTOLOGY_GRAPH = "https://w3id.org/kqe/graph/ontology"
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-DOCUMENTS = "documents.jsonl.gz"
 #: Import chunks (20,000 N-Triples lines, a few MB each) waiting for the store's loader, at most.
 QUEUED_CHUNKS = 64
 
@@ -59,49 +57,6 @@ def _version(package: str) -> str:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return "unknown"
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def kb_location(path: Path) -> Path:
-    """Where the KB really is: a symlinked ``--kb`` is followed, so a rebuild swaps the folder it points at
-    (beside it, in its own parent) and leaves the link in place; every writer locks that same folder.
-
-    A link whose target does not exist yet is followed too (the first build creates the target).
-    """
-    return Path(os.path.realpath(path))
-
-
-@contextlib.contextmanager
-def kb_lock(path: Path) -> Iterator[None]:
-    """One writer per KB at a time (a second build or embed fails fast with a clear message)."""
-    path = kb_location(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = path.parent / f".{path.name}.lock"
-    with open(lock_path, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise KqeError(f"another build or embedding of {path} is running (lock {lock_path})") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def recover(path: Path) -> None:
-    """Finish a swap that was cut between its two renames, and drop dead build folders."""
-    old = path.parent / f".{path.name}.old"
-    if not path.exists() and old.is_dir():
-        os.rename(old, path)
-    elif old.exists():
-        shutil.rmtree(old, ignore_errors=True)
-    for leftover in path.parent.glob(f".{path.name}.build-*"):
-        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _dataset_triples(importer: Importer, dataset_iri: str) -> Iterator[Triple]:
@@ -449,35 +404,12 @@ def _documents(importer: Importer, report: ImportReport, tables: GraphTables, sc
     return documents, time.perf_counter() - t0
 
 
-def relation_signatures(store: Store) -> list[list]:
-    """[head class, relation, tail class, edges] for every combination in the data, most used first.
-
-    A build counts them from its tables (:meth:`GraphTables.signatures`); this query serves KBs built before."""
-    rows = store.query(queries.load("relation_usage"), use_default_graph_as_union=True)
-    found = [[r["domain"].value, r["relation"].value, r["range"].value, int(r["count"].value)] for r in rows]
-    return sorted(found, key=lambda x: (-x[3], x[1], x[0], x[2]))
-
-
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def write_documents(path: Path, documents: Sequence[NodeDocument]) -> None:
-    with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
-        for doc in documents:
-            out.write(json.dumps({"iri": doc.iri, "identifier": doc.identifier, "name": doc.name,
-                                  "types": list(doc.types), "text": doc.text, "hash": doc.digest}) + "\n")
-
-
-def read_documents(path: Path) -> Iterator[NodeDocument]:
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line)
-            yield NodeDocument(row["iri"], row["identifier"], row["name"], tuple(row["types"]), row["text"])
 
 
 def _cached_vectors(kb: Path, model_id: str) -> dict[str, np.ndarray]:

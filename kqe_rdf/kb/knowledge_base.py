@@ -15,7 +15,7 @@ from pathlib import Path
 from pyoxigraph import Literal, Store
 
 from . import queries
-from .build import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relation_signatures
+from .layout import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relation_signatures
 from ..core.config import Settings
 from .documents import NodeDocument
 from ..core.errors import KBNotFound, KqeError

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from . import queries
-from ..methods.retrieval import STOPWORDS
+from .words import STOPWORDS
 
 _TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
 

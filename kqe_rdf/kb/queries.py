@@ -30,6 +30,10 @@ PREFIXES = {
     "schema": "http://schema.org/",
     "dcterms": "http://purl.org/dc/terms/",
 }
+#: The search functions a SPARQL query may call (kqe_rdf/service/sparql_search.py evaluates them; a remote
+#: store refuses them, kqe_rdf/kb/store.py).
+BM25_FUNCTION = PREFIXES["kqe"] + "bm25"
+SIMILARITY_FUNCTION = PREFIXES["kqe"] + "similarity"
 
 Term = NamedNode | Literal | BlankNode
 

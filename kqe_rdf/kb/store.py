@@ -30,8 +30,7 @@ import re
 from pyoxigraph import QueryResultsFormat, RdfFormat, parse, parse_query_results
 
 from ..core.errors import KqeError
-from .queries import values_block
-from ..service.sparql_search import BM25_FUNCTION, SIMILARITY_FUNCTION
+from .queries import BM25_FUNCTION, SIMILARITY_FUNCTION, values_block
 
 _SEARCH_FUNCTIONS = re.compile(r"\bkqe:(bm25|similarity)\s*\(|<(%s|%s)>" % (re.escape(BM25_FUNCTION),
                                                                           re.escape(SIMILARITY_FUNCTION)))

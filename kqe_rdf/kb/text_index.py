@@ -131,3 +131,38 @@ class TextIndex:
             "types": list(doc["types"]) if "types" in doc.to_dict() else [],
             "text": doc.get_first("body") or "",
         }
+
+
+class TextPool:
+    """BM25 over a list of short texts, in memory (question answering's evidence and table rows); a search gives (position, score) pairs, best first."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        import tantivy
+
+        builder = tantivy.SchemaBuilder()
+        builder.add_integer_field("n", stored=True)
+        builder.add_text_field("text", stored=False, tokenizer_name="en_stem")
+        self.index = tantivy.Index(builder.build())
+        writer = self.index.writer(heap_size=15_000_000, num_threads=1)
+        for n, text in enumerate(texts):
+            writer.add_document(tantivy.Document(n=n, text=text))
+        writer.commit()
+        writer.wait_merging_threads()
+        self.index.reload()
+        self.searcher = self.index.searcher()
+        self.size = len(texts)
+
+    def search(self, query: str, k: int) -> list[tuple[int, float]]:
+        source = plain_query(query)
+        if not source or k <= 0 or not self.size:
+            return []
+        parsed, _errors = self.index.parse_query_lenient(source, ["text"])
+        hits = self.searcher.search(parsed, limit=min(k, self.size), count=False).hits
+        return [(int(self.searcher.doc(a)["n"][0]), float(s)) for s, a in hits]
+
+    def scores(self, query: str) -> list[float]:
+        """A BM25 score for every text (0 where no query word occurs)."""
+        out = [0.0] * self.size
+        for n, score in self.search(query, self.size):
+            out[n] = score
+        return out

@@ -12,15 +12,15 @@ both rankings by reciprocal rank fusion, ``a % 20`` keeps the top 20.
 from __future__ import annotations
 
 import copy
-import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core.errors import KqeError
+from ..kb.words import STOPWORDS, terms  # noqa: F401 - STOPWORDS re-exported
 
 
 class Query(NamedTuple):
@@ -174,18 +174,6 @@ class Dense(Stage):
         return f"Dense(k={self.k})"
 
 
-_WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
-STOPWORDS = frozenset(
-    "a an and are as at be but by for from has have he her his i if in into is it its of on or she such that the "
-    "their them then there these they this to was were which will with what who whom how why when where not no "
-    "name type aliases more also can may".split()
-)
-
-
-def terms(text: str) -> list[str]:
-    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in STOPWORDS and not w.isdigit()]
-
-
 class RM3(Stage):
     """RM3 pseudo-relevance feedback on BM25 (Abdul-Jaleel et al. 2004).
 
@@ -242,70 +230,29 @@ class RM3(Stage):
         return f"RM3(fb_docs={self.fb_docs}, fb_terms={self.fb_terms})"
 
 
-def _bm25(kb, settings, k, types):
+def result_rows(kb, hits) -> list[dict]:
+    """What a person or a program needs to know of each hit (``kqe-rdf search`` and ``/search`` show these)."""
+    rows = []
+    for hit in hits:
+        doc = kb.document(hit.iri)
+        rows.append({"rank": hit.rank + 1, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
+                     "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
+                     "snippet": doc.text[:200]})
+    return rows
+
+
+def bm25(kb, settings, k, types):
     return BM25(kb, k, types)
 
 
-def _dense(kb, settings, k, types):
+def dense(kb, settings, k, types):
     return Dense(kb, k, types)
 
 
-def _hybrid(kb, settings, k, types):
+def hybrid(kb, settings, k, types):
     depth = max(settings.hybrid_depth, k)
     return RRFusion([BM25(kb, depth, types), Dense(kb, depth, types)], settings.rrf_k, depth) % k
 
 
-def _prf(kb, settings, k, types):
+def prf(kb, settings, k, types):
     return RM3(kb, k, types, settings.prf_docs, settings.prf_terms, settings.prf_original_weight)
-
-
-def _fourstep(kb, settings, k, types, offline: bool = False):
-    """4StepFocus: with the configured LLM if there is one (else, and for ``4step-offline``, offline)."""
-    from .fourstep.pipeline import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
-    from ..kb.linking import Linker
-    from ..llm.client import LLM
-
-    fallback = _hybrid(kb, settings, k, types) if kb.has_embeddings else BM25(kb, k, types)
-    llm = None if offline else LLM.from_settings(settings)
-    # One linker, so the name index (seconds to read on a large KB) is read once, not by the reader and again here.
-    linker = Linker(kb)
-    offline_reader = OfflineTriplets(kb, linker)
-    generator = LLMTriplets(kb, llm, offline_reader) if llm else offline_reader
-    reranker = LLMReranker(kb, llm, settings.rerank_depth) if llm and settings.rerank else None
-    stage = FourStep(kb, generator, mode=settings.fourstep_mode, k=k, types=types, fallback=fallback,
-                     reranker=reranker, linker=linker)
-    stage.llm = llm
-    return stage
-
-
-def _fourstep_offline(kb, settings, k, types):
-    return _fourstep(kb, settings, k, types, offline=True)
-
-
-#: Method name → pipeline factory ``(kb, settings, k, types) -> Stage``.
-METHODS: dict[str, Callable] = {"bm25": _bm25, "dense": _dense, "hybrid": _hybrid, "prf": _prf, "4step": _fourstep,
-                                 "4step-offline": _fourstep_offline}
-
-
-def _expansion(method: str) -> Callable:
-    """Query expansion then retrieval (``kqe_rdf.methods.expansion``, imported when the method is used)."""
-
-    def factory(kb, settings, k, types):
-        from .expansion import expansion_pipeline
-
-        return expansion_pipeline(method, kb, settings, k, types)
-
-    return factory
-
-
-METHODS.update({name: _expansion(name) for name in (
-    "kar", "kar-offline", "kar-nokg", "kar-nokg-offline", "kar-namefilter", "kar-namefilter-offline",
-    "prf-docs", "hyde", "q2d", "rar", "agr", "lkqe", "lkqe-offline")})
-
-
-def pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> Stage:
-    try:
-        factory = METHODS[method]
-    except KeyError:
-        raise KqeError(f"no retrieval method {method!r}; available: {', '.join(METHODS)}") from None
-    return factory(kb, settings, k, types)

@@ -357,8 +357,8 @@ def _types(kb, params: dict) -> list[str]:
 
 
 def search_job(kb, settings, params: dict) -> dict:
-    from ..cli import _result_rows
-    from ..methods.retrieval import METHODS, pipeline
+    from ..methods.registry import METHODS, pipeline
+    from ..methods.retrieval import result_rows
 
     text = _text(params)
     method = one(params, "method", "bm25")
@@ -371,12 +371,12 @@ def search_job(kb, settings, params: dict) -> dict:
     stage = pipeline(method, kb, settings, k, types or None)
     batch = stage.run(text)
     return {"query": text, "method": method, "k": k, "types": types,
-            "results": _result_rows(kb, batch.ranked("q")),
+            "results": result_rows(kb, batch.ranked("q")),
             "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
 
 
 def triplets_job(kb, settings, params: dict) -> dict:
-    from ..methods.retrieval import pipeline
+    from ..methods.registry import pipeline
 
     text = _text(params)
     mode = "strict" if one(params, "strict", False, bool) else "soft"

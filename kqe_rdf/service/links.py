@@ -385,7 +385,7 @@ def write_links(kb_path: Path, graph: str, rows: list[list]) -> None:
     """Replace the links graph in the KB's store: one SPARQL Update (one transaction) under the build lock."""
     from pyoxigraph import Store
 
-    from ..kb.build import kb_lock
+    from ..kb.layout import kb_lock
 
     update = queries.with_values(queries.load_update("link_write"), graph=[NamedNode(graph)])
     update = queries.with_rows(update, ["g", "s", "p", "o"], rows)

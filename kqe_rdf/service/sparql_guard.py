@@ -46,6 +46,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..core.errors import SparqlError
+from .sparql_lexer import tokenize_all
 
 
 class ServiceNotAllowed(SparqlError):
@@ -174,8 +175,6 @@ def _blank_comments(text: str) -> str:
     The tokenizer only chooses *which* text is verified and run — the same text is
     both — so a mistake here can change a query's meaning, never let a call through.
     """
-    from .sparql_search import tokenize_all
-
     out = list(text)
     for token in tokenize_all(text):
         if token.kind == "comment":

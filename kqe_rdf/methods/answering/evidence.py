@@ -35,7 +35,7 @@ from pyoxigraph import NamedNode, Variable
 
 from ...kb import queries
 from ...core.errors import KqeError
-from ...kb.build import DOCUMENTS, kb_lock
+from ...kb.layout import DOCUMENTS, kb_lock
 from ...kb.linking import NameIndex, normalise_name
 from .tables import Table, TableRow, load_tables
 
@@ -394,7 +394,7 @@ class TableRows:
 @functools.lru_cache(maxsize=4)
 def _table_lookup(tables: tuple[Table, ...]):
     """All rows, node → row positions, and a BM25 search over the rendered rows (built once per table set)."""
-    from .pruning import TextPool
+    from ...kb.text_index import TextPool
 
     rows = [(t, r) for t in tables for r in t.rows]
     by_node: dict[str, list[int]] = {}

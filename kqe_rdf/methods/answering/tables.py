@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...kb.build import kb_lock
+from ...kb.layout import kb_lock
 from ...core.errors import InputError, KqeError
 from ...kb.linking import normalise_name
 

@@ -3,7 +3,7 @@
 ``expand(kb, settings, text, method)`` returns an :class:`Expansion` — the
 expanded query and the knowledge it came from (``.as_dict()`` for JSON) — and
 ``expansion_pipeline(method, kb, settings, k, types)`` is the retrieval stage
-that searches with it (registered in :data:`kqe_rdf.methods.retrieval.METHODS`)::
+that searches with it (registered in :mod:`kqe_rdf.methods.registry`)::
 
     exp = expand(kb, settings, "who directed Kismet", "kar-offline")
     exp.expanded, exp.neighbours[0]["relation"]
@@ -18,20 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...core.errors import KqeError
+from ..registry import EXPANSION
 from .base import Expander, ExpandedSearch, Expansion, final_retriever
 
 __all__ = ["METHODS", "Expander", "ExpandedSearch", "Expansion", "expand", "expander", "expansion_pipeline"]
 
-#: Method name → (family, KAR variant or None, always offline).
-METHODS: dict[str, tuple[str, str | None, bool]] = {
-    "kar": ("kar", "kg", False), "kar-offline": ("kar", "kg", True),
-    "kar-nokg": ("kar", "nokg", False), "kar-nokg-offline": ("kar", "nokg", True),
-    "kar-namefilter": ("kar", "namefilter", False), "kar-namefilter-offline": ("kar", "namefilter", True),
-    "prf-docs": ("prf-docs", None, True),
-    "hyde": ("hyde", None, False), "q2d": ("q2d", None, False), "rar": ("rar", None, False),
-    "agr": ("agr", None, False),
-    "lkqe": ("lkqe", None, False), "lkqe-offline": ("lkqe", None, True),
-}
+#: Method name → (family, KAR variant or None, always offline), from the one registry of methods.
+METHODS = EXPANSION
 #: Short names ``kqe-rdf expand --method`` accepts besides the method names.
 ALIASES = {"prf": "prf-docs"}
 NEEDS_LLM = ("hyde", "q2d", "rar", "agr")
