@@ -99,7 +99,7 @@ def test_documents_are_the_same_whatever_the_hash_seed(tmp_path, jsonl):
     render = textwrap.dedent(f"""
         from kqe_rdf.kb.build import build_kb
         from kqe_rdf.kb.importers.jsonl import JsonlImporter
-        from kqe_rdf.kb import KnowledgeBase
+        from kqe_rdf.kb.knowledge_base import KnowledgeBase
         import sys
         kb_dir = sys.argv[1]
         build_kb(JsonlImporter([{str(source)!r}]), kb_dir)

@@ -91,6 +91,19 @@ def test_truncated_json_keeps_only_complete_elements(llm, chat_server):
     assert result.value == {"diseases": ["Marfan syndrome", "Loeys-Dietz syndrome"]}
 
 
+def test_a_cut_off_answer_in_single_quotes_keeps_its_complete_elements(llm, chat_server):
+    chat_server.script(Reply("{'diseases': ['Marfan syndrome', 'Loeys", finish_reason="length"))
+    result = llm.json(PROMPT, SCHEMA)
+    assert result.value == {"diseases": ["Marfan syndrome"]}
+    assert result.truncated and "single quotes" in result.repairs and len(chat_server.requests) == 1
+
+
+def test_an_escaped_apostrophe_is_mended_and_named(llm, chat_server):
+    chat_server.script(r'{"diseases": ["Marfan\'s syndrome"]}')  # a JSON string cannot escape an apostrophe
+    result = llm.json(PROMPT, SCHEMA)
+    assert result.value == {"diseases": ["Marfan's syndrome"]} and result.repairs == ("escaped quote",)
+
+
 def test_truncated_before_any_complete_element_is_reasked(llm, chat_server):
     chat_server.script(Reply('{"diseases": ["Marf', finish_reason="length"), '{"diseases": ["Marfan syndrome"]}')
     result = llm.json(PROMPT, SCHEMA)
@@ -320,7 +333,7 @@ def test_the_cache_persists_across_instances_and_processes(make_llm, chat_server
     second = make_llm()
     result = second.json(PROMPT, SCHEMA)
     assert result.ok and result.cached and second.usage.calls == 0 and second.usage.cache_hits == 1
-    script = ("import sys; from kqe_rdf.llm import LLM; "
+    script = ("import sys; from kqe_rdf.llm.client import LLM; "
               "llm = LLM('scripted-model', sys.argv[1], cache=sys.argv[2], max_retries=0); "
               "print(llm.text(sys.argv[3]), llm.usage.cache_hits)")
     out = subprocess.run([sys.executable, "-c", script, chat_server.url, str(tmp_path / "llm.sqlite"), PROMPT],

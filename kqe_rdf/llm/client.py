@@ -13,7 +13,8 @@ retries with exponential backoff on transient failures only, a per-query
 :class:`Usage` accounting. :meth:`LLM.json` asks for JSON (a JSON schema where the
 server takes one, plain JSON mode or an instruction where it does not), repairs the
 usual breakage, validates, re-asks once, and returns a :class:`StructuredResult`
-rather than raising when the answer stays unusable::
+rather than raising when the answer stays unusable (the reading and checking of
+answers is :mod:`kqe_rdf.llm.structured`)::
 
     llm = LLM.from_settings(Settings.load())
     if llm is None:
@@ -28,11 +29,6 @@ rather than raising when the answer stays unusable::
 'offline (no LLM configured)'
 >>> describe_llm(Settings(llm_model="qwen2.5-7b-instruct", llm_base_url="http://localhost:8000/v1"))
 'model qwen2.5-7b-instruct at http://localhost:8000/v1'
->>> extract_json('Sure! ```json\\n{"ids": [1, 2,], "ok": True}\\n```')
-{'ids': [1, 2], 'ok': True}
->>> validate_json({"ids": ["x"]}, {"type": "object", "required": ["ids"],
-...                                "properties": {"ids": {"type": "array", "items": {"type": "integer"}}}})
-["$.ids[0]: expected integer, got string 'x'"]
 """
 
 from __future__ import annotations
@@ -53,6 +49,7 @@ from typing import Any
 
 from ..core.config import Settings
 from ..core.errors import KqeError
+from .structured import StructuredResult, extract_json, interpret, validate_json  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +59,7 @@ OPENAI_URL = "https://api.openai.com/v1"
 _NO_KEY = "no-key"
 #: Longest wait between retries, and the longest Retry-After a server may ask for.
 _MAX_BACKOFF = 30.0
-#: Characters of an answer that JSON extraction looks at, and that a failed result keeps in ``raw``.
-_MAX_PARSE_CHARS = 1_000_000
+#: Characters of an answer that a result keeps in ``raw``.
 _MAX_RAW_CHARS = 100_000
 #: Characters of a bad answer quoted back to the model when re-asking.
 _MAX_REASK_CHARS = 4_000
@@ -203,28 +199,6 @@ class Completion:
     completion_tokens: int = 0
     model: str = ""
     cached: bool = False
-
-
-@dataclass(frozen=True)
-class StructuredResult:
-    """The outcome of :meth:`LLM.json`; check ``ok`` — on failure ``value`` is None and ``error`` says why.
-
-    ``raw`` is the (last) answer as the model gave it; ``repairs`` names what was fixed to parse it
-    ("code fence", "trailing comma", "truncated" …); ``attempts`` is 2 when the model was re-asked.
-    """
-
-    ok: bool
-    value: Any = None
-    error: str | None = None
-    raw: str | None = None
-    repairs: tuple[str, ...] = ()
-    attempts: int = 1
-    cached: bool = False
-
-    @property
-    def truncated(self) -> bool:
-        """The answer was cut off and brackets were closed after its last complete element."""
-        return "truncated" in self.repairs
 
 
 # The response cache.
@@ -387,7 +361,7 @@ class LLM:
         """
         messages = _with_json_instruction(_as_messages(messages), schema)
         completion = self._structured(messages, schema, name, temperature, max_tokens, budget)
-        value, repairs, problem = _interpret(completion, schema, validate)
+        value, repairs, problem = interpret(completion.content, completion.finish_reason, schema, validate)
         if problem is None:
             return StructuredResult(True, value, None, _clip(completion.content or "", _MAX_RAW_CHARS), repairs,
                                     1, completion.cached)
@@ -401,7 +375,7 @@ class LLM:
             kind = "budget exhausted" if isinstance(exc, BudgetExceeded) else "the re-ask failed"
             return StructuredResult(False, None, f"{problem} (not re-asked: {kind}: {exc})",
                                     _clip(first_raw, _MAX_RAW_CHARS), attempts=1, cached=completion.cached)
-        value, repairs, second = _interpret(completion, schema, validate)
+        value, repairs, second = interpret(completion.content, completion.finish_reason, schema, validate)
         if second is None:
             return StructuredResult(True, value, None, _clip(completion.content or "", _MAX_RAW_CHARS), repairs,
                                     2, completion.cached)
@@ -697,388 +671,3 @@ def _cause(exc: BaseException) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters]"
-
-
-# Reading JSON out of an answer.
-
-def _interpret(completion: Completion, schema: Mapping[str, Any] | None,
-               validate: Callable[[Any], object] | None) -> tuple[Any, tuple[str, ...], str | None]:
-    """(value, repairs, problem): problem is None when the value is usable."""
-    content = completion.content
-    if content is None or not content.strip():
-        why = f" (finish_reason {completion.finish_reason})" if completion.finish_reason not in (None, "stop") else ""
-        return None, (), f"the answer was empty{why}"
-    accept = (lambda v: not _schema_errors(v, schema)) if schema is not None else None
-    try:
-        value, repairs = _extract(content, accept)
-    except ValueError as exc:
-        cut = " (the answer was cut off: finish_reason length)" if completion.finish_reason == "length" else ""
-        return None, (), f"{exc}{cut}"
-    if schema is not None and (errors := _schema_errors(value, schema)):
-        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
-        return None, repairs, "it does not match the schema: " + "; ".join(errors[:5]) + more
-    if validate is not None:
-        try:
-            verdict = validate(value)
-        except Exception as exc:  # the caller's check, whatever it raises, is a verdict on the answer
-            return None, repairs, f"it was rejected: {type(exc).__name__}: {exc}"
-        if verdict is False:
-            return None, repairs, "it was rejected by the validator"
-        if isinstance(verdict, str) and verdict:
-            return None, repairs, f"it was rejected: {verdict}"
-    return value, repairs, None
-
-
-def _schema_errors(value: Any, schema: Mapping[str, Any]) -> list[str]:
-    try:
-        return validate_json(value, schema)
-    except RecursionError:
-        return ["$: nested too deeply to check"]
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text, strict=False)
-    except RecursionError:
-        raise ValueError("nested too deeply") from None
-
-
-def extract_json(text: str) -> Any:
-    """The JSON value in a model's answer: fenced, wrapped in prose, or slightly broken; ValueError if none.
-
-    >>> extract_json("The answer is {'name': 'Marfan syndrome', 'score': 0.9} as requested.")
-    {'name': 'Marfan syndrome', 'score': 0.9}
-    >>> extract_json('{"ids": ["a", "b", "c')  # cut off: closed after the last complete element
-    {'ids': ['a', 'b']}
-    """
-    return _extract(text, None)[0]
-
-
-def _extract(text: str, accept: Callable[[Any], bool] | None) -> tuple[Any, tuple[str, ...]]:
-    if len(text) > _MAX_PARSE_CHARS:
-        text = text[:_MAX_PARSE_CHARS]
-    blocks = [m.group(1) for m in _FENCE.finditer(text)][:10]
-    sources = [(block, ("code fence",)) for block in blocks] + [(text, ())]
-    first: tuple[Any, tuple[str, ...]] | None = None
-    first_error = ""
-    work = [_MAX_PARSE_CHARS]  # brackets and quotes the scanner may visit in all, against hostile input
-    for source, repairs in sources:
-        for value, fixes, error in _parses(source, work):
-            if error:
-                first_error = first_error or error
-                continue
-            found = (value, (*repairs, *fixes))
-            if accept is None or accept(value):
-                return found
-            first = first or found
-    if first is not None:
-        return first
-    raise ValueError(first_error or "the answer holds no JSON object or array")
-
-
-def _parses(text: str, work: list[int]) -> Iterator[tuple[Any, tuple[str, ...], str]]:
-    """Candidate values in text, best first: the whole text, then each bracketed span (repaired if need be).
-
-    Yields (value, repairs, "") or (None, (), why-not).
-    """
-    stripped = text.strip()
-    try:
-        yield _loads(stripped), (), ""
-    except ValueError:
-        pass
-    position = 0
-    cut_off = False  # a span ran to the end: later spans lie inside it, and only whole ones are answers
-    for _ in range(20):
-        opening = _OPEN.search(text, position)
-        if opening is None or work[0] <= 0:
-            return
-        start = opening.start()
-        end, closed = _balanced_end(text, start, work)
-        position = start + 1
-        if cut_off and not closed:
-            continue
-        cut_off = cut_off or not closed
-        span = text[start:end]
-        around = ("surrounding text",) if text[:start].strip() or text[end:].strip() else ()
-        try:
-            yield _loads(span), around, ""
-            continue
-        except ValueError as exc:
-            error = f"the answer is not valid JSON ({exc})"
-        work[0] -= len(span) // 4  # normalizing costs too
-        normal, fixes = _normalize(span)
-        try:
-            yield _loads(normal), around + fixes, ""
-            continue
-        except ValueError:
-            pass
-        if not closed:
-            error = "the answer is cut-off JSON that cannot be closed safely"
-            repaired = _close_truncated(normal)
-            if repaired is not None:
-                try:
-                    value = _loads(repaired)
-                except ValueError:
-                    pass
-                else:
-                    if not _has_leaf(value):
-                        error = "the answer was cut off before its first complete element"
-                    else:
-                        yield value, around + fixes + ("truncated",), ""
-                        continue
-        yield None, (), error
-
-
-def _has_leaf(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_leaf(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_leaf(v) for v in value)
-    return True
-
-
-_FENCE = re.compile(r"```[ \t]*[A-Za-z0-9_+-]*[ \t]*\r?\n?(.*?)(?:```|\Z)", re.S)
-_OPEN = re.compile(r"[\[{]")
-_STRUCTURE = re.compile(r"[\[\]{}\"']")
-_STRING_END = {'"': re.compile(r'\\.|"', re.S), "'": re.compile(r"\\.|'", re.S)}
-
-
-def _balanced_end(text: str, start: int, work: list[int]) -> tuple[int, bool]:
-    """End of the bracketed span opening at start, and whether it closes (quotes of both kinds are strings)."""
-    depth = 0
-    position = start
-    while True:
-        match = _STRUCTURE.search(text, position)
-        work[0] -= 1
-        if match is None or work[0] <= 0:
-            return len(text), False
-        char, at = match.group(), match.start()
-        if char in "\"'":
-            finder = _STRING_END[char]
-            position = at + 1
-            while True:
-                end = finder.search(text, position)
-                if end is None:
-                    return len(text), False
-                position = end.end()
-                if end.group() == char:
-                    break
-            continue
-        depth += 1 if char in "[{" else -1
-        position = at + 1
-        if depth == 0:
-            return position, True
-
-
-_NORMALIZE = re.compile(r"""
-    "[^"\\]*(?:\\.[^"\\]*)*"?         # a JSON string (perhaps cut off)
-  | '[^'\\]*(?:\\.[^'\\]*)*'?         # a single-quoted string
-  | \b(?:True|False|None)\b           # Python literals
-  | ,(?=\s*[\]}])                     # a trailing comma
-""", re.S | re.X)
-
-
-_ESCAPED_APOSTROPHE = re.compile(r"(?<!\\)((?:\\\\)*)\\'")
-_BARE_DOUBLE_QUOTE = re.compile(r'(?<!\\)((?:\\\\)*)"')
-
-
-def _normalize(text: str) -> tuple[str, tuple[str, ...]]:
-    """Fix single quotes, Python literals, trailing commas and ``\\'`` escapes, outside strings' contents."""
-    fixes: list[str] = []
-
-    def fix(match: re.Match[str]) -> str:
-        token = match.group()
-        if token[0] == '"':
-            if "\\'" in token:
-                fixes.append("escaped quote")
-                return _ESCAPED_APOSTROPHE.sub(r"\1'", token)
-            return token
-        if token[0] == "'":
-            fixes.append("single quotes")
-            closed = len(token) > 1 and token[-1] == "'" and not _ends_escaped(token[:-1])
-            inner = token[1:-1] if closed else token[1:]
-            if "\\" in inner or '"' in inner:
-                inner = _BARE_DOUBLE_QUOTE.sub(r'\1\\"', _ESCAPED_APOSTROPHE.sub(r"\1'", inner))
-            return f'"{inner}"' if closed else f'"{inner}'
-        if token == ",":
-            fixes.append("trailing comma")
-            return ""
-        fixes.append("Python literals")
-        return {"True": "true", "False": "false", "None": "null"}[token]
-
-    normal = _NORMALIZE.sub(fix, text)
-    return normal, tuple(dict.fromkeys(fixes))
-
-
-def _ends_escaped(text: str) -> bool:
-    if not text.endswith("\\"):
-        return False
-    return (len(text) - len(text.rstrip("\\"))) % 2 == 1
-
-
-_TOKEN = re.compile(r"""
-    (?P<string>"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z))
-  | (?P<punct>[{}\[\]:,])
-  | (?P<number>-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)
-  | (?P<literal>true|false|null)
-  | (?P<space>\s+)
-  | (?P<other>.)
-""", re.S | re.X)
-
-
-def _close_truncated(text: str) -> str | None:
-    """Cut-off JSON made whole: the text up to its last complete element, brackets closed; None if unsafe.
-
-    Only whole elements are kept: a string, number or object cut short inside a list is dropped (an
-    object cut short is kept only outside lists, with the members it has, which the schema then judges).
-    """
-    stack: list[list[Any]] = []  # [bracket, what comes next (key, colon, value, comma), inside a list?]
-    halves = 0  # objects open inside a list: no safe point until they close
-    safe: tuple[int, int] | None = None  # (end of the last complete element, brackets open there)
-
-    def push(bracket: str, end: int) -> None:
-        nonlocal halves, safe
-        in_list = bracket == "{" and any(frame[0] == "[" for frame in stack)
-        stack.append([bracket, "key" if bracket == "{" else "value", in_list])
-        halves += in_list
-        if not halves:
-            safe = (end, len(stack))
-
-    def complete(end: int) -> None:
-        nonlocal safe
-        stack[-1][1] = "comma"
-        if not halves:
-            safe = (end, len(stack))
-
-    for match in _TOKEN.finditer(text):
-        kind, token = match.lastgroup, match.group()
-        if kind == "space":
-            continue
-        if not stack:
-            if kind != "punct" or token not in "{[":
-                return None
-            push(token, match.end())
-            continue
-        frame = stack[-1]
-        if kind == "string":
-            if not (len(token) > 1 and token[-1] == '"' and not _ends_escaped(token[:-1])):
-                break  # cut off inside a string
-            if frame[0] == "{" and frame[1] == "key":
-                frame[1] = "colon"
-            elif frame[1] == "value":
-                complete(match.end())
-            else:
-                return None
-        elif kind == "punct":
-            if token in "{[":
-                if frame[1] != "value" or len(stack) >= 200:
-                    return None
-                push(token, match.end())
-            elif token in "}]":
-                if frame[0] != ("{" if token == "}" else "[") or frame[1] == "colon":
-                    return None
-                halves -= stack.pop()[2]
-                if not stack:
-                    return text[:match.end()]
-                complete(match.end())
-            elif token == ":":
-                if frame[0] != "{" or frame[1] != "colon":
-                    return None
-                frame[1] = "value"
-            else:
-                if frame[1] != "comma":
-                    return None
-                frame[1] = "key" if frame[0] == "{" else "value"
-        elif kind in ("number", "literal"):
-            if frame[1] != "value":
-                return None
-            if match.end() >= len(text.rstrip()):
-                break  # a number at the very end may be cut short
-            complete(match.end())
-        else:
-            rest = text[match.start():].strip()
-            if rest and any(word.startswith(rest) for word in ("true", "false", "null")):
-                break
-            return None
-    if safe is None or not stack:
-        return None
-    end, depth = safe
-    head = text[:end].rstrip().rstrip(",")
-    return head + "".join("}" if frame[0] == "{" else "]" for frame in reversed(stack[:depth]))
-
-
-# A small JSON Schema validator: the parts of the standard that answer shapes use.
-
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-}
-
-
-def _kind(value: Any) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _TYPES[name](value):
-            return name
-    return type(value).__name__
-
-
-def validate_json(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
-    """Where value breaks schema (type, enum, const, required, properties, additionalProperties, items,
-    min/maxItems, minLength, minimum/maximum, anyOf/oneOf); an empty list when it conforms.
-
-    >>> validate_json({"name": 3}, {"type": "object", "required": ["name", "ids"]})
-    ['$: missing required property "ids"']
-    """
-    errors: list[str] = []
-    if not isinstance(schema, Mapping):
-        return errors
-    wanted = schema.get("type")
-    if wanted is not None:
-        names = [wanted] if isinstance(wanted, str) else list(wanted)
-        if not any(_TYPES.get(n, lambda v: True)(value) for n in names):
-            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            return [f"{path}: expected {' or '.join(names)}, got {_kind(value)} {shown}"]
-    if "enum" in schema and value not in schema["enum"]:
-        errors.append(f"{path}: {value!r} is not one of {schema['enum']!r}")
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path}: must be {schema['const']!r}")
-    for combinator in ("anyOf", "oneOf"):
-        options = schema.get(combinator)
-        if options and all(validate_json(value, option, path) for option in options):
-            errors.append(f"{path}: matches none of the {combinator} alternatives")
-    if isinstance(value, dict):
-        for name in schema.get("required", ()):
-            if name not in value:
-                errors.append(f'{path}: missing required property "{name}"')
-        properties = schema.get("properties") or {}
-        for name, item in value.items():
-            if name in properties:
-                errors.extend(validate_json(item, properties[name], f"{path}.{name}"))
-            elif schema.get("additionalProperties") is False:
-                errors.append(f'{path}: unexpected property "{name}"')
-            elif isinstance(schema.get("additionalProperties"), Mapping):
-                errors.extend(validate_json(item, schema["additionalProperties"], f"{path}.{name}"))
-    if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{path}: needs at least {schema['minItems']} items, has {len(value)}")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(f"{path}: takes at most {schema['maxItems']} items, has {len(value)}")
-        if isinstance(schema.get("items"), Mapping):
-            for i, item in enumerate(value):
-                errors.extend(validate_json(item, schema["items"], f"{path}[{i}]"))
-                if len(errors) > 20:
-                    break
-    if isinstance(value, str) and "minLength" in schema and len(value) < schema["minLength"]:
-        errors.append(f"{path}: needs at least {schema['minLength']} characters")
-    if _TYPES["number"](value):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{path}: {value} is below the minimum {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{path}: {value} is above the maximum {schema['maximum']}")
-    return errors
