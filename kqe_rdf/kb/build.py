@@ -258,13 +258,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     dataset_iri = f"https://w3id.org/kqe/{importer.domain}/dataset/{importer.name}"
     streamed = _streams(importer)
 
-    store = Store(str(work / "store"))
-    for onto in importer.ontology_files():
-        store.bulk_load(path=str(onto), format=RdfFormat.TURTLE, to_graph=NamedNode(ONTOLOGY_GRAPH))
-    (work / "ontology").mkdir()
-    for onto in importer.ontology_files():
-        shutil.copy(onto, work / "ontology" / onto.name)
-    store_schema = Schema.from_store(store)
+    store, store_schema = _new_store(importer, work)
     dataset = serialize(_dataset_triples(importer, dataset_iri), format=RdfFormat.N_TRIPLES)
 
     loader = None
@@ -299,18 +293,8 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             load_seconds = loader.seconds
         wait_seconds = time.perf_counter() - t0
         signatures = tables.signatures()
-        # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
-        with progress.task("hierarchy closures", total=None):
-            hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
-            store.flush()
-        t0 = time.perf_counter()
-        with progress.task("name index and relation phrase vectors", total=None):
-            # A first request reads it, not every name; the reader reads which edges leave a node from it.
-            NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE, tables)
-            write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
-                settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size),
-                work / PHRASES)
-        names_seconds = time.perf_counter() - t0
+        hierarchies, names_seconds = _derived_indexes(store, store_schema, tables, documents, signatures, edges_of,
+                                                      work, settings, progress)
         with progress.task("BM25 index", total=None):
             bm25.join()
     finally:  # a failed build removes the folder they write into: not before they end
@@ -321,6 +305,47 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     del store, tables
     gc.collect()
 
+    _carry_over(previous, work)
+    seconds = {"import": round(import_seconds, 2), "load": round(load_seconds, 2), "load_wait": round(wait_seconds, 2),
+               "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2),
+               "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2)}
+    manifest = _manifest(importer, report, counted, len(documents), relation_counts, signatures, hierarchies, seconds,
+                         work, settings)
+    write_json_atomic(work / MANIFEST, manifest)
+    return manifest
+
+
+def _new_store(importer: Importer, work: Path) -> tuple[Store, Schema]:
+    """The store in ``work``, holding the importer's ontologies (also copied beside it), and their schema."""
+    store = Store(str(work / "store"))
+    for onto in importer.ontology_files():
+        store.bulk_load(path=str(onto), format=RdfFormat.TURTLE, to_graph=NamedNode(ONTOLOGY_GRAPH))
+    (work / "ontology").mkdir()
+    for onto in importer.ontology_files():
+        shutil.copy(onto, work / "ontology" / onto.name)
+    return store, Schema.from_store(store)
+
+
+def _derived_indexes(store: Store, store_schema: Schema, tables: GraphTables, documents: list[NodeDocument],
+                     signatures: list[list], edges_of, work: Path, settings: Settings,
+                     progress: Progress) -> tuple[dict, float]:
+    """Hierarchy closures, the name index and the relation-phrase vectors; → (hierarchies, names seconds)."""
+    # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
+    with progress.task("hierarchy closures", total=None):
+        hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
+        store.flush()
+    t0 = time.perf_counter()
+    with progress.task("name index and relation phrase vectors", total=None):
+        # A first request reads it, not every name; the reader reads which edges leave a node from it.
+        NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE, tables)
+        write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
+            settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size),
+            work / PHRASES)
+    return hierarchies, time.perf_counter() - t0
+
+
+def _carry_over(previous: Path, work: Path) -> None:
+    """What a rebuild keeps of the KB it replaces."""
     # Vectors of unchanged documents are carried over; `embed` re-uses them by content hash.
     if (previous / "embeddings" / "index.json").is_file():
         shutil.copytree(previous / "embeddings", work / "embeddings.previous")
@@ -328,7 +353,11 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     if (previous / "tables").is_dir():
         shutil.copytree(previous / "tables", work / "tables", ignore=shutil.ignore_patterns(".*"))
 
-    manifest = {
+
+def _manifest(importer: Importer, report: ImportReport, counted: int, documents: int, relation_counts: dict,
+              signatures: list[list], hierarchies: dict, seconds: dict, work: Path, settings: Settings) -> dict:
+    """What ``manifest.json`` records of a build."""
+    return {
         "format_version": FORMAT_VERSION,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "importer": importer.name,
@@ -336,7 +365,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         "dataset": importer.dataset_info(),
         "text_properties": list(importer.extra_text_properties),
         "counts": {
-            "triples": counted, "nodes": report.nodes, "edges": report.edges, "documents": len(documents),
+            "triples": counted, "nodes": report.nodes, "edges": report.edges, "documents": documents,
             "skipped_edges": report.skipped_edges, "empty_nodes": report.empty_nodes,
             "duplicate_nodes": report.duplicate_nodes,
         },
@@ -347,15 +376,10 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         "settings": {"doc_neighbours_per_relation": settings.doc_neighbours_per_relation,
                      "doc_max_chars": settings.doc_max_chars},
         "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
-        "seconds": {"import": round(import_seconds, 2), "load": round(load_seconds, 2),
-                    "load_wait": round(wait_seconds, 2),
-                    "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2),
-                    "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2)},
+        "seconds": seconds,
         "embeddings": None,
         "hierarchies": hierarchies,
     }
-    write_json_atomic(work / MANIFEST, manifest)
-    return manifest
 
 
 def _import_to_file(importer: Importer, report: ImportReport, schema: Schema, dataset_iri: str, dataset: bytes,

@@ -486,179 +486,23 @@ class BioImporter(Importer):
         return go.with_go(self.hpo_records(report), files, report, self.limit)
 
     def hpo_records(self, report: ImportReport) -> Iterator[Node | Edge]:
+        """Phenotypes (hp.obo), diseases and their annotations (phenotype.hpoa), genes (genes_to_phenotype.txt),
+        each read by its own function below; nodes first, then edges."""
         hpo_dir, doid_path = self._paths()
         hp = parse_obo(hpo_dir / "hp.obo", report)
-        terms = {t.id: t for t in hp.terms}
-        alt = {a: t.id for t in hp.terms for a in t.alt_ids}
-        names = {t.id: t.name for t in hp.terms}
-
-        def resolve(hpo_id: str, counts: dict[str, int]) -> str | None:
-            if hpo_id in terms:
-                return hpo_id
-            if hpo_id in alt:
-                counts["alt"] = counts.get("alt", 0) + 1
-                return alt[hpo_id]
-            counts["unknown"] = counts.get("unknown", 0) + 1
-            if counts["unknown"] <= 5:
-                report.warn(f"HPO id {hpo_id} is not a current term of hp.obo; annotation skipped")
-            return None
-
-        # phenotype.hpoa: diseases and their annotations; with a limit, the first N diseases
+        ids = _HpoIds(hp, report)
         limit = None if self.limit is None else max(int(self.limit), 0)
-        diseases: dict[str, tuple[str, int]] = {}  # id -> (name, line)
-        annotations: dict[tuple[str, str, str], _Annotation] = {}
-        counts: dict[str, int] = {}
-        aspects_skipped: dict[str, int] = {}
-        hpoa_path = hpo_dir / "phenotype.hpoa"
-        for number, (disease, name, qualifier, hpo, evidence, onset, frequency, aspect) in _table(
-            hpoa_path, HPOA_COLUMNS, report
-        ):
-            if disease not in diseases:
-                if ":" not in disease:
-                    where = f"{hpoa_path}:{number}"
-                    raise InputError(f"disease id {disease!r} is not a CURIE such as OMIM:147791", where)
-                if limit is not None and len(diseases) >= limit:
-                    continue
-                diseases[disease] = (name, number)
-            relation = ASPECT_RELATION.get(aspect)
-            if relation is None:
-                aspects_skipped[aspect] = aspects_skipped.get(aspect, 0) + 1
-                continue
-            hpo = resolve(hpo, counts)
-            if hpo is None:
-                continue
-            negated = qualifier.upper() == "NOT"
-            if relation == "hasPhenotype":
-                if negated or _is_zero_frequency(frequency):
-                    relation = "lacksPhenotype"
-            elif negated:
-                counts["negated_other"] = counts.get("negated_other", 0) + 1
-                continue
-            key = (disease, relation, hpo)
-            ann = annotations.get(key)
-            if ann is None:
-                ann = annotations[key] = _Annotation(line=number)
-            ann.add(frequency, onset, evidence)
-
-        # genes_to_phenotype.txt: genes, gene -> disease, gene -> phenotype
-        genes: dict[str, tuple[str, int]] = {}  # NCBIGene:id -> (symbol, line)
-        gene_disease: dict[tuple[str, str], int] = {}
-        gene_phenotype: dict[tuple[str, str], int] = {}
-        unknown_disease = 0
-        g2p_path = hpo_dir / "genes_to_phenotype.txt"
-        for number, (gene_number, symbol, hpo, frequency, disease) in _table(g2p_path, G2P_COLUMNS, report):
-            if disease not in diseases:
-                unknown_disease += 1
-                continue
-            gene = "NCBIGene:" + gene_number.removeprefix("NCBIGene:")
-            if gene not in genes:
-                if not gene_number.removeprefix("NCBIGene:").isdigit():
-                    raise InputError(f"NCBI gene id {gene_number!r} is not a number", f"{g2p_path}:{number}")
-                genes[gene] = (symbol, number)
-            gene_disease.setdefault((gene, disease), number)
-            if _is_zero_frequency(frequency):
-                continue
-            hpo = resolve(hpo, counts)
-            if hpo is not None:
-                gene_phenotype.setdefault((gene, hpo), number)
-
-        # the phenotypes: all, or with a limit those the kept diseases and genes need, with their ancestors
-        if limit is not None:
-            needed = {k[2] for k in annotations} | {h for _, h in gene_phenotype}
-            stack = list(needed)
-            while stack:
-                for parent in terms[stack.pop()].is_a:
-                    if parent in terms and parent not in needed:
-                        needed.add(parent)
-                        stack.append(parent)
-            phenotype_ids = [t.id for t in hp.terms if t.id in needed]
-        else:
-            phenotype_ids = [t.id for t in hp.terms]
-
-        if counts.get("alt"):
-            report.warn(f"{counts['alt']} annotations used an alternative HPO id; mapped to the current term")
-        if counts.get("unknown"):
-            report.warn(f"{counts['unknown']} annotations name HPO ids missing from hp.obo; skipped")
-        if counts.get("negated_other"):
-            report.warn(f"{counts['negated_other']} NOT-qualified inheritance/course annotations skipped")
-        for aspect, n in sorted(aspects_skipped.items()):
-            report.warn(f"{hpoa_path}: {n} annotations of aspect {aspect!r} not imported (only P, I and C are)")
-        if unknown_disease and limit is None:
-            report.warn(f"{g2p_path}: {unknown_disease} rows name a disease absent from phenotype.hpoa; skipped")
-
-        doid = self._doid_by_disease(doid_path, diseases, report) if doid_path else {}
-
-        # nodes
-        for hpo_id in phenotype_ids:
-            term = terms[hpo_id]
-            aliases = tuple(dict.fromkeys(s for s, scope in term.synonyms if scope in ALIAS_SCOPES and s != term.name))
-            fields = tuple((k, v) for k, v in (("definition", term.definition), ("comment", term.comment)) if v)
-            yield Node(
-                id=hpo_id,
-                type="Phenotype",
-                name=term.name,
-                aliases=aliases,
-                fields=fields,
-                xrefs=tuple(dict.fromkeys(term.alt_ids + term.xrefs)),
-                iri_hint="http://purl.obolibrary.org/obo/" + hpo_id.replace(":", "_"),
-                where=term.where,
-            )
-        for disease, (name, number) in diseases.items():
-            match = doid.get(disease)
-            aliases: tuple[str, ...] = ()
-            fields: tuple[tuple[str, str], ...] = ()
-            xrefs: tuple[str, ...] = ()
-            if match is not None:
-                best, all_ids, own = match
-                if best.definition:
-                    fields = (("definition", _doid_text(best.definition)),)
-                if own:
-                    aliases = tuple(
-                        dict.fromkeys(
-                            a
-                            for a in [best.name] + [s for s, scope in best.synonyms if scope in ALIAS_SCOPES]
-                            if a and a.lower() != name.lower()
-                        )
-                    )
-                xrefs = tuple(all_ids)
-            yield Node(
-                id=disease,
-                type="Disease",
-                name=name,
-                aliases=aliases,
-                fields=fields,
-                xrefs=xrefs,
-                iri_hint=disease_iri(disease),
-                where=f"{hpoa_path}:{number}",
-            )
-        for gene, (symbol, number) in genes.items():
-            yield Node(
-                id=gene,
-                type="Gene",
-                name=symbol or gene,
-                iri_hint="http://identifiers.org/ncbigene/" + gene.partition(":")[2],
-                where=f"{g2p_path}:{number}",
-            )
-
-        # edges
-        for hpo_id in phenotype_ids:
-            term = terms[hpo_id]
-            for parent in dict.fromkeys(term.is_a):
-                if parent in terms:
-                    yield Edge(hpo_id, "isA", parent, where=term.where)
-        for (disease, relation, hpo), ann in annotations.items():
-            qualifiers: list[tuple[str, str]] = []
-            if ann.frequency:
-                qualifiers.append(("frequency", frequency_label(ann.frequency, names)))
-            if ann.onsets:
-                qualifiers.append(("onset", "; ".join(names.get(o, o) for o in ann.onsets)))
-            if ann.evidence:
-                qualifiers.append(("evidence", ", ".join(sorted(ann.evidence))))
-            yield Edge(disease, relation, hpo, tuple(qualifiers), where=f"{hpoa_path}:{ann.line}")
-        for (gene, disease), number in gene_disease.items():
-            yield Edge(gene, "associatedWith", disease, where=f"{g2p_path}:{number}")
-        for (gene, hpo), number in gene_phenotype.items():
-            yield Edge(gene, "associatedWithPhenotype", hpo, where=f"{g2p_path}:{number}")
+        hpoa = _read_hpoa(hpo_dir / "phenotype.hpoa", ids, limit, report)
+        g2p = _read_genes(hpo_dir / "genes_to_phenotype.txt", hpoa.diseases, ids, report)
+        phenotype_ids = _phenotypes_kept(hp, ids, hpoa, g2p, limit)
+        _warn_skipped(ids, hpoa, g2p, limit, report)
+        doid = self._doid_by_disease(doid_path, hpoa.diseases, report) if doid_path else {}
+        yield from _phenotype_nodes(phenotype_ids, ids)
+        yield from _disease_nodes(hpoa, doid)
+        yield from _gene_nodes(g2p)
+        yield from _phenotype_edges(phenotype_ids, ids)
+        yield from _annotation_edges(hpoa, ids)
+        yield from _gene_edges(g2p)
 
     def _doid_by_disease(
         self, path: Path, diseases: dict[str, tuple[str, int]], report: ImportReport
@@ -706,3 +550,221 @@ class BioImporter(Importer):
                 term = by_id[next(iter(found))]
                 out[disease] = (term, [term.id], fanout[term.id] == 0)
         return out
+
+
+# ------------------------------------------------------------ HPO records, by source file
+
+
+class _HpoIds:
+    """The current hp.obo terms, and the ids annotations use mapped onto them: alternative ids are mapped and
+    counted, unknown ones counted and the first five warned about."""
+
+    def __init__(self, hp: OboFile, report: ImportReport) -> None:
+        self.terms = {t.id: t for t in hp.terms}
+        self.alt = {a: t.id for t in hp.terms for a in t.alt_ids}
+        self.names = {t.id: t.name for t in hp.terms}
+        self.counts: dict[str, int] = {}
+        self.report = report
+
+    def resolve(self, hpo_id: str) -> str | None:
+        if hpo_id in self.terms:
+            return hpo_id
+        if hpo_id in self.alt:
+            self.counts["alt"] = self.counts.get("alt", 0) + 1
+            return self.alt[hpo_id]
+        self.counts["unknown"] = self.counts.get("unknown", 0) + 1
+        if self.counts["unknown"] <= 5:
+            self.report.warn(f"HPO id {hpo_id} is not a current term of hp.obo; annotation skipped")
+        return None
+
+
+@dataclass
+class _Hpoa:
+    """What phenotype.hpoa gives: diseases (id → name, line) and their annotations."""
+
+    path: Path
+    diseases: dict[str, tuple[str, int]] = field(default_factory=dict)
+    annotations: dict[tuple[str, str, str], _Annotation] = field(default_factory=dict)
+    aspects_skipped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Genes:
+    """What genes_to_phenotype.txt gives: genes (NCBIGene:id → symbol, line), their diseases and phenotypes."""
+
+    path: Path
+    genes: dict[str, tuple[str, int]] = field(default_factory=dict)
+    gene_disease: dict[tuple[str, str], int] = field(default_factory=dict)
+    gene_phenotype: dict[tuple[str, str], int] = field(default_factory=dict)
+    unknown_disease: int = 0
+
+
+def _read_hpoa(path: Path, ids: _HpoIds, limit: int | None, report: ImportReport) -> _Hpoa:
+    """phenotype.hpoa: diseases and their annotations; with a limit, the first N diseases."""
+    out = _Hpoa(path)
+    for number, (disease, name, qualifier, hpo, evidence, onset, frequency, aspect) in _table(
+        path, HPOA_COLUMNS, report
+    ):
+        if disease not in out.diseases:
+            if ":" not in disease:
+                raise InputError(f"disease id {disease!r} is not a CURIE such as OMIM:147791", f"{path}:{number}")
+            if limit is not None and len(out.diseases) >= limit:
+                continue
+            out.diseases[disease] = (name, number)
+        relation = ASPECT_RELATION.get(aspect)
+        if relation is None:
+            out.aspects_skipped[aspect] = out.aspects_skipped.get(aspect, 0) + 1
+            continue
+        hpo = ids.resolve(hpo)
+        if hpo is None:
+            continue
+        negated = qualifier.upper() == "NOT"
+        if relation == "hasPhenotype":
+            if negated or _is_zero_frequency(frequency):
+                relation = "lacksPhenotype"
+        elif negated:
+            ids.counts["negated_other"] = ids.counts.get("negated_other", 0) + 1
+            continue
+        key = (disease, relation, hpo)
+        ann = out.annotations.get(key)
+        if ann is None:
+            ann = out.annotations[key] = _Annotation(line=number)
+        ann.add(frequency, onset, evidence)
+    return out
+
+
+def _read_genes(path: Path, diseases: dict[str, tuple[str, int]], ids: _HpoIds, report: ImportReport) -> _Genes:
+    """genes_to_phenotype.txt: genes, gene → disease (of the diseases kept), gene → phenotype."""
+    out = _Genes(path)
+    for number, (gene_number, symbol, hpo, frequency, disease) in _table(path, G2P_COLUMNS, report):
+        if disease not in diseases:
+            out.unknown_disease += 1
+            continue
+        gene = "NCBIGene:" + gene_number.removeprefix("NCBIGene:")
+        if gene not in out.genes:
+            if not gene_number.removeprefix("NCBIGene:").isdigit():
+                raise InputError(f"NCBI gene id {gene_number!r} is not a number", f"{path}:{number}")
+            out.genes[gene] = (symbol, number)
+        out.gene_disease.setdefault((gene, disease), number)
+        if _is_zero_frequency(frequency):
+            continue
+        hpo = ids.resolve(hpo)
+        if hpo is not None:
+            out.gene_phenotype.setdefault((gene, hpo), number)
+    return out
+
+
+def _phenotypes_kept(hp: OboFile, ids: _HpoIds, hpoa: _Hpoa, g2p: _Genes, limit: int | None) -> list[str]:
+    """All phenotypes, or with a limit those the kept diseases and genes need, with their ancestors."""
+    if limit is None:
+        return [t.id for t in hp.terms]
+    needed = {k[2] for k in hpoa.annotations} | {h for _, h in g2p.gene_phenotype}
+    stack = list(needed)
+    while stack:
+        for parent in ids.terms[stack.pop()].is_a:
+            if parent in ids.terms and parent not in needed:
+                needed.add(parent)
+                stack.append(parent)
+    return [t.id for t in hp.terms if t.id in needed]
+
+
+def _warn_skipped(ids: _HpoIds, hpoa: _Hpoa, g2p: _Genes, limit: int | None, report: ImportReport) -> None:
+    counts = ids.counts
+    if counts.get("alt"):
+        report.warn(f"{counts['alt']} annotations used an alternative HPO id; mapped to the current term")
+    if counts.get("unknown"):
+        report.warn(f"{counts['unknown']} annotations name HPO ids missing from hp.obo; skipped")
+    if counts.get("negated_other"):
+        report.warn(f"{counts['negated_other']} NOT-qualified inheritance/course annotations skipped")
+    for aspect, n in sorted(hpoa.aspects_skipped.items()):
+        report.warn(f"{hpoa.path}: {n} annotations of aspect {aspect!r} not imported (only P, I and C are)")
+    if g2p.unknown_disease and limit is None:
+        report.warn(f"{g2p.path}: {g2p.unknown_disease} rows name a disease absent from phenotype.hpoa; skipped")
+
+
+def _phenotype_nodes(phenotype_ids: list[str], ids: _HpoIds) -> Iterator[Node]:
+    for hpo_id in phenotype_ids:
+        term = ids.terms[hpo_id]
+        aliases = tuple(dict.fromkeys(s for s, scope in term.synonyms if scope in ALIAS_SCOPES and s != term.name))
+        fields = tuple((k, v) for k, v in (("definition", term.definition), ("comment", term.comment)) if v)
+        yield Node(
+            id=hpo_id,
+            type="Phenotype",
+            name=term.name,
+            aliases=aliases,
+            fields=fields,
+            xrefs=tuple(dict.fromkeys(term.alt_ids + term.xrefs)),
+            iri_hint="http://purl.obolibrary.org/obo/" + hpo_id.replace(":", "_"),
+            where=term.where,
+        )
+
+
+def _disease_nodes(hpoa: _Hpoa, doid: dict[str, tuple[OboTerm, list[str], bool]]) -> Iterator[Node]:
+    """Diseases, with the Disease Ontology's definition, synonyms and ids where it has the disease."""
+    for disease, (name, number) in hpoa.diseases.items():
+        match = doid.get(disease)
+        aliases: tuple[str, ...] = ()
+        fields: tuple[tuple[str, str], ...] = ()
+        xrefs: tuple[str, ...] = ()
+        if match is not None:
+            best, all_ids, own = match
+            if best.definition:
+                fields = (("definition", _doid_text(best.definition)),)
+            if own:
+                aliases = tuple(
+                    dict.fromkeys(
+                        a
+                        for a in [best.name] + [s for s, scope in best.synonyms if scope in ALIAS_SCOPES]
+                        if a and a.lower() != name.lower()
+                    )
+                )
+            xrefs = tuple(all_ids)
+        yield Node(
+            id=disease,
+            type="Disease",
+            name=name,
+            aliases=aliases,
+            fields=fields,
+            xrefs=xrefs,
+            iri_hint=disease_iri(disease),
+            where=f"{hpoa.path}:{number}",
+        )
+
+
+def _gene_nodes(g2p: _Genes) -> Iterator[Node]:
+    for gene, (symbol, number) in g2p.genes.items():
+        yield Node(
+            id=gene,
+            type="Gene",
+            name=symbol or gene,
+            iri_hint="http://identifiers.org/ncbigene/" + gene.partition(":")[2],
+            where=f"{g2p.path}:{number}",
+        )
+
+
+def _phenotype_edges(phenotype_ids: list[str], ids: _HpoIds) -> Iterator[Edge]:
+    for hpo_id in phenotype_ids:
+        term = ids.terms[hpo_id]
+        for parent in dict.fromkeys(term.is_a):
+            if parent in ids.terms:
+                yield Edge(hpo_id, "isA", parent, where=term.where)
+
+
+def _annotation_edges(hpoa: _Hpoa, ids: _HpoIds) -> Iterator[Edge]:
+    """Disease → phenotype (has, lacks, inheritance, course) with frequency, onset and evidence qualifiers."""
+    for (disease, relation, hpo), ann in hpoa.annotations.items():
+        qualifiers: list[tuple[str, str]] = []
+        if ann.frequency:
+            qualifiers.append(("frequency", frequency_label(ann.frequency, ids.names)))
+        if ann.onsets:
+            qualifiers.append(("onset", "; ".join(ids.names.get(o, o) for o in ann.onsets)))
+        if ann.evidence:
+            qualifiers.append(("evidence", ", ".join(sorted(ann.evidence))))
+        yield Edge(disease, relation, hpo, tuple(qualifiers), where=f"{hpoa.path}:{ann.line}")
+
+
+def _gene_edges(g2p: _Genes) -> Iterator[Edge]:
+    for (gene, disease), number in g2p.gene_disease.items():
+        yield Edge(gene, "associatedWith", disease, where=f"{g2p.path}:{number}")
+    for (gene, hpo), number in g2p.gene_phenotype.items():
+        yield Edge(gene, "associatedWithPhenotype", hpo, where=f"{g2p.path}:{number}")
