@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.errors import KqeError
-from .app import HTTPError, QueryTimeout
+from .protocol import HTTPError, QueryTimeout
 
 log = logging.getLogger("kqe_rdf.service.workers")
 _FRAME = struct.Struct("!Q")
@@ -162,7 +162,8 @@ class _Context:
 
 
 def _serve(sock: socket.socket, init: dict) -> None:
-    from .app import run_job, status_of  # noqa: PLC0415
+    from .jobs import run_job  # noqa: PLC0415
+    from .protocol import status_of  # noqa: PLC0415
 
     kb_path, writable = Path(init["kb"]), init["writable"]
     context = _Context(kb_path, init["kb_settings"], init["settings"], writable)

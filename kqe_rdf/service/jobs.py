@@ -1,0 +1,169 @@
+"""What a worker process runs (:mod:`.workers`): the REST jobs (search, triplets, expand, answer) and the
+SPARQL query and update jobs, each on the worker's own KB; errors name the parameter they are about.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import time
+
+from ..core.errors import KqeError, SparqlError
+from .protocol import _VOLATILE, RESULT_TYPES, HTTPError, Rendered, render
+from .sparql_search import execute, prepare
+
+log = logging.getLogger(__name__)
+
+
+def one(params: dict, name: str, default=None, kind=str):
+    """The first value of a REST parameter, as ``kind``; 400 naming the parameter when missing or malformed."""
+    values = params.get(name)
+    if not values:
+        if default is None:
+            raise HTTPError(400, f"missing parameter '{name}'")
+        return default
+    value = values[0]
+    if kind is int:
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError(value)
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise HTTPError(400, f"parameter '{name}' must be a whole number, got {value!r}") from None
+    if kind is bool:
+        return str(value).lower() in ("1", "true", "yes", "on")
+    return str(value)
+
+
+def _text(params: dict) -> str:
+    """The request text ``q``: present and not blank."""
+    text = one(params, "q")
+    if not text.strip():
+        raise HTTPError(400, "parameter 'q' is empty: give some words")
+    return text
+
+
+def _types(kb, params: dict) -> list[str]:
+    """The ``type`` filters, each a class of the KB's ontology."""
+    types = [str(t) for t in params.get("type", []) if str(t).strip()]
+    try:
+        kb.resolve_types(types)
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'type': {exc}") from None
+    return types
+
+
+def search_job(kb, settings, params: dict) -> dict:
+    from ..methods.registry import METHODS, pipeline
+    from ..methods.retrieval import result_rows
+
+    text = _text(params)
+    method = one(params, "method", "bm25")
+    if method not in METHODS:
+        raise HTTPError(400, f"parameter 'method': no retrieval method {method!r}; available: {', '.join(METHODS)}")
+    k = one(params, "k", settings.k, int)
+    if not 1 <= k <= 1000:
+        raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
+    types = _types(kb, params)
+    stage = pipeline(method, kb, settings, k, types or None)
+    batch = stage.run(text)
+    return {"query": text, "method": method, "k": k, "types": types,
+            "results": result_rows(kb, batch.ranked("q")),
+            "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
+
+
+def triplets_job(kb, settings, params: dict) -> dict:
+    from ..methods.registry import pipeline
+
+    text = _text(params)
+    mode = "strict" if one(params, "strict", False, bool) else "soft"
+    stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
+    return {"query": text, **stage.reading(text)}
+
+
+def expand_job(kb, settings, params: dict) -> dict:
+    from ..methods.expansion import expand as expansion
+
+    text, types = _text(params), _types(kb, params)
+    method = one(params, "method", "kar")
+    try:
+        return expansion(kb, settings, text, method, types or None).as_dict()
+    except HTTPError:
+        raise
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'method' ({method!r}): {exc}") from None
+
+
+def answer_job(kb, settings, params: dict) -> dict:
+    from ..methods.answering import answer as answering, check_sources
+
+    sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
+    try:
+        checked = check_sources(sources) if sources else None
+    except KqeError as exc:
+        raise HTTPError(400, f"parameter 'source': {exc}") from None
+    return answering(kb, settings, _text(params), checked).as_dict()
+
+
+REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_job, "answer": answer_job}
+
+
+@contextlib.contextmanager
+def naming(parameter: str):
+    """Errors about the request's text name its parameter: "parameter 'query': SPARQL syntax error ..."."""
+    try:
+        yield
+    except KqeError as exc:
+        if not isinstance(exc, HTTPError) and "parameter '" not in str(exc):
+            exc.args = (f"parameter '{parameter}': {exc}", *exc.args[1:])
+        raise
+
+
+def sparql_job(context, payload: dict, deadline: float) -> Rendered:
+    """A SPARQL query evaluated and rendered in the negotiated format."""
+    kb, settings = context.kb, context.settings
+    with naming("query"):
+        prepared = context.prepare(payload["query"])
+        result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
+    failure = None
+    try:
+        rendered = render(result, payload["accept"], settings.server_result_cap, deadline)
+    except Exception as exc:  # noqa: BLE001
+        if not isinstance(exc, KqeError):
+            log.exception("internal error while rendering results")
+        failure = exc.with_traceback(None)
+    # pyoxigraph results may only be freed on the thread that made them: drop every reference here
+    # (the traceback's frames hold one) before the answer leaves this function.
+    del result
+    if failure is not None:
+        raise failure
+    rendered.searches = prepared.searches
+    rendered.repeatable = (rendered.media in RESULT_TYPES and not prepared.services
+                           and not _VOLATILE.search(prepared.text))
+    return rendered
+
+
+def update_job(context, payload: dict) -> None:
+    kb, settings = context.kb, context.settings
+    with naming("update"):
+        prepared = prepare(kb, payload["update"], settings, update=True)
+        try:
+            kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions)
+        except SyntaxError as exc:
+            raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise SparqlError(f"SPARQL Update failed: {exc}") from None
+
+
+def run_job(context, kind: str, payload: dict, deadline: float):
+    """One job in a worker process (:mod:`kqe_rdf.service.workers`): a rendered query, nothing, or a JSON body."""
+    if kind == "sparql":
+        return sparql_job(context, payload, deadline)
+    if kind == "update":
+        return update_job(context, payload)
+    started = time.perf_counter()
+    out = REST_JOBS[kind](context.kb, context.settings, payload)
+    out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()

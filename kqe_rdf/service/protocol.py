@@ -1,0 +1,288 @@
+"""The SPARQL 1.1 Protocol's side of an answer: content negotiation, the result formats (JSON, XML, CSV,
+TSV; graphs as Turtle, N-Triples, JSON-LD, RDF/XML), errors with their HTTP status, and the cache of
+rendered results.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import io
+import json
+import logging
+import os
+import re
+import time
+from json.encoder import encode_basestring as _quote  # the C encoder json.dumps uses
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from pyoxigraph import BlankNode, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
+
+from ..core.errors import KqeError
+from .sparql_guard import ServiceNotAllowed
+
+log = logging.getLogger(__name__)
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+
+#: Media types for SELECT/ASK results and for graphs, the first of each the default.
+RESULT_TYPES = {"application/sparql-results+json": "json", "application/sparql-results+xml": "xml",
+                "text/csv": "csv", "text/tab-separated-values": "tsv", "application/json": "json",
+                "application/xml": "xml"}
+GRAPH_TYPES = {"text/turtle": RdfFormat.TURTLE, "application/n-triples": RdfFormat.N_TRIPLES,
+               "application/ld+json": RdfFormat.JSON_LD, "application/rdf+xml": RdfFormat.RDF_XML,
+               "text/plain": RdfFormat.N_TRIPLES}
+#: ``format=`` short names, for links and browsers that cannot set Accept.
+FORMAT_NAMES = {"json": "application/sparql-results+json", "xml": "application/sparql-results+xml",
+                "csv": "text/csv", "tsv": "text/tab-separated-values", "turtle": "text/turtle",
+                "ttl": "text/turtle", "ntriples": "application/n-triples", "nt": "application/n-triples",
+                "jsonld": "application/ld+json", "rdfxml": "application/rdf+xml"}
+
+
+class HTTPError(KqeError):
+    """An error with the HTTP status it is answered with."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or {}
+
+
+def status_of(exc: KqeError) -> int:
+    """The HTTP status a readable error is answered with (400 unless it says otherwise)."""
+    if isinstance(exc, ServiceNotAllowed):
+        return 403
+    return getattr(exc, "status", 400)
+
+
+# ---------------------------------------------------------------- content negotiation
+
+
+def negotiate(accept: str, offered: list[str]) -> str | None:
+    """The offered media type the Accept header prefers (q-values, wildcards); None if none fits.
+
+    >>> negotiate("text/csv;q=0.5, application/sparql-results+json", ["text/csv", "application/sparql-results+json"])
+    'application/sparql-results+json'
+    >>> negotiate("image/png", ["text/csv"]) is None
+    True
+    """
+    if not accept.strip():
+        return offered[0]
+    best, best_q = None, 0.0
+    for position, item in enumerate(accept.split(",")):
+        media, *params = [p.strip() for p in item.split(";")]
+        q = 1.0
+        for p in params:
+            key, _, value = p.partition("=")
+            if key.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        media = media.lower()
+        if media in ("*/*", "*"):
+            match = offered[0]
+        elif media.endswith("/*"):
+            match = next((o for o in offered if o.startswith(media[:-1])), None)
+        else:
+            match = media if media in offered else None
+        # Specific types beat wildcards at equal q; earlier beats later.
+        rank = q - (0.0001 if "*" in media else 0.0) - position * 1e-6
+        if match and q > 0 and rank > best_q:
+            best, best_q = match, rank
+    return best
+
+
+# ---------------------------------------------------------------- result serialisers
+
+
+def _json_term(term) -> str:
+    """A term as SPARQL JSON text, written directly: the hot path of every JSON response."""
+    kind = type(term)
+    if kind is NamedNode:
+        return '{"type":"uri","value":' + _quote(term.value) + "}"
+    if kind is BlankNode:
+        return '{"type":"bnode","value":' + _quote(term.value) + "}"
+    if kind is Triple:
+        return (f'{{"type":"triple","value":{{"subject":{_json_term(term.subject)},'
+                f'"predicate":{_json_term(term.predicate)},"object":{_json_term(term.object)}}}}}')
+    out = '{"type":"literal","value":' + _quote(term.value)
+    if term.language:
+        return out + ',"xml:lang":' + _quote(term.language) + "}"
+    datatype = term.datatype.value
+    if datatype != XSD_STRING:
+        return out + ',"datatype":' + _quote(datatype) + "}"
+    return out + "}"
+
+
+def _xml_term(term) -> str:
+    if isinstance(term, NamedNode):
+        return f"<uri>{escape(term.value)}</uri>"
+    if isinstance(term, BlankNode):
+        return f"<bnode>{escape(term.value)}</bnode>"
+    if isinstance(term, Triple):
+        return (f"<triple><subject>{_xml_term(term.subject)}</subject><predicate>{_xml_term(term.predicate)}"
+                f"</predicate><object>{_xml_term(term.object)}</object></triple>")
+    if term.language:
+        return f"<literal xml:lang={quoteattr(term.language)}>{escape(term.value)}</literal>"
+    if term.datatype.value != XSD_STRING:
+        return f"<literal datatype={quoteattr(term.datatype.value)}>{escape(term.value)}</literal>"
+    return f"<literal>{escape(term.value)}</literal>"
+
+
+def _csv_term(term) -> str:
+    if term is None:
+        return ""
+    if isinstance(term, BlankNode):
+        return "_:" + term.value
+    if isinstance(term, Triple):
+        return str(term)
+    return term.value
+
+
+def _tsv_term(term) -> str:
+    return "" if term is None else str(term)  # N-Triples syntax: tabs and newlines in literals are escaped
+
+
+def write_solutions(fmt: str, variables: list[str], rows: list) -> bytes:
+    """SELECT results in a SPARQL results format (json, xml, csv, tsv)."""
+    if fmt == "json":
+        names = [(v, _quote(v) + ":") for v in variables]
+        bindings = []
+        for row in rows:
+            terms = [(name, row[v]) for v, name in names]
+            bindings.append("{" + ",".join(name + _json_term(t) for name, t in terms if t is not None) + "}")
+        head = '{"head":{"vars":[' + ",".join(_quote(v) for v in variables) + ']},"results":{"bindings":['
+        return (head + ",".join(bindings) + "]}}").encode()
+    if fmt == "xml":
+        out = ['<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>']
+        out += [f"<variable name={quoteattr(v)}/>" for v in variables]
+        out.append("</head><results>")
+        for row in rows:
+            out.append("<result>")
+            out += [f"<binding name={quoteattr(v)}>{_xml_term(row[v])}</binding>" for v in variables
+                    if row[v] is not None]
+            out.append("</result>")
+        out.append("</results></sparql>\n")
+        return "".join(out).encode()
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        writer.writerow(variables)
+        writer.writerows([_csv_term(row[v]) for v in variables] for row in rows)
+        return buffer.getvalue().encode()
+    lines = ["\t".join("?" + v for v in variables)]
+    lines += ["\t".join(_tsv_term(row[v]) for v in variables) for row in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_boolean(fmt: str, value: bool) -> bytes:
+    if fmt == "xml":
+        return (f'<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head/>'
+                f"<boolean>{str(value).lower()}</boolean></sparql>\n").encode()
+    if fmt in ("csv", "tsv"):
+        return f"{'_askResult' if fmt == 'csv' else '?_askResult'}\n{str(value).lower()}\n".encode()
+    return json.dumps({"head": {}, "boolean": value}).encode()
+
+
+class Rendered:
+    """A finished response body with its media type, whether the result cap cut it, and whether the same query
+    always gives the same body (then the server may answer it again from :class:`ResultCache`)."""
+
+    def __init__(self, body: bytes, media: str, truncated: bool = False, searches: list | None = None,
+                 repeatable: bool = False) -> None:
+        self.body, self.media, self.truncated, self.searches = body, media, truncated, searches or []
+        self.repeatable = repeatable
+
+
+#: Functions whose value changes from one evaluation to the next: a query using one is never answered from cache.
+_VOLATILE = re.compile(r"\b(RAND|NOW|UUID|STRUUID|BNODE)\s*\(", re.IGNORECASE)
+
+
+class ResultCache:
+    """Recent SELECT/ASK answers of a read-only server, by query, format and dataset, within a byte budget.
+
+    A read-only store gives the same answer to the same deterministic query, so a
+    repeated query (a dashboard, a page reloaded, a crawler) costs no worker. It is
+    emptied when the KB is rebuilt (its ``store`` folder changes); queries with
+    volatile functions, SERVICE calls or graph results are never kept.
+    """
+
+    def __init__(self, budget: int, kb_path: Path) -> None:
+        self.budget, self.store = budget, Path(kb_path) / "store"
+        self.entries: collections.OrderedDict[tuple, tuple[Rendered, int]] = collections.OrderedDict()
+        self.size, self.identity = 0, self._identity()
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.store)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def get(self, key: tuple) -> Rendered | None:
+        identity = self._identity()
+        if identity != self.identity:
+            self.entries.clear()
+            self.size, self.identity = 0, identity
+            return None
+        found = self.entries.get(key)
+        if found is None:
+            return None
+        self.entries.move_to_end(key)
+        return found[0]
+
+    def put(self, key: tuple, rendered: Rendered) -> None:
+        cost = len(rendered.body) + sum(map(len, key[:2])) + 200
+        if not rendered.repeatable or cost > self.budget // 16:
+            return
+        old = self.entries.pop(key, None)
+        if old is not None:
+            self.size -= old[1]
+        self.entries[key] = (rendered, cost)
+        self.size += cost
+        while self.size > self.budget:
+            _, (_, dropped) = self.entries.popitem(last=False)
+            self.size -= dropped
+
+
+def _take(iterator, cap: int, deadline: float) -> tuple[list, bool]:
+    """At most ``cap`` items; stops with 503 once the deadline passes (checked every 64 rows)."""
+    rows = []
+    for n, item in enumerate(iterator):
+        if n >= cap:
+            return rows, True
+        if n % 64 == 0 and time.monotonic() > deadline:
+            raise QueryTimeout("the query ran out of time while its results were read")
+        rows.append(item)
+    return rows, False
+
+
+def render(result, accept: str, cap: int, deadline: float) -> Rendered:
+    """Serialise a pyoxigraph query result in the negotiated format, cut at ``cap`` rows."""
+    if isinstance(result, (QuerySolutions, QueryBoolean)):
+        media = negotiate(accept, list(RESULT_TYPES))
+        if media is None:
+            raise HTTPError(406, "no acceptable format for query results: ask for application/sparql-results+json, "
+                                 "application/sparql-results+xml, text/csv or text/tab-separated-values")
+        fmt = RESULT_TYPES[media]
+        if isinstance(result, QueryBoolean):
+            return Rendered(write_boolean(fmt, bool(result)), media)
+        variables = [v.value for v in result.variables]
+        rows, truncated = _take(result, cap, deadline)
+        return Rendered(write_solutions(fmt, variables, rows), media, truncated)
+    media = negotiate(accept, list(GRAPH_TYPES))
+    if media is None:
+        raise HTTPError(406, "no acceptable format for a graph: ask for text/turtle, application/n-triples, "
+                             "application/ld+json or application/rdf+xml")
+    triples, truncated = _take(result, cap, deadline)
+    return Rendered(serialize(triples, format=GRAPH_TYPES[media]) or b"", media, truncated)
+
+
+# ---------------------------------------------------------------- jobs (run in the worker processes)
+
+
+class QueryTimeout(HTTPError):
+    def __init__(self, message: str) -> None:
+        super().__init__(503, message, {"Retry-After": "5"})
