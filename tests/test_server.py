@@ -278,6 +278,8 @@ def test_answer_input_errors_are_400(client):
 def test_openapi_describes_the_rest_routes(client):
     spec = client.get("/openapi.json").json()
     assert spec["openapi"].startswith("3.") and {"/search", "/triplets", "/expand", "/answer"} <= set(spec["paths"])
+    methods = {p["name"]: p["schema"].get("enum") for p in spec["paths"]["/search"]["get"]["parameters"]}["method"]
+    assert {"bm25", "hybrid", "4step-offline", "kar-offline"} <= set(methods)  # the registry's names
 
 
 def test_web_page_and_static_files_are_served(client):

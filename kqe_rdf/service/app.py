@@ -37,6 +37,7 @@ from pathlib import Path
 from pyoxigraph import BlankNode, Literal, NamedNode, Triple, serialize
 
 from ..core.errors import KqeError
+from ..methods.registry import EXPANSION, METHODS
 from .protocol import FORMAT_NAMES, GRAPH_TYPES, HTTPError, ResultCache, negotiate
 from .requests import check_graphs, client_of, error, protocol_params, rest_params
 from .sparql_search import allowed_endpoints
@@ -278,7 +279,8 @@ def openapi_description(settings) -> dict:
                               **errors, **(extra or {})}}
 
     search = op("Search the KB (BM25, dense, hybrid, RM3, 4StepFocus)", [
-        text, {"name": "method", "in": "query", "schema": {"type": "string", "default": "bm25"}},
+        text, {"name": "method", "in": "query",
+               "schema": {"type": "string", "default": "bm25", "enum": list(METHODS)}},
         {"name": "k", "in": "query", "schema": {"type": "integer", "default": settings.k, "maximum": 1000}},
         {"name": "type", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}, "explode": True}],
         {"type": "object", "properties": {"results": {"type": "array", "items": result}, "provenance": provenance}})
@@ -288,7 +290,8 @@ def openapi_description(settings) -> dict:
                                                     "sparql": {"type": ["string", "null"]}}})
     types = {"name": "type", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}, "explode": True}
     expand = op("Expand a query (KAR, its baselines, LKQE) and show the knowledge the expansion came from",
-                [text, {"name": "method", "in": "query", "schema": {"type": "string", "default": "kar"}}, types],
+                [text, {"name": "method", "in": "query",
+                         "schema": {"type": "string", "default": "kar", "enum": list(EXPANSION)}}, types],
                 {"type": "object"})
     answer = op("Answer a question from KG facts, node text and registered tables, with the evidence it cites",
                 [text, {"name": "source", "in": "query", "explode": True,
