@@ -262,7 +262,7 @@ compete for the {os.cpu_count()} cores.
 - KB: `{rel}` ({why}): {found['importer']} importer, {found['documents']:,} node documents,
   {found['embedded']:,} embedded ({found['model_id']}).
 - Queries: {found['described']}; {found['words']:.0f} words per query (median), k = {args.k}.
-- Each method is `kqe_rdf.methods.retrieval.pipeline(name, kb, Settings(), k={args.k}, types).search(text)`, one query per
+- Each method is `kqe_rdf.methods.registry.pipeline(name, kb, Settings(), k={args.k}, types).search(text)`, one query per
   call, with default settings (hybrid: RRF of BM25 and dense at depth {found['hybrid_depth']}; prf: RM3 with
   {found['prf_docs']} feedback documents, {found['prf_terms']} terms). Warm-up: 5 queries through every method.
   Runs: {args.repeats} rounds, each running every method over all queries in turn; the per-query median
