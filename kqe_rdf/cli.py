@@ -388,6 +388,10 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
+    _print_evaluation(qs, result)
+
+
+def _print_evaluation(qs, result) -> None:
     from rich.console import Console
     from rich.table import Table
 

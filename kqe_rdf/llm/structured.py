@@ -334,10 +334,9 @@ _TOKEN = re.compile(r"""
 def _close_truncated(text: str) -> str | None:
     """Cut-off JSON made whole: the text up to its last complete element, brackets closed; None if unsafe.
 
-    Only whole elements are kept: a string, number or object cut short inside a list is dropped (an
-    object cut short is kept only outside lists, with the members it has, which the schema then judges).
-    Single-quoted strings and Python literals count as elements (json_repair mends them afterwards).
-    """
+    Only whole elements are kept: a string, number or object cut short inside a list is dropped (an object cut
+    short is kept only outside lists, with the members it has, which the schema then judges). Single-quoted
+    strings and Python literals count as elements (json_repair mends them afterwards)."""
     stack: list[list[Any]] = []  # [bracket, what comes next (key, colon, value, comma), inside a list?]
     halves = 0  # objects open inside a list: no safe point until they close
     safe: tuple[int, int] | None = None  # (end of the last complete element, brackets open there)
