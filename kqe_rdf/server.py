@@ -504,7 +504,7 @@ def update_job(context, payload: dict) -> None:
 def run_job(context, kind: str, payload: dict, deadline: float):
     """One job in a worker process (:mod:`kqe_rdf.workers`): a rendered query, nothing, or a JSON body."""
     if kind == "sparql":
-        return sparql_job(context, payload, deadline)
+        return vars(sparql_job(context, payload, deadline))  # plain data: no class to look up when unpickled
     if kind == "update":
         return update_job(context, payload)
     started = time.perf_counter()
@@ -694,7 +694,7 @@ def create_app(kb, settings, writable: bool | None = None):
             key = (query, accept, tuple(defaults), tuple(named))
             rendered = cache.get(key) if cache is not None else None
             if rendered is None:
-                rendered = await pool.run(client_of(request), "sparql", payload)
+                rendered = Rendered(**await pool.run(client_of(request), "sparql", payload))
                 if cache is not None:
                     cache.put(key, rendered)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable answer
@@ -839,7 +839,31 @@ def create_app(kb, settings, writable: bool | None = None):
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
                     exception_handlers={404: not_found, 405: not_found, Exception: internal})
     app.state.workers, app.state.cache = pool, cache
-    return app
+    return app if middleware else DirectRoutes(app, {"/sparql": sparql, "/query": sparql}, error)
+
+
+class DirectRoutes:
+    """The app, with a few routes called directly by path: starlette's middleware, routing and exception layers
+    took a fifth of the server's own time per cache-off SPARQL query. Their handlers answer every failure
+    themselves; anything else (other paths and methods, lifespan, ``state``) is the app's."""
+
+    def __init__(self, app, routes: dict, error) -> None:
+        from starlette.requests import Request
+
+        self.app, self.routes, self.error, self.request = app, routes, error, Request
+
+    async def __call__(self, scope, receive, send) -> None:
+        handler = self.routes.get(scope["path"]) if scope["type"] == "http" else None
+        if handler is None or scope["method"] not in ("GET", "POST"):
+            return await self.app(scope, receive, send)
+        try:
+            response = await handler(self.request(scope, receive))
+        except Exception as exc:  # noqa: BLE001 - a bug: logged, answered without details
+            response = self.error(exc)
+        await response(scope, receive, send)
+
+    def __getattr__(self, name: str):
+        return getattr(self.app, name)
 
 
 def openapi_description(settings) -> dict:

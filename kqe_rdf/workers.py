@@ -113,9 +113,9 @@ def _limit_memory(megabytes: int) -> None:
         log.warning("cannot limit worker memory to %d MiB: %s", megabytes, exc)
 
 
-def _store_identity(path: Path) -> tuple[int, int] | None:
+def _store_identity(store: str) -> tuple[int, int] | None:
     try:
-        st = os.stat(path / "store")
+        st = os.stat(store)
     except OSError:
         return None
     return st.st_dev, st.st_ino
@@ -128,7 +128,7 @@ class _Context:
         from .kb import KnowledgeBase
         from .sparql_search import SearchFunctions
 
-        self.identity = _store_identity(kb_path)
+        self.identity = _store_identity(os.path.join(kb_path, "store"))
         self.kb = KnowledgeBase.open(kb_path, kb_settings)
         self.kb.read_only = True  # a served KB is never written (SPARQL Update aside, into its store)
         if writable:
@@ -165,6 +165,7 @@ def _serve(sock: socket.socket, init: dict) -> None:
     from .server import run_job, status_of  # noqa: PLC0415
 
     kb_path, writable = Path(init["kb"]), init["writable"]
+    store = os.path.join(kb_path, "store")
     context = _Context(kb_path, init["kb_settings"], init["settings"], writable)
     _send(sock, ("ready", os.getpid()))
     while True:
@@ -173,7 +174,7 @@ def _serve(sock: socket.socket, init: dict) -> None:
         except EOFError:
             return
         deadline = time.monotonic() + timeout
-        if _store_identity(kb_path) != context.identity:
+        if _store_identity(store) != context.identity:
             # Rebuilt (the folder was swapped): this process's store is the replaced one. It quits, and a
             # fresh worker opens the new KB and runs the job; an update never goes to the old store.
             log.warning("the KB at %s was rebuilt since this worker opened it: a new worker takes over", kb_path)
@@ -243,7 +244,8 @@ class _Channel(asyncio.Protocol):
     second read call per reply).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.waiter: asyncio.Future | None = None
@@ -276,7 +278,7 @@ class _Channel(asyncio.Protocol):
         """The next reply (:class:`ConnectionError` when the worker is gone)."""
         if self.lost:
             raise ConnectionResetError("the worker closed its socket")
-        self.waiter = asyncio.get_running_loop().create_future()
+        self.waiter = self.loop.create_future()
         self.data_received(b"")  # a reply that arrived before anyone waited
         try:
             return pickle.loads(await self.waiter)
@@ -333,7 +335,8 @@ class WorkerPool:
         finally:
             child.close()
         try:
-            _, channel = await asyncio.get_running_loop().create_unix_connection(_Channel, sock=parent)
+            loop = asyncio.get_running_loop()
+            _, channel = await loop.create_unix_connection(lambda: _Channel(loop), sock=parent)
         except BaseException:
             parent.close()
             with contextlib.suppress(ProcessLookupError):
@@ -408,12 +411,16 @@ class WorkerPool:
                 return self._hand(self.idle.pop(), client)
             if self.alive < self.size and not self.closed:
                 self._grow()
-        waiter = _Waiter(client, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        waiter = _Waiter(client, future)
         self.waiters.append(waiter)
+        # A timer rather than wait_for + shield: no extra task and futures for every request that waits.
+        timer = loop.call_later(max(deadline - time.monotonic(), 0.001),
+                                lambda: future.done() or future.set_exception(TimeoutError()))
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), max(deadline - time.monotonic(), 0.001))
+            return await future
         except BaseException as exc:
-            future = waiter.future
             if future.done() and not future.cancelled() and future.exception() is None:
                 self._release(future.result())  # handed over just as the wait ended: pass it on
             future.cancel()
@@ -421,6 +428,8 @@ class WorkerPool:
                 self.waiters.remove(waiter)
             if not isinstance(exc, TimeoutError):
                 raise
+        finally:
+            timer.cancel()
         if not self._may_take(client):
             held = self.held[client]
             jobs = f"{held} job" + ("s" if held != 1 else "")
