@@ -197,6 +197,7 @@ ADVERSARIAL = {
                                                                "ORDER BY RAND() LIMIT 1",
 }
 ATTACK_TIMEOUT = 10.0
+WORKERS = 4  # `server_query_slots`, the default
 
 
 def process_tree(pid: int) -> list[int]:
@@ -220,6 +221,19 @@ def cpu_by_process(pid: int) -> dict[int, float]:
         except (OSError, IndexError):
             pass
     return out
+
+
+def wait_settled(pid: int, processes: int, seconds: float = 120) -> None:
+    """Until the server has all its processes (main + query workers) and they are idle: workers start in the
+    background, and one still opening the KB would take CPU from the first timed run."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        before = cpu_by_process(pid)
+        time.sleep(0.5)
+        after = cpu_by_process(pid)
+        if len(after) >= processes and sum(after[p] - before.get(p, 0.0) for p in after) < 0.05:
+            return
+    print(f"warning: the server {pid} did not settle within {seconds:g} s", file=sys.stderr)
 
 
 def tree_rss(pid: int) -> int:
@@ -271,7 +285,7 @@ def under_attack(kb: Path, count: int) -> tuple[list[list[str]], list[list[str]]
     url = f"http://127.0.0.1:{port}"
     try:
         simple_latencies(url, 20)  # warm-up
-        time.sleep(1)
+        wait_settled(server.pid, 1 + WORKERS)
         idle_memory = tree_rss(server.pid)
         peak = PeakMemory(server.pid)
         calm = simple_latencies(url, count)
@@ -351,6 +365,8 @@ def main() -> None:
         texts = query_texts(args.kb, args.clients * search_per * args.repeats * 2 + 100)
         for url in (kqe_url + "/sparql", uncached_url + "/sparql", oxi_url + "/query"):  # warm-up
             Run(args.clients, 5, sparql_request(url))
+        for process in (kqe, uncached):
+            wait_settled(process.pid, 1 + WORKERS)
         Run(2, 3, search_request(kqe_url, "hybrid", texts[-50:], 2, 3))
         ours, evaluated, theirs = [], [], []
         for _ in range(args.repeats):
