@@ -844,8 +844,8 @@ def create_app(kb, settings, writable: bool | None = None):
 
 class DirectRoutes:
     """The app, with a few routes called directly by path: starlette's middleware, routing and exception layers
-    took a fifth of the server's own time per cache-off SPARQL query. Their handlers answer every failure
-    themselves; anything else (other paths and methods, lifespan, ``state``) is the app's."""
+    were about a fifth of the server's samples in a profile of cache-off SPARQL queries. Those handlers answer
+    every failure themselves; anything else (other paths and methods, lifespan, ``state``) is the app's."""
 
     def __init__(self, app, routes: dict, error) -> None:
         from starlette.requests import Request
@@ -917,10 +917,11 @@ class OneWritePerStep:
     """A transport whose writes of one event-loop step leave in one system call.
 
     uvicorn writes a response's head and body separately: with TCP_NODELAY that
-    is two packets and two wake-ups of the client for every small answer (a
-    quarter of the server's CPU per cache-off SPARQL request, and the client's
-    too). Here writes are joined and sent at the end of the step; closing sends
-    what is pending first. Everything else is the real transport's.
+    is two packets and two wake-ups of the client for every small answer (the
+    head's write alone was a quarter of the server's samples in a profile of
+    cache-off SPARQL requests). Here writes are joined and sent at the end of the
+    step; closing sends what is pending first. Everything else is the real
+    transport's.
     """
 
     def __init__(self, transport, loop) -> None:
