@@ -88,9 +88,10 @@ def start_oxigraph(kb: Path, port: int) -> subprocess.Popen:
 
 
 class Run:
-    """One load: ``clients`` threads × ``per_client`` requests; latencies and statuses."""
+    """One load: ``clients`` threads × ``per_client`` requests; latencies and statuses, and with ``server`` (a
+    process id) the CPU seconds that server's processes used per request."""
 
-    def __init__(self, clients: int, per_client: int, make_request) -> None:
+    def __init__(self, clients: int, per_client: int, make_request, server: int | None = None) -> None:
         self.latencies: list[float] = []
         self.statuses: Counter = Counter()
         self.bad: Counter = Counter()  # (kind, status) of answers that were not what the kind expects
@@ -116,6 +117,7 @@ class Run:
                 self.bad.update(bad)
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        cpu = cpu_by_process(server) if server else {}
         t0 = time.perf_counter()
         for t in threads:
             t.start()
@@ -123,6 +125,8 @@ class Run:
             t.join()
         self.seconds = time.perf_counter() - t0
         self.requests = clients * per_client
+        after = cpu_by_process(server) if server else {}
+        self.cpu = sum(after[p] - cpu.get(p, 0.0) for p in after) / self.requests
 
     @property
     def rate(self) -> float:
@@ -370,9 +374,9 @@ def main() -> None:
         Run(2, 3, search_request(kqe_url, "hybrid", texts[-50:], 2, 3))
         ours, evaluated, theirs = [], [], []
         for _ in range(args.repeats):
-            ours.append(Run(args.clients, per, sparql_request(kqe_url + "/sparql")))
-            evaluated.append(Run(args.clients, per, sparql_request(uncached_url + "/sparql")))
-            theirs.append(Run(args.clients, per, sparql_request(oxi_url + "/query")))
+            ours.append(Run(args.clients, per, sparql_request(kqe_url + "/sparql"), kqe.pid))
+            evaluated.append(Run(args.clients, per, sparql_request(uncached_url + "/sparql"), uncached.pid))
+            theirs.append(Run(args.clients, per, sparql_request(oxi_url + "/query"), oxi.pid))
         uncached.terminate()
         uncached.wait(30)
         search_runs: dict[str, list[Run]] = {"bm25": [], "hybrid": []}
@@ -406,11 +410,17 @@ def main() -> None:
     o_rate, o_p50, o_p95 = summary(ours)
     t_rate, t_p50, t_p95 = summary(theirs)
     e_rate, e_p50, e_p95 = summary(evaluated)
-    rows = [["`kqe-rdf serve` /sparql", rate(o_rate), ms(o_p50), ms(o_p95), ratio(o_rate, t_rate)],
+    def cpu(runs: list[Run]) -> str:
+        return f"{statistics.median(r.cpu for r in runs) * 1000:.2f}"
+
+    rows = [["`kqe-rdf serve` /sparql", rate(o_rate), ms(o_p50), ms(o_p95), cpu(ours), ratio(o_rate, t_rate),
+             " ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(ours, theirs))],
             ["`kqe-rdf serve` /sparql, result cache off (every request evaluated by a worker)", rate(e_rate),
-             ms(e_p50), ms(e_p95), ratio(e_rate, t_rate)],
-            ["`oxigraph serve-read-only` /query", rate(t_rate), ms(t_p50), ms(t_p95), "1.00×"]]
-    sparql_table = table(["server", "requests/s", "p50 ms", "p95 ms", "requests/s vs oxigraph"], rows)
+             ms(e_p50), ms(e_p95), cpu(evaluated), ratio(e_rate, t_rate),
+             " ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(evaluated, theirs))],
+            ["`oxigraph serve-read-only` /query", rate(t_rate), ms(t_p50), ms(t_p95), cpu(theirs), "1.00×", ""]]
+    sparql_table = table(["server", "requests/s", "p50 ms", "p95 ms", "server CPU ms/request",
+                          "requests/s vs oxigraph", "ratio in each run"], rows)
     search_rows = []
     for method, runs in search_runs.items():
         r, p50, p95 = summary(runs)
@@ -441,8 +451,9 @@ def main() -> None:
             "worker process.\n"
             f"- Clients: {args.clients} threads of one Python process (httpx, keep-alive), on the same 2 CPUs as the "
             f"servers; {per} requests per client per run, {args.repeats} runs alternating the servers; medians "
-            f"of the runs. /search: {search_per} requests per client per run, every request a different HPO "
-            f"phenotype name as text.")
+            f"of the runs, and the ratio of each run to the oxigraph run after it. Server CPU: user + system time of "
+            f"the server's processes (main and workers) per request. /search: {search_per} requests per client per "
+            f"run, every request a different HPO phenotype name as text.")
     attack_lines = [
         f"A second `kqe-rdf serve` with `--query-timeout {ATTACK_TIMEOUT:g}` and its result cache off (default 4 "
         "workers, one client at most half of them). One client sends the simple query back to back; the adversary, "
