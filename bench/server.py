@@ -88,9 +88,10 @@ def start_oxigraph(kb: Path, port: int) -> subprocess.Popen:
 
 
 class Run:
-    """One load: ``clients`` threads × ``per_client`` requests; latencies and statuses."""
+    """One load: ``clients`` threads × ``per_client`` requests; latencies and statuses, and with ``server`` (a
+    process id) the CPU seconds that server's processes used per request."""
 
-    def __init__(self, clients: int, per_client: int, make_request) -> None:
+    def __init__(self, clients: int, per_client: int, make_request, server: int | None = None) -> None:
         self.latencies: list[float] = []
         self.statuses: Counter = Counter()
         self.bad: Counter = Counter()  # (kind, status) of answers that were not what the kind expects
@@ -116,6 +117,7 @@ class Run:
                 self.bad.update(bad)
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        cpu = cpu_by_process(server) if server else {}
         t0 = time.perf_counter()
         for t in threads:
             t.start()
@@ -123,6 +125,8 @@ class Run:
             t.join()
         self.seconds = time.perf_counter() - t0
         self.requests = clients * per_client
+        after = cpu_by_process(server) if server else {}
+        self.cpu = sum(after[p] - cpu.get(p, 0.0) for p in after) / self.requests
 
     @property
     def rate(self) -> float:
@@ -197,6 +201,7 @@ ADVERSARIAL = {
                                                                "ORDER BY RAND() LIMIT 1",
 }
 ATTACK_TIMEOUT = 10.0
+WORKERS = 4  # `server_query_slots`, the default
 
 
 def process_tree(pid: int) -> list[int]:
@@ -220,6 +225,19 @@ def cpu_by_process(pid: int) -> dict[int, float]:
         except (OSError, IndexError):
             pass
     return out
+
+
+def wait_settled(pid: int, processes: int, seconds: float = 120) -> None:
+    """Until the server has all its processes (main + query workers) and they are idle: workers start in the
+    background, and one still opening the KB would take CPU from the first timed run."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        before = cpu_by_process(pid)
+        time.sleep(0.5)
+        after = cpu_by_process(pid)
+        if len(after) >= processes and sum(after[p] - before.get(p, 0.0) for p in after) < 0.05:
+            return
+    print(f"warning: the server {pid} did not settle within {seconds:g} s", file=sys.stderr)
 
 
 def tree_rss(pid: int) -> int:
@@ -271,7 +289,7 @@ def under_attack(kb: Path, count: int) -> tuple[list[list[str]], list[list[str]]
     url = f"http://127.0.0.1:{port}"
     try:
         simple_latencies(url, 20)  # warm-up
-        time.sleep(1)
+        wait_settled(server.pid, 1 + WORKERS)
         idle_memory = tree_rss(server.pid)
         peak = PeakMemory(server.pid)
         calm = simple_latencies(url, count)
@@ -351,12 +369,14 @@ def main() -> None:
         texts = query_texts(args.kb, args.clients * search_per * args.repeats * 2 + 100)
         for url in (kqe_url + "/sparql", uncached_url + "/sparql", oxi_url + "/query"):  # warm-up
             Run(args.clients, 5, sparql_request(url))
+        for process in (kqe, uncached):
+            wait_settled(process.pid, 1 + WORKERS)
         Run(2, 3, search_request(kqe_url, "hybrid", texts[-50:], 2, 3))
         ours, evaluated, theirs = [], [], []
         for _ in range(args.repeats):
-            ours.append(Run(args.clients, per, sparql_request(kqe_url + "/sparql")))
-            evaluated.append(Run(args.clients, per, sparql_request(uncached_url + "/sparql")))
-            theirs.append(Run(args.clients, per, sparql_request(oxi_url + "/query")))
+            ours.append(Run(args.clients, per, sparql_request(kqe_url + "/sparql"), kqe.pid))
+            evaluated.append(Run(args.clients, per, sparql_request(uncached_url + "/sparql"), uncached.pid))
+            theirs.append(Run(args.clients, per, sparql_request(oxi_url + "/query"), oxi.pid))
         uncached.terminate()
         uncached.wait(30)
         search_runs: dict[str, list[Run]] = {"bm25": [], "hybrid": []}
@@ -390,11 +410,17 @@ def main() -> None:
     o_rate, o_p50, o_p95 = summary(ours)
     t_rate, t_p50, t_p95 = summary(theirs)
     e_rate, e_p50, e_p95 = summary(evaluated)
-    rows = [["`kqe-rdf serve` /sparql", rate(o_rate), ms(o_p50), ms(o_p95), ratio(o_rate, t_rate)],
+    def cpu(runs: list[Run]) -> str:
+        return f"{statistics.median(r.cpu for r in runs) * 1000:.2f}"
+
+    rows = [["`kqe-rdf serve` /sparql", rate(o_rate), ms(o_p50), ms(o_p95), cpu(ours), ratio(o_rate, t_rate),
+             " ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(ours, theirs))],
             ["`kqe-rdf serve` /sparql, result cache off (every request evaluated by a worker)", rate(e_rate),
-             ms(e_p50), ms(e_p95), ratio(e_rate, t_rate)],
-            ["`oxigraph serve-read-only` /query", rate(t_rate), ms(t_p50), ms(t_p95), "1.00×"]]
-    sparql_table = table(["server", "requests/s", "p50 ms", "p95 ms", "requests/s vs oxigraph"], rows)
+             ms(e_p50), ms(e_p95), cpu(evaluated), ratio(e_rate, t_rate),
+             " ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(evaluated, theirs))],
+            ["`oxigraph serve-read-only` /query", rate(t_rate), ms(t_p50), ms(t_p95), cpu(theirs), "1.00×", ""]]
+    sparql_table = table(["server", "requests/s", "p50 ms", "p95 ms", "server CPU ms/request",
+                          "requests/s vs oxigraph", "ratio in each run"], rows)
     search_rows = []
     for method, runs in search_runs.items():
         r, p50, p95 = summary(runs)
@@ -425,8 +451,9 @@ def main() -> None:
             "worker process.\n"
             f"- Clients: {args.clients} threads of one Python process (httpx, keep-alive), on the same 2 CPUs as the "
             f"servers; {per} requests per client per run, {args.repeats} runs alternating the servers; medians "
-            f"of the runs. /search: {search_per} requests per client per run, every request a different HPO "
-            f"phenotype name as text.")
+            f"of the runs, and the ratio of each run to the oxigraph run after it. Server CPU: user + system time of "
+            f"the server's processes (main and workers) per request. /search: {search_per} requests per client per "
+            f"run, every request a different HPO phenotype name as text.")
     attack_lines = [
         f"A second `kqe-rdf serve` with `--query-timeout {ATTACK_TIMEOUT:g}` and its result cache off (default 4 "
         "workers, one client at most half of them). One client sends the simple query back to back; the adversary, "

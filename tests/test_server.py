@@ -78,6 +78,21 @@ def test_literals_keep_language_datatype_and_awkward_characters(client):
         assert row["c"].value == "urn:x"
 
 
+@pytest.mark.parametrize("cap", [
+    10000,  # a short answer: pyoxigraph writes the JSON itself
+    3,  # as many rows as the cap: too long to be sure it fits, so evaluated again and written row by row
+])
+def test_json_results_within_the_result_cap_are_whole(bio_kb, cap):  # noqa: F811
+    with TestClient(create_app(bio_kb, Settings(server_result_cap=cap))) as capped:
+        response = capped.get("/sparql", params={"query": DISEASES}, headers={"Accept": JSON})
+    assert response.status_code == 200 and response.headers["content-type"] == JSON
+    assert "X-KQE-Truncated" not in response.headers
+    assert response.json()["head"]["vars"] == ["d", "name"]
+    assert names_of(response) == ["Focal epilepsy type 1", "Frontal bossing syndrome",
+                                  "Generalized epilepsy with forehead anomaly"]
+    assert {b["d"]["type"] for b in response.json()["results"]["bindings"]} == {"uri"}
+
+
 def test_ask_in_json_and_xml(client):
     ask = "ASK { ?d rdfs:label 'Focal epilepsy type 1' }"
     assert client.get("/sparql", params={"query": ask}).json() == {"head": {}, "boolean": True}

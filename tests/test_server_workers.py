@@ -15,6 +15,7 @@ cost from their own VALUES, whatever the KB holds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -30,7 +31,7 @@ from kqe_rdf.kb.build import build_kb
 from kqe_rdf.core.config import Settings
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
-from kqe_rdf.service.app import create_app
+from kqe_rdf.service.app import OneWritePerStep, create_app
 from live_servers import serving
 
 DISEASES = "SELECT ?d ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
@@ -294,6 +295,39 @@ def test_a_body_that_does_not_arrive_gets_408(bio_kb):  # noqa: F811
             s.settimeout(10)
             head = s.recv(4096)
         assert head.startswith(b"HTTP/1.1 408") and b"server_body_timeout" in head
+
+
+def test_a_response_head_and_body_leave_in_one_write():
+    """uvicorn writes a response's head and body apart; the server's transport sends what one step wrote at once
+    (one packet, one wake-up of the client), and what is pending before it closes."""
+
+    class Socket:  # the real transport's side: what reaches the socket, write by write
+        def __init__(self) -> None:
+            self.writes, self.closed = [], False
+
+        def write(self, data) -> None:
+            self.writes.append(bytes(data))
+
+        def is_closing(self) -> bool:
+            return self.closed
+
+        def close(self) -> None:
+            self.closed = True
+
+    loop, sent = asyncio.new_event_loop(), Socket()
+    try:
+        transport = OneWritePerStep(sent, loop)
+        transport.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        transport.write(b"ok")
+        assert sent.writes == []  # nothing yet: the step is not over
+        loop.run_until_complete(asyncio.sleep(0))
+        assert sent.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]
+        transport.write(b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n")
+        transport.close()
+        assert sent.writes[1:] == [b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n"] and sent.closed
+        assert transport.is_closing()  # the rest is the real transport's
+    finally:
+        loop.close()
 
 
 def test_json_and_urlencoded_bodies_still_work(server):

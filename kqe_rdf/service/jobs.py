@@ -129,7 +129,8 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
         result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
     failure = None
     try:
-        rendered = render(result, payload["accept"], settings.server_result_cap, deadline)
+        rendered = render(result, payload["accept"], settings.server_result_cap, deadline,
+                          again=lambda: execute(kb, prepared, context.functions, payload["defaults"], payload["named"]))
     except Exception as exc:  # noqa: BLE001
         if not isinstance(exc, KqeError):
             log.exception("internal error while rendering results")
@@ -160,7 +161,7 @@ def update_job(context, payload: dict) -> None:
 def run_job(context, kind: str, payload: dict, deadline: float):
     """One job in a worker process (:mod:`kqe_rdf.service.workers`): a rendered query, nothing, or a JSON body."""
     if kind == "sparql":
-        return sparql_job(context, payload, deadline)
+        return vars(sparql_job(context, payload, deadline))  # plain data: no class to look up when unpickled
     if kind == "update":
         return update_job(context, payload)
     started = time.perf_counter()

@@ -17,7 +17,8 @@ from json.encoder import encode_basestring as _quote  # the C encoder json.dumps
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from pyoxigraph import BlankNode, NamedNode, QueryBoolean, QuerySolutions, RdfFormat, Triple, serialize
+from pyoxigraph import (BlankNode, NamedNode, QueryBoolean, QueryResultsFormat, QuerySolutions, RdfFormat, Triple,
+                       serialize)
 
 from ..core.errors import KqeError
 from .sparql_guard import ServiceNotAllowed
@@ -259,8 +260,42 @@ def _take(iterator, cap: int, deadline: float) -> tuple[list, bool]:
     return rows, False
 
 
-def render(result, accept: str, cap: int, deadline: float) -> Rendered:
-    """Serialise a pyoxigraph query result in the negotiated format, cut at ``cap`` rows."""
+class _TooLong(Exception):
+    """Raised by :class:`_Bounded` to stop pyoxigraph's serializer."""
+
+
+class _Bounded:
+    """Where pyoxigraph writes a result: it gives up past ``limit`` bytes, and with 503 past the deadline."""
+
+    def __init__(self, limit: int, deadline: float) -> None:
+        self.limit, self.deadline, self.size, self.parts = limit, deadline, 0, []
+
+    def write(self, data) -> int:
+        self.size += len(data)
+        if self.size > self.limit:
+            raise _TooLong
+        if time.monotonic() > self.deadline:
+            raise QueryTimeout("the query ran out of time while its results were written")
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+
+#: Fewest bytes a solution takes in SPARQL JSON (``{}`` and a comma): a JSON body of at most 3 × cap bytes
+#: holds at most ``cap`` solutions.
+MIN_JSON_SOLUTION = 3
+
+
+def render(result, accept: str, cap: int, deadline: float, again=None) -> Rendered:
+    """Serialise a pyoxigraph query result in the negotiated format, cut at ``cap`` rows.
+
+    SELECT results in JSON are written by pyoxigraph itself when they are small
+    enough to be within the cap for sure (most answers; half the worker's time for a
+    simple query went to writing them in Python); a longer one is evaluated again
+    (``again()``: the same query's result) and cut at ``cap`` here.
+    """
     if isinstance(result, (QuerySolutions, QueryBoolean)):
         media = negotiate(accept, list(RESULT_TYPES))
         if media is None:
@@ -269,6 +304,13 @@ def render(result, accept: str, cap: int, deadline: float) -> Rendered:
         fmt = RESULT_TYPES[media]
         if isinstance(result, QueryBoolean):
             return Rendered(write_boolean(fmt, bool(result)), media)
+        if fmt == "json" and again is not None:
+            target = _Bounded(MIN_JSON_SOLUTION * cap, deadline)
+            try:
+                result.serialize(target, format=QueryResultsFormat.JSON)
+                return Rendered(b"".join(target.parts), media)
+            except _TooLong:
+                result = again()
         variables = [v.value for v in result.variables]
         rows, truncated = _take(result, cap, deadline)
         return Rendered(write_solutions(fmt, variables, rows), media, truncated)

@@ -113,9 +113,9 @@ def _limit_memory(megabytes: int) -> None:
         log.warning("cannot limit worker memory to %d MiB: %s", megabytes, exc)
 
 
-def _store_identity(path: Path) -> tuple[int, int] | None:
+def _store_identity(store: str) -> tuple[int, int] | None:
     try:
-        st = os.stat(path / "store")
+        st = os.stat(store)
     except OSError:
         return None
     return st.st_dev, st.st_ino
@@ -128,7 +128,7 @@ class _Context:
         from ..kb.knowledge_base import KnowledgeBase
         from .sparql_search import SearchFunctions
 
-        self.identity = _store_identity(kb_path)
+        self.identity = _store_identity(os.path.join(kb_path, "store"))
         self.kb = KnowledgeBase.open(kb_path, kb_settings)
         self.kb.read_only = True  # a served KB is never written (SPARQL Update aside, into its store)
         if writable:
@@ -166,6 +166,7 @@ def _serve(sock: socket.socket, init: dict) -> None:
     from .protocol import status_of  # noqa: PLC0415
 
     kb_path, writable = Path(init["kb"]), init["writable"]
+    store = os.path.join(kb_path, "store")
     context = _Context(kb_path, init["kb_settings"], init["settings"], writable)
     _send(sock, ("ready", os.getpid()))
     while True:
@@ -174,7 +175,7 @@ def _serve(sock: socket.socket, init: dict) -> None:
         except EOFError:
             return
         deadline = time.monotonic() + timeout
-        if _store_identity(kb_path) != context.identity:
+        if _store_identity(store) != context.identity:
             # Rebuilt (the folder was swapped): this process's store is the replaced one. It quits, and a
             # fresh worker opens the new KB and runs the job; an update never goes to the old store.
             log.warning("the KB at %s was rebuilt since this worker opened it: a new worker takes over", kb_path)
@@ -236,11 +237,64 @@ def main(argv: list[str] | None = None) -> None:
 GRACE = 0.5
 
 
+class _Channel(asyncio.Protocol):
+    """The server's end of a worker's socket: frames out, replies in, one at a time.
+
+    A bare protocol rather than asyncio streams: a job's reply usually arrives in
+    one read and goes from there to the waiting request (no stream buffer, no
+    second read call per reply).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.waiter: asyncio.Future | None = None
+        self.lost = False
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) < _FRAME.size or self.waiter is None or self.waiter.done():
+            return  # more to come, or nobody asks yet (a worker sends only what it was asked for)
+        (size,) = _FRAME.unpack_from(self.buffer)
+        end = _FRAME.size + size
+        if len(self.buffer) >= end:
+            frame = bytes(self.buffer[_FRAME.size:end])
+            del self.buffer[:end]
+            self.waiter.set_result(frame)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self.lost = True
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionResetError("the worker closed its socket"))
+
+    def send(self, obj: object) -> None:
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        self.transport.write(_FRAME.pack(len(data)) + data)
+
+    async def receive(self) -> object:
+        """The next reply (:class:`ConnectionError` when the worker is gone)."""
+        if self.lost:
+            raise ConnectionResetError("the worker closed its socket")
+        self.waiter = self.loop.create_future()
+        self.data_received(b"")  # a reply that arrived before anyone waited
+        try:
+            return pickle.loads(await self.waiter)
+        finally:
+            self.waiter = None
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
 @dataclass(eq=False)
 class _Worker:
     process: subprocess.Popen
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    channel: _Channel
     client: str | None = None
 
 
@@ -281,14 +335,21 @@ class WorkerPool:
                                        pass_fds=[child.fileno()], stdin=subprocess.DEVNULL)
         finally:
             child.close()
-        reader, writer = await asyncio.open_connection(sock=parent, limit=1 << 20)
-        worker = _Worker(process, reader, writer)
+        try:
+            loop = asyncio.get_running_loop()
+            _, channel = await loop.create_unix_connection(lambda: _Channel(loop), sock=parent)
+        except BaseException:
+            parent.close()
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            raise
+        worker = _Worker(process, channel)
         init = {"kb": str(self.kb_path), "kb_settings": self.kb_settings, "settings": self.settings,
                 "writable": self.writable, "memory_mb": self.settings.server_worker_memory_mb}
-        self._write(worker, init)
+        worker.channel.send(init)
         try:
-            reply = await asyncio.wait_for(self._read(worker), 120)
-        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
+            reply = await asyncio.wait_for(worker.channel.receive(), 120)
+        except (TimeoutError, ConnectionError) as exc:
             reply = ("failed", f"it did not start ({type(exc).__name__})")
         except BaseException:
             self._end(worker)
@@ -298,21 +359,11 @@ class WorkerPool:
             raise KqeError(f"a query worker could not start: {reply[1]}")
         return worker
 
-    @staticmethod
-    def _write(worker: _Worker, obj: object) -> None:
-        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        worker.writer.write(_FRAME.pack(len(data)) + data)
-
-    @staticmethod
-    async def _read(worker: _Worker) -> object:
-        (size,) = _FRAME.unpack(await worker.reader.readexactly(_FRAME.size))
-        return pickle.loads(await worker.reader.readexactly(size))
-
     def _end(self, worker: _Worker) -> None:
         """Kill a worker now (SIGKILL: its CPU and memory are freed at once) and reap it in the background."""
         with contextlib.suppress(ProcessLookupError):
             worker.process.kill()
-        worker.writer.close()
+        worker.channel.close()
         asyncio.get_running_loop().run_in_executor(None, worker.process.wait)
 
     def _grow(self) -> None:
@@ -361,12 +412,16 @@ class WorkerPool:
                 return self._hand(self.idle.pop(), client)
             if self.alive < self.size and not self.closed:
                 self._grow()
-        waiter = _Waiter(client, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        waiter = _Waiter(client, future)
         self.waiters.append(waiter)
+        # A timer rather than wait_for + shield: no extra task and futures for every request that waits.
+        timer = loop.call_later(max(deadline - time.monotonic(), 0.001),
+                                lambda: future.done() or future.set_exception(TimeoutError()))
         try:
-            return await asyncio.wait_for(asyncio.shield(waiter.future), max(deadline - time.monotonic(), 0.001))
+            return await future
         except BaseException as exc:
-            future = waiter.future
             if future.done() and not future.cancelled() and future.exception() is None:
                 self._release(future.result())  # handed over just as the wait ended: pass it on
             future.cancel()
@@ -374,6 +429,8 @@ class WorkerPool:
                 self.waiters.remove(waiter)
             if not isinstance(exc, TimeoutError):
                 raise
+        finally:
+            timer.cancel()
         if not self._may_take(client):
             held = self.held[client]
             jobs = f"{held} job" + ("s" if held != 1 else "")
@@ -414,7 +471,7 @@ class WorkerPool:
 
     def _retire(self, worker: _Worker) -> None:
         self.alive -= 1
-        worker.writer.close()  # the worker sees its socket close and exits
+        worker.channel.close()  # the worker sees its socket close and exits
         asyncio.get_running_loop().run_in_executor(None, worker.process.wait)
 
     # -- jobs
@@ -440,14 +497,14 @@ class WorkerPool:
         self.jobs += 1
         ok = False
         try:
-            self._write(worker, (kind, payload, self.timeout))
+            worker.channel.send((kind, payload, self.timeout))
             try:
                 async with asyncio.timeout(self.timeout + GRACE):  # no extra task per job, unlike wait_for
-                    reply = await self._read(worker)
+                    reply = await worker.channel.receive()
             except TimeoutError:
                 raise QueryTimeout(f"the job did not finish within {self.timeout:g} s (server_query_timeout) and "
                                    "was stopped; narrow it down or add a LIMIT") from None
-            except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            except (ConnectionError, OSError):
                 raise self._died(worker) from None
             if reply[0] == "failed":
                 raise HTTPError(503, f"a query worker stopped: {reply[1]}")
