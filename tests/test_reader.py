@@ -17,6 +17,9 @@ from kqe_rdf.methods.fourstep.reader import PathReader, stem
 from kqe_rdf.methods.retrieval import BM25
 from kqe_rdf.methods.registry import pipeline
 from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.kb.importers.metaqa import MetaQAImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
 M = "https://w3id.org/kqe/metaqa#"
 K = 5
@@ -163,3 +166,16 @@ def test_a_request_without_a_wh_word_that_ends_with_a_class_asks_for_it(movie_kb
     # class of a request with a wh-word ("what were the release dates of X directed films").
     assert reader.trailing_class("describe movie \x00") == set()
     assert reader.trailing_class("what were the release dates of \x00 directed films") == set()
+
+
+
+
+def test_a_common_word_beside_a_name_is_a_constant_only_with_words_of_its_own(tmp_path):
+    # "creator" is also a film; the request's relation words ("creator of the film script") are Brazil's.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "kb.txt").write_text("Creator|written_by|Jeremy Leven\nBrazil|written_by|Charles McKeown\n"
+                                             "Brazil|has_tags|brazil\nBrazil|directed_by|Terry Gilliam\n")
+    build_kb(MetaQAImporter([tmp_path / "src"]), tmp_path / "kb")
+    reading = OfflineTriplets(KnowledgeBase.open(tmp_path / "kb"))("who is the creator of the film script for Brazil")
+    assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
+        ("Brazil", "written_by", "?x")]

@@ -206,56 +206,11 @@ class OfflineTriplets:
 
     def __call__(self, query: str) -> TripletQuery:
         mentions = self.linker.mentions(query, skip_words=self.schema_words)
-        notes: list[str] = []
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
-        # The relation is read from what the query says about its positive mentions:
-        # mentions and negated sentences ("D and E were not observed") are taken out.
-        stripped = query
-        for m in sorted(mentions, key=lambda m: -m.start):
-            stripped = stripped[: m.start] + "\x00" + stripped[m.end :]
-        marked = stripped
-        # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
-        stripped = " ".join(_LIST_GAP.sub("", stripped).split())
-        positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
-        # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
-        # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
-        # does not.
-        wanted = (self.answer_types(stripped, wh_only=True) or self.leading_class(stripped)
-                  or self.trailing_class(marked))
-        request = self.request(query, mentions, wanted, self.kb.embed_query(positive))
-        index = self.linker.index
-        reader = self.reader
-        # Mentions that share types share the relation choice (phenotype lists have dozens).
-        groups: dict[frozenset, list[int]] = {}
-        for n, mention in enumerate(mentions):
-            types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
-            if types:
-                groups.setdefault(types, []).append(n)
-        for types, members in groups.items():
-            if 2 <= len(members) <= 3 and any(any(ch.isupper() for ch in mentions[n].text) for n in members):
-                # Beside a capitalised name, a lone lower-case word that happens to name a node of the same
-                # type ("the creator of the film script for La Belle Noiseuse") is not a second constant.
-                groups[types] = [n for n in members if " " in mentions[n].text.strip()
-                                 or any(ch.isupper() for ch in mentions[n].text)]
-        ranked: dict[frozenset, list[Scored]] = {}
-        listing = any(len(members) > 3 for members in groups.values())
-        for types, members in groups.items():
-            nodes = [c.iri for n in members for c in mentions[n].candidates]
-            spans = [request.mention_positions[n] for n in members]
-            # A list of constants of one type (phenotypes of a case) reads as one relation each to the answer.
-            paths = reader.enumerate(nodes, types, request, spans, max_hops=1 if listing else None)
-            ranked[types] = reader.rank(paths, request, spans)
-        for types, members in groups.items():
-            # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,
-            # not the tag "parents") prefers paths from that class.
-            exact = {t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
-                     for t in index.types.get(c.iri, ())}
-            if exact and exact != set(types):
-                for scored in ranked[types]:
-                    if scored.path.start in exact:
-                        scored.score += 0.2
-                ranked[types].sort(key=lambda x: (-x.score, len(x.path.steps), x.phrases))
+        request = self._request(query, mentions)
+        groups = self._groups(mentions)
+        ranked = self._rank(groups, mentions, request)
         usable = [t for t in groups if ranked[t]]
         if not usable:
             return TripletQuery(query, [], "?x", None, "offline",
@@ -269,10 +224,12 @@ class OfflineTriplets:
                                              sum(len(mentions[n].text) for n in groups[t]), -groups[t][0]))
         best = ranked[primary][0]
         answer_type = best.path.end
+        notes: list[str] = []
         choice: dict[int, Scored] = {}
         for types in usable:
             fitting = [s for s in ranked[types] if s.path.end == answer_type]
-            if not fitting or (types != primary and not self._joins(fitting[0], best, types, primary, request)):
+            if not fitting or (types != primary
+                               and not self._joins(fitting[0], best, types, primary, request, types in common)):
                 continue
             members = groups[types]
             notes.append(f"mentions of type {', '.join(sorted(local_name(t) for t in types))}: relation path "
@@ -294,13 +251,72 @@ class OfflineTriplets:
                                                  f"{local_name(other.path.end)} (score {other.score:.2f})"]))
         return tq
 
-    def _joins(self, other: Scored, best: Scored, types: frozenset, primary: frozenset, request: Request) -> bool:
+    def _request(self, query: str, mentions: Sequence[Mention]) -> Request:
+        """The request around its mentions: the relation is read from what the query says about its positive
+        mentions, so mentions and negated sentences ("D and E were not observed") are taken out."""
+        stripped = query
+        for m in sorted(mentions, key=lambda m: -m.start):
+            stripped = stripped[: m.start] + "\x00" + stripped[m.end :]
+        marked = stripped
+        # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
+        stripped = " ".join(_LIST_GAP.sub("", stripped).split())
+        positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
+        # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
+        # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
+        # does not.
+        wanted = (self.answer_types(stripped, wh_only=True) or self.leading_class(stripped)
+                  or self.trailing_class(marked))
+        return self.request(query, mentions, wanted, self.kb.embed_query(positive))
+
+    def _groups(self, mentions: Sequence[Mention]) -> dict[frozenset, list[int]]:
+        """Mentions grouped by their types: mentions that share types share the relation choice (phenotype
+        lists have dozens)."""
+        index = self.linker.index
+        groups: dict[frozenset, list[int]] = {}
+        for n, mention in enumerate(mentions):
+            types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
+            if types:
+                groups.setdefault(types, []).append(n)
+        for types, members in groups.items():
+            if 2 <= len(members) <= 3 and any(any(ch.isupper() for ch in mentions[n].text) for n in members):
+                # Beside a capitalised name, a lone lower-case word that happens to name a node of the same
+                # type ("the creator of the film script for La Belle Noiseuse") is not a second constant.
+                groups[types] = [n for n in members if " " in mentions[n].text.strip()
+                                 or any(ch.isupper() for ch in mentions[n].text)]
+        return groups
+
+    def _rank(self, groups: dict[frozenset, list[int]], mentions: Sequence[Mention],
+              request: Request) -> dict[frozenset, list[Scored]]:
+        """Each group's grounded relation paths, best first."""
+        index = self.linker.index
+        ranked: dict[frozenset, list[Scored]] = {}
+        listing = any(len(members) > 3 for members in groups.values())
+        for types, members in groups.items():
+            nodes = [c.iri for n in members for c in mentions[n].candidates]
+            spans = [request.mention_positions[n] for n in members]
+            # A list of constants of one type (phenotypes of a case) reads as one relation each to the answer.
+            paths = self.reader.enumerate(nodes, types, request, spans, max_hops=1 if listing else None)
+            ranked[types] = self.reader.rank(paths, request, spans)
+            # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,
+            # not the tag "parents") prefers paths from that class.
+            exact = {t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
+                     for t in index.types.get(c.iri, ())}
+            if exact and exact != set(types):
+                for scored in ranked[types]:
+                    if scored.path.start in exact:
+                        scored.score += 0.2
+                ranked[types].sort(key=lambda x: (-x.score, len(x.path.steps), x.phrases))
+        return ranked
+
+    def _joins(self, other: Scored, best: Scored, types: frozenset, primary: frozenset, request: Request,
+               common: bool = False) -> bool:
         """Whether another group's path joins the reading: it fits about as well as the best one, and a group
-        of other types than the best one's must be named by words of its own (a word of the request that
-        happens to name a movie, "fall", reuses the best path's words and adds nothing)."""
+        of other types than the best one's, or of common words beside a proper name, must be named by words of
+        its own (a word of the request that happens to name a movie, "fall" or "creator", reuses the best path's
+        words and adds nothing)."""
         if other.score < best.score - self.margin:
             return False
-        if types & primary:
+        if types & primary and not common:
             return True
         stems = {s for _p, s in request.words}
         mine = {s for rel, _f in other.path.steps for s in self.reader.relation_stems.get(rel, ())} & stems
