@@ -179,3 +179,16 @@ def test_a_common_word_beside_a_name_is_a_constant_only_with_words_of_its_own(tm
     reading = OfflineTriplets(KnowledgeBase.open(tmp_path / "kb"))("who is the creator of the film script for Brazil")
     assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
         ("Brazil", "written_by", "?x")]
+
+
+def test_constants_of_two_classes_each_read_their_own_words(movie_kb):
+    # "heat" is a tag (and a film) and Spike Lee a person: "about" names the tag's relation, "starring" his.
+    reading = OfflineTriplets(movie_kb)("films about heat starring Spike Lee")
+    assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
+        ("?x", "has_tags", "heat"), ("?x", "starred_actors", "Spike Lee")]
+    hits = FourStep(movie_kb, OfflineTriplets(movie_kb), k=K).search("films about heat starring Spike Lee")
+    assert names(movie_kb, hits)[0] == "Do the Right Thing"
+    # Read alone, Al Pacino's path names every relation word: "together" adds nothing and is no constant.
+    reading = OfflineTriplets(movie_kb)("the actor Al Pacino starred together with who in the heat")
+    assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
+        ("?m0_0", "starred_actors", "Al Pacino"), ("?m0_0", "starred_actors", "?x")]

@@ -225,8 +225,11 @@ class OfflineTriplets:
         best = ranked[primary][0]
         answer_type = best.path.end
         notes: list[str] = []
-        choice: dict[int, Scored] = {}
-        for types in usable:
+        choice = self._joint(usable, groups, mentions, request, best)
+        for n, scored in choice.items():
+            notes.append(f"mention '{mentions[n].text}': its own relation path '{' / '.join(scored.phrases)}' "
+                         f"→ {local_name(answer_type)} (score {scored.score:.2f})")
+        for types in usable if not choice else ():
             fitting = [s for s in ranked[types] if s.path.end == answer_type]
             if not fitting or (types != primary
                                and not self._joins(fitting[0], best, types, primary, request, types in common)):
@@ -322,6 +325,31 @@ class OfflineTriplets:
         mine = {s for rel, _f in other.path.steps for s in self.reader.relation_stems.get(rel, ())} & stems
         theirs = {s for rel, _f in best.path.steps for s in self.reader.relation_stems.get(rel, ())} & stems
         return bool(mine - theirs)
+
+    def _named(self, scored: Scored, request: Request) -> set[int]:
+        """Positions of the request's words that name a relation of the path."""
+        stems = {s for rel, _f in scored.path.steps for s in self.reader.relation_stems.get(rel, ())}
+        return {p for p, s in request.words if s in stems}
+
+    def _joint(self, usable: list[frozenset], groups: dict[frozenset, list[int]], mentions: Sequence[Mention],
+               request: Request, best: Scored) -> dict[int, Scored]:
+        """Constants of different classes that each read their own words ("films about war starring Tom Hanks":
+        a tag, then a person), when together they name more of the request's relation words than the best
+        path alone, or as many with fewer hops (alone, "Tom Hanks" reads 'starred in / has tags / tag of');
+        empty when they do not ("the actor X starred together with who" is X's path alone)."""
+        if len(usable) < 2 or any(len(groups[t]) > 3 for t in usable):
+            return {}
+        own: dict[int, Scored] = {}
+        for types in usable:
+            paths = self._own_paths(groups[types], mentions, request, best.path.end)
+            if set(paths) != set(groups[types]):
+                return {}  # every constant needs relation words of its own
+            own.update(paths)
+        alone, joint = self._named(best, request), set().union(*(self._named(s, request) for s in own.values()))
+        hops = sum(len(s.path.steps) for s in own.values())
+        if joint > alone or (joint == alone and hops < len(best.path.steps)):
+            return own
+        return {}
 
     def _own_paths(self, members: list[int], mentions: Sequence[Mention], request: Request,
                    answer_type: str) -> dict[int, Scored]:
