@@ -237,6 +237,8 @@ Love|directed_by|Guillaume Nicloux
 The Incredibly True Adventure of Two Girls in Love|directed_by|Maria Maggenti
 The American|directed_by|Anton Corbijn
 American Gangster|directed_by|Ridley Scott
+The Eye|has_tags|absent foveal reflex
+Reflexes|has_tags|reflex
 """
 
 
@@ -267,9 +269,11 @@ def titles(tmp_path_factory) -> Linker:
     # a title made of a stopword or a number, when nothing else in the request names a node
     ("who directed Her", "Her"),
     ("who was 360 directed by", "360"),
+    # ... but a lower-case name inside it does not win: one term, not the shorter term "reflex" in it
+    ("films about absent foveal reflex", "absent foveal reflex"),
 ])
 def test_titles_are_found_as_written(titles, query, title):
-    found = titles.mentions(query, skip_words={"directed", "stars"})
+    found = titles.mentions(query, skip_words={"directed", "stars", "absent"})
     assert [(m.text, [c.name for c in m.candidates]) for m in found] == [(title, [title])]
 
 

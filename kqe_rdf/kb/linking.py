@@ -257,9 +257,16 @@ class Linker:
         # Exact names first, names with no weak edge before the rest; fuzzy matching (slow over a large index)
         # only when nothing matched exactly.
         exact = spans()
-        for weak in (False, True):
-            for i, n in exact:
-                if (soft[i] or soft[i + n - 1]) == weak and not all(plain[i : i + n]) and (key := free(i, n)):
+        named = [(i, n) for i, n in exact if not all(plain[i : i + n])]
+        weak = {(i, n) for i, n in named if soft[i] or soft[i + n - 1]}
+        # A weak name yields to names that overlap it, but not to a lower-case name inside it: "absent foveal
+        # reflex" is one phenotype, not the GO term "reflex"; "in Time" still yields to the film "Time".
+        named_weak = [(i, n) for i, n in weak if index.nodes(free(i, n))]
+        inside = {(i, n) for i, n in named if (i, n) not in weak and not tokens[i][0][:1].isupper()
+                  and any(a <= i and i + n <= a + m for a, m in named_weak)}
+        for rank in (0, 1, 2):
+            for i, n in named:
+                if (2 if (i, n) in inside else int((i, n) in weak)) == rank and (key := free(i, n)):
                     if iris := index.nodes(key):
                         take(i, n, iris, "exact", 1.0)
         if not found:
