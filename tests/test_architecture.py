@@ -19,14 +19,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kqe_rdf"
 LAYERS = {"core": 0, "kb": 1, "llm": 1, "methods": 2, "service": 3, "evaluation": 3}
 TOP = 4  # kqe_rdf/cli.py, demo.py, __main__.py
 
-#: Imports that point up, each with the reason it stays. Keep this short.
-EXCEPTIONS = {
-    ("kqe_rdf.kb.build", "kqe_rdf.methods.fourstep.reader"):
-        "the build writes the reader's relation-phrase vectors (PHRASES, write_phrase_vectors); they move "
-        "into kb/ when reader.py is next changed",
-}
-
-
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -116,11 +108,7 @@ def test_the_package_has_no_import_cycle():
 
 
 def test_imports_point_down_the_layers():
-    assert [edge for edge in upward(import_graph()) if edge not in EXCEPTIONS] == []
-
-
-def test_every_exception_is_still_needed():
-    assert set(EXCEPTIONS) <= set(upward(import_graph()))
+    assert upward(import_graph()) == []
 
 
 def test_the_walk_sees_relative_lazy_and_module_imports():

@@ -124,7 +124,7 @@ def test_the_hop_summary_stored_with_the_kb_agrees_with_the_store(movie_kb):
 
 
 def test_the_relation_phrases_are_embedded_with_the_kb(movie_kb):
-    from kqe_rdf.methods.fourstep.reader import relation_phrases, stored_phrase_vectors
+    from kqe_rdf.kb.phrases import relation_phrases, stored_phrase_vectors
 
     stored = stored_phrase_vectors(movie_kb)
     phrases = relation_phrases(movie_kb.schema)

@@ -39,7 +39,7 @@ from .importers import Importer
 from .linking import NameIndex
 from .ontology import CORE, Schema
 from ..core.progress import Progress
-from ..methods.fourstep.reader import PHRASES, write_phrase_vectors
+from .phrases import PHRASES, write_phrase_vectors
 from .rdfize import RecordWriter
 from .records import ImportReport
 from .layout import (DOCUMENTS, MANIFEST, kb_lock, kb_location, read_documents, recover,  # noqa: F401 - re-exported

@@ -35,6 +35,7 @@ import numpy as np
 from pyoxigraph import NamedNode
 
 from ...kb import queries
+from ...kb.phrases import stored_phrase_vectors
 from .compiler import _hierarchy
 from ...kb.ontology import local_name
 
@@ -304,32 +305,6 @@ class PathReader:
             if typed:
                 return typed
         return out
-
-
-PHRASES = "phrases.npz"
-
-
-def relation_phrases(schema) -> list[str]:
-    """How every relation reads in either direction: the phrases the ranking embeds for one hop."""
-    return sorted({p for r in schema.relations for p in (schema.relations[r].label, schema.inverse_label(r))})
-
-
-def write_phrase_vectors(schema, encoder, path) -> None:
-    """The one-hop phrases' vectors, computed with the KB so that a first request does not encode them."""
-    phrases = relation_phrases(schema)
-    vectors = encoder.encode(phrases) if phrases else np.zeros((0, 1), dtype=np.float32)
-    np.savez(path, phrases=np.array(phrases), vectors=vectors, model_id=np.array(encoder.model_id))
-
-
-def stored_phrase_vectors(kb) -> dict[str, np.ndarray]:
-    """The phrase vectors stored with the KB, if they were made by the encoder the KB uses now."""
-    path = kb.path / PHRASES
-    if not path.is_file():
-        return {}
-    with np.load(path) as stored:
-        if str(stored["model_id"]) != kb.encoder.model_id:
-            return {}
-        return dict(zip((str(p) for p in stored["phrases"]), stored["vectors"]))
 
 
 def walk(steps: Sequence[tuple[str, bool]], start: str = "?c", end: str = "?n") -> str:
