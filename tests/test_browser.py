@@ -121,3 +121,11 @@ def test_a_result_s_provenance_is_drawn_as_a_graph_and_its_sparql_opens_in_the_e
     answers = {cells[1] for cells in (row.locator("td").all_text_contents()
                                        for row in page.locator("#sparql-results tbody tr").all())}
     assert "https://omim.org/entry/100003" in answers  # the first result is among what the query returns
+
+
+def test_the_method_list_is_the_server_s_registry(page):
+    from kqe_rdf.methods.registry import METHODS
+
+    page.wait_for_function(f"document.querySelectorAll('#search-method option').length === {len(METHODS)}")
+    shown = page.eval_on_selector_all("#search-method option", "options => options.map(o => o.value)")
+    assert sorted(shown) == sorted(METHODS)

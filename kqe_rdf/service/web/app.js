@@ -337,3 +337,27 @@ async function info() {
 $("search-form").addEventListener("submit", search);
 $("sparql-form").addEventListener("submit", runSparql);
 info();
+
+// The method list comes from the server's method registry (/openapi.json); the page's own list stays when
+// that cannot be read.
+async function loadMethods() {
+  try {
+    const response = await fetch("/openapi.json");
+    const spec = await response.json();
+    const param = (spec.paths["/search"].get.parameters || []).find((p) => p.name === "method");
+    const names = param && param.schema && param.schema.enum;
+    if (!Array.isArray(names) || !names.length) return;
+    const select = $("search-method");
+    const current = select.value;
+    select.replaceChildren(...names.map((name) => {
+      const option = element("option", name);
+      option.value = name;
+      return option;
+    }));
+    select.value = names.includes(current) ? current : names[0];
+  } catch (_) {
+    // keep the built-in list
+  }
+}
+
+loadMethods();
