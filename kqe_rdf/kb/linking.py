@@ -15,7 +15,7 @@ import json
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from . import queries
@@ -214,7 +214,8 @@ class Linker:
         written as a name (capitalised inside a sentence, or a number: the film
         "Her", "360"). An n-gram that starts or ends with such a word in lower
         case ("in Time", "the American") yields to any overlapping name that
-        does not ("Time Changer", "American Gangster"). Among nodes that share
+        does not ("Time Changer", "American Gangster"), but not to a lower-case
+        name inside it ("absent foveal reflex", not "reflex"). Among nodes that share
         a folded name, those whose name is written exactly, punctuation and
         all, win ("Moulin Rouge!" over "Moulin Rouge"). Mentions after a
         negation cue in the same sentence ("... were not observed", "no ...")
@@ -257,18 +258,9 @@ class Linker:
         # Exact names first, names with no weak edge before the rest; fuzzy matching (slow over a large index)
         # only when nothing matched exactly.
         exact = spans()
-        named = [(i, n) for i, n in exact if not all(plain[i : i + n])]
-        weak = {(i, n) for i, n in named if soft[i] or soft[i + n - 1]}
-        # A weak name yields to names that overlap it, but not to a lower-case name inside it: "absent foveal
-        # reflex" is one phenotype, not the GO term "reflex"; "in Time" still yields to the film "Time".
-        named_weak = [(i, n) for i, n in weak if index.nodes(free(i, n))]
-        inside = {(i, n) for i, n in named if (i, n) not in weak and not tokens[i][0][:1].isupper()
-                  and any(a <= i and i + n <= a + m for a, m in named_weak)}
-        for rank in (0, 1, 2):
-            for i, n in named:
-                if (2 if (i, n) in inside else int((i, n) in weak)) == rank and (key := free(i, n)):
-                    if iris := index.nodes(key):
-                        take(i, n, iris, "exact", 1.0)
+        for i, n in self._exact_order(exact, tokens, plain, soft, free):
+            if (key := free(i, n)) and (iris := index.nodes(key)):
+                take(i, n, iris, "exact", 1.0)
         if not found:
             from rapidfuzz import fuzz, process
 
@@ -292,6 +284,18 @@ class Linker:
             outside[m.start : m.end] = " " * (m.end - m.start)
         masked = "".join(outside)
         return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
+
+    def _exact_order(self, exact: list[tuple[int, int]], tokens: list, plain: list[bool], soft: list[bool],
+                     free: Callable[[int, int], str]) -> list[tuple[int, int]]:
+        """The spans to look up as exact names, in order: those with no weak edge, then weak ones ("in Time"),
+        then lower-case names inside a weak one that names a node ("absent foveal reflex" is one phenotype,
+        not the GO term "reflex"; a capitalised name inside still goes first: "in Time" is the film "Time")."""
+        named = [(i, n) for i, n in exact if not all(plain[i : i + n])]
+        weak = {(i, n) for i, n in named if soft[i] or soft[i + n - 1]}
+        named_weak = [(i, n) for i, n in weak if self.index.nodes(free(i, n))]
+        inside = {(i, n) for i, n in named if (i, n) not in weak and not tokens[i][0][:1].isupper()
+                  and any(a <= i and i + n <= a + m for a, m in named_weak)}
+        return sorted(named, key=lambda span: 2 if span in inside else int(span in weak))
 
     def _written(self, query: str, start: int, end: int, iris: list[str]) -> tuple[list[str], int]:
         """Of nodes sharing a folded name, those whose name the query writes exactly from ``start`` (the
