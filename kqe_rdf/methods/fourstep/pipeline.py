@@ -76,6 +76,10 @@ def _is_common_word(mention: Mention) -> bool:
     return mention.text.islower() and " " not in mention.text.strip()
 
 
+def _own_note(mention: Mention, scored: Scored) -> str:
+    return f"mention '{mention.text}': its own relation path '{' / '.join(scored.phrases)}' (score {scored.score:.2f})"
+
+
 class OfflineTriplets:
     """Triplets without an LLM: mentions from the name index, relation paths grounded in the KB.
 
@@ -226,9 +230,7 @@ class OfflineTriplets:
         answer_type = best.path.end
         notes: list[str] = []
         choice = self._joint(usable, groups, mentions, request, best)
-        for n, scored in choice.items():
-            notes.append(f"mention '{mentions[n].text}': its own relation path '{' / '.join(scored.phrases)}' "
-                         f"→ {local_name(answer_type)} (score {scored.score:.2f})")
+        notes.extend(_own_note(mentions[n], scored) for n, scored in choice.items())
         for types in usable if not choice else ():
             fitting = [s for s in ranked[types] if s.path.end == answer_type]
             if not fitting or (types != primary
@@ -242,8 +244,7 @@ class OfflineTriplets:
             for n in members:
                 choice[n] = own.get(n, fitting[0])
                 if n in own:
-                    notes.append(f"mention '{mentions[n].text}': its own relation path "
-                                 f"'{' / '.join(own[n].phrases)}' (score {own[n].score:.2f})")
+                    notes.append(_own_note(mentions[n], own[n]))
         tq = TripletQuery(query, self._triplets(mentions, choice), "?x", answer_type, "offline", notes)
         # The primary group's next paths: tried in turn when a reading finds no candidate.
         for other in ranked[primary][1 : 1 + self.alternatives]:
@@ -322,13 +323,15 @@ class OfflineTriplets:
         if types & primary and not common:
             return True
         stems = {s for _p, s in request.words}
-        mine = {s for rel, _f in other.path.steps for s in self.reader.relation_stems.get(rel, ())} & stems
-        theirs = {s for rel, _f in best.path.steps for s in self.reader.relation_stems.get(rel, ())} & stems
-        return bool(mine - theirs)
+        return bool((self._path_stems(other) & stems) - (self._path_stems(best) & stems))
+
+    def _path_stems(self, scored: Scored) -> set[str]:
+        """The word stems that name the path's relations (labels and alt labels)."""
+        return {s for rel, _f in scored.path.steps for s in self.reader.relation_stems.get(rel, ())}
 
     def _named(self, scored: Scored, request: Request) -> set[int]:
         """Positions of the request's words that name a relation of the path."""
-        stems = {s for rel, _f in scored.path.steps for s in self.reader.relation_stems.get(rel, ())}
+        stems = self._path_stems(scored)
         return {p for p, s in request.words if s in stems}
 
     def _joint(self, usable: list[frozenset], groups: dict[frozenset, list[int]], mentions: Sequence[Mention],
