@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from ..core.errors import InputError
 from ..kb.importers.reading import parse_json
-from .metrics import read_trec_qrels, source_lines
+from .metrics import normalise_qrels, read_trec_qrels, source_lines
 
 
 class EvalQuery(NamedTuple):
@@ -136,9 +136,7 @@ def load_stark(path: Path, split_index: Path | None = None, limit: int | None = 
 
 def load_trec(topics: Path, qrels: Path, limit: int | None = None) -> QuerySet:
     """TREC topics TSV (``qid<TAB>text``) with graded qrels; unjudged topics are skipped."""
-    judged: dict[str, dict[str, int]] = {}
-    for judgment in read_trec_qrels(Path(qrels)):
-        judged.setdefault(judgment.qid, {})[judgment.doc_id] = judgment.relevance
+    judged = normalise_qrels(read_trec_qrels(Path(qrels)))
     result = QuerySet("trec")
     name, lines = source_lines(Path(topics))
     seen: set[str] = set()
@@ -281,9 +279,7 @@ def load_phenopackets(path: Path, target: str = "disease", limit: int | None = N
 
 def load_scifact(claims: Path, qrels: Path, limit: int | None = None) -> QuerySet:
     """SciFact claims CSV (one row per evidence, same ``id``) with answers from TREC qrels."""
-    judged: dict[str, dict[str, int]] = {}
-    for judgment in read_trec_qrels(Path(qrels)):
-        judged.setdefault(judgment.qid, {})[judgment.doc_id] = judgment.relevance
+    judged = normalise_qrels(read_trec_qrels(Path(qrels)))
     result = QuerySet("scifact")
     seen: set[str] = set()
     for _where, row in _csv_rows(claims, ("id", "claim")):
