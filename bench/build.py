@@ -39,9 +39,9 @@ def export_ntriples(importer, path: Path) -> int:
     writer = RecordWriter(importer.schema(), importer.domain, report, Settings().on_unknown_edge, dataset)
     count = 0
     with open(path, "wb") as out:
-        for line in writer.lines(importer.records(report)):
-            out.write(line.encode("utf-8"))
-            count += 1
+        for text in writer.statements(importer.records(report)):
+            out.write(text.encode("utf-8"))
+            count += text.count("\n")
     return count
 
 

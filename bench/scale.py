@@ -115,9 +115,9 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
                               dataset_iri=f"https://w3id.org/kqe/amazon/dataset/{importer.name}")
         count = 0
         with open(target, "wb") as out:
-            for line in writer.lines(importer.records(report)):
-                out.write(line.encode("utf-8"))
-                count += 1
+            for text in writer.statements(importer.records(report)):
+                out.write(text.encode("utf-8"))
+                count += text.count("\n")
         print(json.dumps({"triples": count}))
     elif mode == "bulk":
         from pyoxigraph import RdfFormat, Store

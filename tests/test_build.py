@@ -204,7 +204,7 @@ def read_back(kb: KnowledgeBase, folder) -> dict:
     tables = GraphTables.from_store(store, schema, kb.manifest["text_properties"])
     settings = kb.manifest["settings"]
     documents = list(tables.documents(schema, settings["doc_neighbours_per_relation"], settings["doc_max_chars"]))
-    NameIndex.build(store, documents, tables.hops(), folder / NameIndex.FILE)
+    NameIndex.build(documents, tables, folder / NameIndex.FILE)
     hierarchies = build_hierarchies(store, schema, relation_signatures(store), folder / "hierarchy")
     counts = {r["relation"].value: int(r["count"].value) for r in kb.query(
         "SELECT ?relation (COUNT(*) AS ?count) WHERE { ?h ?relation ?t . ?t a kqe:Node "

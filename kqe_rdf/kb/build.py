@@ -11,7 +11,6 @@ not change.
 from __future__ import annotations
 
 import contextlib
-import errno
 import gc
 import hashlib
 import json
@@ -48,8 +47,11 @@ from .text_index import build_text_index
 
 ONTOLOGY_GRAPH = "https://w3id.org/kqe/graph/ontology"
 FORMAT_VERSION = 1
-#: Import chunks (20,000 N-Triples lines, a few MB each) waiting for the store's loader, at most.
-QUEUED_CHUNKS = 64
+#: N-Triples characters per call of the store's bulk loader (about 100,000 statements): small enough that
+#: loading keeps pace with the import, large enough that the store is not handed thousands of small files.
+LOAD_CHUNK_BYTES = 16 << 20
+#: Chunks waiting for the store's loader, at most.
+QUEUED_CHUNKS = 4
 
 
 def _version(package: str) -> str:
@@ -59,12 +61,18 @@ def _version(package: str) -> str:
         return "unknown"
 
 
-def _dataset_triples(importer: Importer, dataset_iri: str) -> Iterator[Triple]:
+def _dataset_iri(importer: Importer) -> str:
+    return f"https://w3id.org/kqe/{importer.domain}/dataset/{importer.name}"
+
+
+def _dataset_ntriples(importer: Importer, dataset_iri: str) -> bytes:
+    """What the KB says about its dataset (the importer's name, version, source, licence), as N-Triples."""
     subject = NamedNode(dataset_iri)
-    yield Triple(subject, NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type"), NamedNode(CORE + "Dataset"))
-    for key, value in importer.dataset_info().items():
-        if value:
-            yield Triple(subject, NamedNode(CORE + key.replace(" ", "_")), Literal(str(value)))
+    triples = [Triple(subject, NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type"),
+                      NamedNode(CORE + "Dataset"))]
+    triples += [Triple(subject, NamedNode(CORE + key.replace(" ", "_")), Literal(str(value)))
+                for key, value in importer.dataset_info().items() if value]
+    return serialize(triples, format=RdfFormat.N_TRIPLES)
 
 
 def build_kb(
@@ -85,7 +93,8 @@ def build_kb(
         work = path.parent / f".{path.name}.build-{os.getpid()}"
         work.mkdir(parents=True)
         try:
-            manifest = _build_into(importer, work, settings, progress, previous=path)
+            with _cyclic_gc_paused():
+                manifest = _build_into(importer, work, settings, progress, previous=path)
             gc.collect()
             old = path.parent / f".{path.name}.old"
             if path.exists():
@@ -100,6 +109,19 @@ def build_kb(
             gc.collect()
             shutil.rmtree(work, ignore_errors=True)
             raise
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """A build makes millions of objects and frees few before it ends; Python's cyclic collector, run by
+    allocation counts, walked them over and over (half the name index's time on MetaQA)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Background:
@@ -127,93 +149,54 @@ class Background:
         return self.result
 
 
-class PipedLoad:
-    """Oxigraph's bulk loader reading N-Triples from a FIFO in a thread while the import writes them.
+class ChunkedLoad:
+    """Oxigraph's bulk loader in a thread, given the import's N-Triples a chunk at a time.
 
-    The loader releases the GIL, so parsing and indexing the triples overlaps the Python work of the
-    import and of the documents; a build waits for it (:meth:`wait`) before it queries the store.
+    Each chunk is one ``bulk_load`` call, which parses and indexes it without holding the GIL, so loading
+    keeps pace with the import's Python work instead of starting when the import ends (one call over a
+    FIFO parsed alongside but indexed everything after: a build waited about as long as the load took).
+    Chunks end between records: a bulk load names blank nodes afresh per call, and an edge's statement
+    (a blank node) is one record's lines.
     """
 
-    def __init__(self, store: Store, fifo: Path) -> None:
-        self.fifo = fifo
-        self.out = None
-        self.fifo_opened = False
-        os.mkfifo(fifo)
-        self.loading = Background("kqe-bulk-load", store.bulk_load, path=str(fifo), format=RdfFormat.N_TRIPLES)
-        #: Chunks on their way to the FIFO: the import goes on while the loader catches up (bounded memory).
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        #: Chunks waiting for the loader: the import goes on while it catches up (bounded memory).
         self.queue: queue.Queue[bytes | None] = queue.Queue(maxsize=QUEUED_CHUNKS)
-        self.feeder: threading.Thread | None = None
-        self.feed_error: BaseException | None = None
+        self.error: BaseException | None = None
+        #: Seconds the loader spent loading (not waiting for chunks).
+        self.seconds = 0.0
+        self.thread = threading.Thread(target=self._run, name="kqe-bulk-load", daemon=True)
+        self.thread.start()
 
-    def open(self) -> PipedLoad:
-        # Opening a FIFO for writing blocks until its reader opens it: poll, so a loader that died is noticed.
-        while True:
+    def _run(self) -> None:
+        while (chunk := self.queue.get()) is not None:
+            if self.error is not None:
+                continue  # drain, so the import's put() never blocks on a loader that failed
+            started = time.perf_counter()
             try:
-                fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)
-                break
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:
-                    raise
-                if not self.loading.thread.is_alive():
-                    self.wait()
-                    raise KqeError("the store's bulk loader stopped before reading the import")
-                time.sleep(0.001)
-        os.set_blocking(fd, True)
-        self.out = os.fdopen(fd, "wb", buffering=1 << 20)
-        self.fifo_opened = True
-        return self
-
-    def _feed(self) -> None:
-        out = self.out
-        try:
-            while (chunk := self.queue.get()) is not None:
-                out.write(chunk)
-        except BaseException as exc:  # the loader stopped reading; handed over by write() or wait()
-            self.feed_error = exc
-            while self.queue.get() is not None:  # let the building thread finish putting
-                pass
-        finally:
-            with contextlib.suppress(BrokenPipeError):
-                out.close()
+                self.store.bulk_load(input=chunk, format=RdfFormat.N_TRIPLES)
+            except BaseException as exc:  # handed to the building thread by write() or wait()
+                self.error = exc
+            self.seconds += time.perf_counter() - started
 
     def write(self, data: bytes) -> None:
-        if self.feeder is None:
-            self.feeder = threading.Thread(target=self._feed, name="kqe-bulk-load-feed", daemon=True)
-            self.feeder.start()
-        if self.feed_error is not None:
+        if self.error is not None:
             self.wait()
-            raise KqeError(f"the store's bulk loader stopped reading the import ({self.feed_error})")
         self.queue.put(data)
 
-    def close(self) -> None:
-        """End of the import: the loader reads to the end and finishes in the background."""
-        if self.out is not None:
-            if self.feeder is None:
-                self.out.close()
-            else:
-                self.queue.put(None)
-            self.out = None
-
-    @property
-    def seconds(self) -> float:
-        return self.loading.seconds
-
     def wait(self) -> None:
-        """Join the loader (closing the FIFO first); its error, if it had one, is raised here."""
+        """Wait for every chunk to be loaded; the loader's error, if it had one, is raised here."""
         self.stop()
-        self.loading.join()
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
     def stop(self) -> None:
-        """Close the FIFO and join the loader, whatever happened (a build that failed drops the store after)."""
-        if self.loading.thread.is_alive() and self.out is None and not self.fifo_opened:
-            with contextlib.suppress(KqeError):
-                self.open()  # the loader waits for a writer to open the FIFO before it can see its end
-        self.close()
-        if self.feeder is not None:
-            self.feeder.join()
-        self.loading.join(raise_error=False)
-        with contextlib.suppress(FileNotFoundError):
-            self.fifo.unlink()
+        """End the loader's thread, whatever happened (a build that failed drops the store after)."""
+        if self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
 
 
 def _streams(importer: Importer) -> bool:
@@ -222,24 +205,39 @@ def _streams(importer: Importer) -> bool:
     return kind.triples is Importer.triples and kind.after_load is Importer.after_load
 
 
-def _import_streamed(importer: Importer, writer: RecordWriter, dataset: bytes, loader: PipedLoad,
-                     progress: Progress, batch: int = 20000) -> int:
-    """Records → N-Triples into the loader (and, through the writer's sink, into the build's tables)."""
+def _import_streamed(importer: Importer, report: ImportReport, store: Store, store_schema: Schema,
+                     settings: Settings, progress: Progress,
+                     chunk_bytes: int = LOAD_CHUNK_BYTES) -> tuple[GraphTables, ChunkedLoad, int]:
+    """Records → N-Triples into the store's loader, and through the writer's sink into the build's tables;
+    → (tables, the loader, still loading, and the number of triples)."""
+    dataset_iri = _dataset_iri(importer)
+    tables = GraphTables(text_properties(store_schema, importer.extra_text_properties))
+    writer = RecordWriter(importer.schema(), importer.domain, report, settings.on_unknown_edge, dataset_iri,
+                          sink=tables)
+    loader = ChunkedLoad(store)
     counted = 0
     pending: list[str] = []
-    with progress.task("importing", unit="triples") as tick:
-        loader.open()
-        for line in writer.lines(importer.records(writer.report)):
-            pending.append(line)
-            if len(pending) >= batch:
-                loader.write(_encoded(pending))
-                counted += len(pending)
-                tick(len(pending))
-                pending.clear()
-        loader.write(_encoded(pending) + dataset)
-        counted += len(pending)
-        loader.close()
-    return counted
+    size = 0
+    try:
+        with progress.task("importing", unit="triples") as tick:
+            for text in writer.statements(importer.records(report)):
+                pending.append(text)
+                size += len(text)
+                if size >= chunk_bytes:
+                    chunk = _encoded(pending)
+                    lines = chunk.count(b"\n")
+                    loader.write(chunk)
+                    counted += lines
+                    tick(lines)
+                    pending.clear()
+                    size = 0
+            chunk = _encoded(pending)
+            counted += chunk.count(b"\n")
+            loader.write(chunk + _dataset_ntriples(importer, dataset_iri))
+    except BaseException:
+        loader.stop()
+        raise
+    return tables, loader, counted
 
 
 def _encoded(lines: list[str]) -> bytes:
@@ -254,37 +252,28 @@ def _encoded(lines: list[str]) -> bytes:
 def _build_into(importer: Importer, work: Path, settings: Settings, progress: Progress, previous: Path) -> dict:
     started = time.perf_counter()
     report = ImportReport()
-    schema = importer.schema()
-    dataset_iri = f"https://w3id.org/kqe/{importer.domain}/dataset/{importer.name}"
-    streamed = _streams(importer)
-
     store, store_schema = _new_store(importer, work)
-    dataset = serialize(_dataset_triples(importer, dataset_iri), format=RdfFormat.N_TRIPLES)
-
-    loader = None
-    if streamed:
-        tables = GraphTables(text_properties(store_schema, importer.extra_text_properties))
-        writer = RecordWriter(schema, importer.domain, report, settings.on_unknown_edge, dataset_iri, sink=tables)
-        loader = PipedLoad(store, work / "import.nt")
-        try:
-            counted = _import_streamed(importer, writer, dataset, loader, progress)
+    # The relation phrases need only the ontology: encoded while the import runs (ONNX Runtime releases the GIL).
+    phrases = Background("kqe-phrases", _write_phrase_vectors, store_schema, settings, work / PHRASES)
+    loader = bm25 = None
+    try:  # a failed build removes the folder the threads write into: not before they end
+        if _streams(importer):
+            tables, loader, counted = _import_streamed(importer, report, store, store_schema, settings, progress)
             import_seconds = time.perf_counter() - started
-            documents, docs_seconds = _documents(importer, report, tables, store_schema, work, settings, progress)
-        except BaseException:
-            loader.stop()
-            raise
-        relation_counts = tables.relation_counts()
-        edges_of = tables.pairs
-    else:
-        counted, import_seconds, load_seconds = _import_to_file(importer, report, schema, dataset_iri, dataset,
-                                                                store, work, settings, progress)
-        relation_counts = {r["relation"].value: int(r["count"].value) for r in
-                           store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
-        tables = GraphTables.from_store(store, store_schema, importer.extra_text_properties)
-        documents, docs_seconds = _documents(importer, report, tables, store_schema, work, settings, progress)
-        edges_of = None
-    bm25 = Background("kqe-bm25", build_text_index, work / "bm25", documents)
-    try:  # while the store's loader ends and Tantivy indexes the documents
+            relation_counts = tables.relation_counts()
+            edges_of = tables.pairs
+        else:
+            counted, load_seconds = _import_to_file(importer, report, store, work, settings, progress)
+            import_seconds = time.perf_counter() - started - load_seconds
+            relation_counts = {r["relation"].value: int(r["count"].value) for r in
+                               store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
+            tables = GraphTables.from_store(store, store_schema, importer.extra_text_properties)
+            edges_of = None
+        t0 = time.perf_counter()
+        documents = _documents(importer, report, tables, store_schema, settings, progress)
+        bm25 = Background("kqe-bm25", build_text_index, work / "bm25", documents)
+        write_documents(work / DOCUMENTS, documents)  # while Tantivy indexes them
+        docs_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
         if loader is not None:
             with progress.task("loading store", total=None):
@@ -294,21 +283,24 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         wait_seconds = time.perf_counter() - t0
         signatures = tables.signatures()
         hierarchies, names_seconds = _derived_indexes(store, store_schema, tables, documents, signatures, edges_of,
-                                                      work, settings, progress)
-        with progress.task("BM25 index", total=None):
+                                                      work, progress)
+        with progress.task("BM25 index and relation phrase vectors", total=None):
             bm25.join()
-    finally:  # a failed build removes the folder they write into: not before they end
+            phrases.join()
+    finally:
         if loader is not None:
             loader.stop()
-        bm25.join(raise_error=False)
-    bm25_seconds = bm25.seconds
+        for thread in (bm25, phrases):
+            if thread is not None:
+                thread.join(raise_error=False)
     del store, tables
     gc.collect()
 
     _carry_over(previous, work)
     seconds = {"import": round(import_seconds, 2), "load": round(load_seconds, 2), "load_wait": round(wait_seconds, 2),
-               "documents": round(docs_seconds, 2), "bm25": round(bm25_seconds, 2),
-               "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2)}
+               "documents": round(docs_seconds, 2), "bm25": round(bm25.seconds, 2),
+               "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2),
+               "phrases": round(phrases.seconds, 2)}
     manifest = _manifest(importer, report, counted, len(documents), relation_counts, signatures, hierarchies, seconds,
                          work, settings)
     write_json_atomic(work / MANIFEST, manifest)
@@ -327,21 +319,23 @@ def _new_store(importer: Importer, work: Path) -> tuple[Store, Schema]:
 
 
 def _derived_indexes(store: Store, store_schema: Schema, tables: GraphTables, documents: list[NodeDocument],
-                     signatures: list[list], edges_of, work: Path, settings: Settings,
-                     progress: Progress) -> tuple[dict, float]:
-    """Hierarchy closures, the name index and the relation-phrase vectors; → (hierarchies, names seconds)."""
+                     signatures: list[list], edges_of, work: Path, progress: Progress) -> tuple[dict, float]:
+    """Hierarchy closures and the name index; → (hierarchies, names seconds)."""
     # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
     with progress.task("hierarchy closures", total=None):
         hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
         store.flush()
     t0 = time.perf_counter()
-    with progress.task("name index and relation phrase vectors", total=None):
+    with progress.task("name index", total=None):
         # A first request reads it, not every name; the reader reads which edges leave a node from it.
-        NameIndex.build(store, documents, tables.hops(), work / NameIndex.FILE, tables)
-        write_phrase_vectors(store_schema, OnnxEncoder.from_setting(
-            settings.embedding_model, settings.embedding_max_tokens, settings.embedding_batch_size),
-            work / PHRASES)
+        NameIndex.build(documents, tables, work / NameIndex.FILE)
     return hierarchies, time.perf_counter() - t0
+
+
+def _write_phrase_vectors(schema: Schema, settings: Settings, path: Path) -> None:
+    encoder = OnnxEncoder.from_setting(settings.embedding_model, settings.embedding_max_tokens,
+                                       settings.embedding_batch_size)
+    write_phrase_vectors(schema, encoder, path)
 
 
 def _carry_over(previous: Path, work: Path) -> None:
@@ -382,10 +376,11 @@ def _manifest(importer: Importer, report: ImportReport, counted: int, documents:
     }
 
 
-def _import_to_file(importer: Importer, report: ImportReport, schema: Schema, dataset_iri: str, dataset: bytes,
-                    store: Store, work: Path, settings: Settings, progress: Progress) -> tuple[int, float, float]:
-    """An importer's own triples → an N-Triples file → the store (then its after-load hook)."""
-    started = time.perf_counter()
+def _import_to_file(importer: Importer, report: ImportReport, store: Store, work: Path, settings: Settings,
+                    progress: Progress) -> tuple[int, float]:
+    """An importer's own triples → an N-Triples file → the store (then its after-load hook);
+    → (triples, seconds the load took)."""
+    schema, dataset_iri = importer.schema(), _dataset_iri(importer)
 
     def writer(imp: Importer) -> RecordWriter:
         return RecordWriter(schema, imp.domain, report, settings.on_unknown_edge, dataset_iri)
@@ -402,8 +397,7 @@ def _import_to_file(importer: Importer, report: ImportReport, schema: Schema, da
                 yield t
 
         serialize(counting(importer.triples(report, writer)), out, RdfFormat.N_TRIPLES)
-        out.write(dataset)
-    import_seconds = time.perf_counter() - started
+        out.write(_dataset_ntriples(importer, dataset_iri))
     with progress.task("loading store", total=None):
         t0 = time.perf_counter()
         store.bulk_load(path=str(triples_file), format=RdfFormat.N_TRIPLES)
@@ -411,21 +405,19 @@ def _import_to_file(importer: Importer, report: ImportReport, schema: Schema, da
         store.flush()
         load_seconds = time.perf_counter() - t0
     triples_file.unlink()
-    return counted, import_seconds, load_seconds
+    return counted, load_seconds
 
 
-def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, work: Path,
-               settings: Settings, progress: Progress) -> tuple[list[NodeDocument], float]:
-    """Render and write the documents; → (documents, seconds)."""
-    t0 = time.perf_counter()
+def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, settings: Settings,
+               progress: Progress) -> list[NodeDocument]:
+    """The node documents, rendered from the tables."""
     with progress.task("rendering documents", total=None):
         documents = list(tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars))
     if not documents:
         sources = ", ".join(str(s) for s in importer.sources) or "its sources"
         raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
                        f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
-    write_documents(work / DOCUMENTS, documents)
-    return documents, time.perf_counter() - t0
+    return documents
 
 
 def _sha256(path: Path) -> str:

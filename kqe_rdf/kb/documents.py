@@ -168,20 +168,10 @@ class GraphTables:
 
     # --- reading ---
 
-    def node_names(self) -> Iterator[tuple[str, str]]:
-        """(node IRI, name or alias) rows, as ``queries/node_names.rq`` returns them from the store."""
-        for handle in self.nodes:
-            iri = self.iris[handle]
-            for name in self.names.get(handle, ()):
-                yield iri, name
-            for alias in self.text.get(handle, {}).get(ALIAS, ()):
-                yield iri, alias
-
-    def node_types(self) -> Iterator[tuple[str, str]]:
-        """(node IRI, class) rows, as ``queries/node_types.rq`` returns them from the store."""
-        for handle in self.nodes:
-            for type_iri in self.types.get(handle, ()):
-                yield self.iris[handle], type_iri
+    def names_of(self, handle: int) -> Iterator[str]:
+        """A node's names and aliases (what ``queries/node_names.rq`` returns of it from the store)."""
+        yield from self.names.get(handle, ())
+        yield from self.text.get(handle, {}).get(ALIAS, ())
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(heads, relations, tails) of the distinct edges between nodes, sorted."""
@@ -247,21 +237,44 @@ class GraphTables:
         ids = [kind_of.setdefault(k, len(kind_of)) for k in self._type_lists()]
         return np.array(ids, dtype=np.int64), list(kind_of)
 
-    def hops(self) -> dict[str, set[tuple[str, bool, str]]]:
-        """The kinds of edges (relation, walked head → tail, class reached) that leave each node."""
+    def hop_table(self) -> tuple[list[tuple[str, bool, str]], dict[int, list[int]]]:
+        """The kinds of edges (relation, walked head → tail, class reached) that leave nodes, sorted, and for
+        each node (by handle) the numbers of the kinds that leave it, sorted."""
         heads, rels, tails = self.edges()
         kind_ids, kinds = self._kinds()
         names = self.relation_iris()
         n_kinds, n_rels = max(len(kinds), 1), max(len(names), 1)
-        out: dict[str, set] = defaultdict(set)
-        iris = self.iris
-        for start, end, forward in ((heads, tails, True), (tails, heads, False)):
-            for key in distinct((start * n_rels + rels) * n_kinds + kind_ids[end])[0].tolist():
-                node, rest = divmod(key, n_rels * n_kinds)
-                rel, kind = divmod(rest, n_kinds)
-                if kinds[kind]:
-                    out[iris[node]].update((names[rel], forward, c) for c in kinds[kind])
-        return dict(sorted(out.items()))  # in a fixed order: the name index numbers the kinds as it meets them
+        # (node, relation, direction, set of classes reached), each once, as (node, combination) arrays
+        nodes, combos = [], []
+        for forward, start, end in ((1, heads, tails), (0, tails, heads)):
+            node, rest = np.divmod(distinct((start * n_rels + rels) * n_kinds + kind_ids[end])[0], n_rels * n_kinds)
+            nodes.append(node)
+            combos.append(rest * 2 + forward)
+        nodes, combos = np.concatenate(nodes), np.concatenate(combos)
+        # A combination is one kind per class in its set (most sets hold one class; a node of no class, none).
+        used = distinct(combos)[0]
+        expanded = []
+        for combo in used.tolist():
+            (rel, kind), forward = divmod(combo // 2, n_kinds), combo % 2
+            expanded.append([(names[rel], bool(forward), c) for c in kinds[kind]])
+        vocabulary = sorted({k for ks in expanded for k in ks})
+        number = {k: i for i, k in enumerate(vocabulary)}
+        flat = np.array([number[k] for ks in expanded for k in ks], dtype=np.int64)
+        sizes = np.array([len(ks) for ks in expanded], dtype=np.int64)
+        offsets = np.r_[0, np.cumsum(sizes)[:-1]] if len(sizes) else sizes
+        which = np.searchsorted(used, combos)
+        count = sizes[which]
+        pair_nodes = np.repeat(nodes, count)
+        # each pair's numbers: its combination's offset, plus 0, 1, ... up to the combination's size
+        within = np.arange(len(pair_nodes)) - np.repeat(np.cumsum(count) - count, count)
+        pair_numbers = flat[np.repeat(offsets[which], count) + within] if len(pair_nodes) else pair_nodes
+        keys = distinct(pair_nodes * max(len(vocabulary), 1) + pair_numbers)[0]
+        node_of, kind_of = np.divmod(keys, max(len(vocabulary), 1))
+        starts = np.flatnonzero(np.r_[True, node_of[1:] != node_of[:-1]]) if len(keys) else keys
+        kind_list = kind_of.tolist()
+        bounds = np.r_[starts, len(keys)].tolist()
+        return vocabulary, {node: kind_list[bounds[i]:bounds[i + 1]]
+                            for i, node in enumerate(node_of[starts].tolist())}
 
     def _neighbour_lines(self, nodes: np.ndarray, rels: np.ndarray, others: np.ndarray, rank: np.ndarray,
                          ranked: list[str], labels: list[str], cap: int) -> dict[int, list[str]]:

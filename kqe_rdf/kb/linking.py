@@ -39,6 +39,17 @@ def singular(key: str) -> str:
     return key
 
 
+def _add_name(by_name: dict, inverted: dict, name: str, node) -> None:
+    key = normalise_name(name)
+    if key:
+        by_name[key].add(node)
+        if name.count(",") == 1:
+            # Term lists write names inverted at a comma ("Intellectual disability, mild"); requests write
+            # them straight ("mild intellectual disability").
+            head, _comma, tail = name.partition(",")
+            inverted[normalise_name(f"{tail} {head}")].add(node)
+
+
 @dataclass(frozen=True)
 class Candidate:
     iri: str
@@ -88,53 +99,42 @@ class NameIndex:
         return word in self.last_words or singular(word) in self.last_words
 
     @classmethod
-    def build(cls, store, documents: Iterable, hops: dict[str, set[tuple[str, bool, str]]], path,
-              tables=None) -> None:
-        """Write the index of a KB being built (``documents``: its node documents, for the display names;
-        ``hops``: the kinds of edges that leave each node, as the documents' pass collected them; ``tables``:
-        the build's :class:`~kqe_rdf.documents.GraphTables`, which hold every name, so the store is not scanned)."""
-        index = cls.__new__(cls)
-        index._read(store, {d.iri: d.name for d in documents}, tables)
-        iris = sorted(index.labels)
-        number = {iri: i for i, iri in enumerate(iris)}
-        types = sorted({t for ts in index.types.values() for t in ts})
+    def build(cls, documents: Iterable, tables, path) -> None:
+        """Write the index of a KB being built (``documents``: its node documents, for the display names and
+        types; ``tables``: its :class:`~kqe_rdf.kb.documents.GraphTables`, which hold every name, alias and
+        edge, so the store is not scanned)."""
+        documents = sorted(documents, key=lambda d: d.iri)
+        iris = [d.iri for d in documents]
+        handles = [tables.handles[iri] for iri in iris]
+        types = sorted({t for d in documents for t in d.types})
         type_number = {t: i for i, t in enumerate(types)}
-        vocabulary: dict[tuple[str, bool, str], int] = {}
-        leaving: list[set[int]] = [set() for _ in iris]
-        for node, kinds in hops.items():
-            if node in number:
-                leaving[number[node]].update(vocabulary.setdefault(kind, len(vocabulary)) for kind in sorted(kinds))
-        data = {"iris": iris, "labels": [index.labels[i] for i in iris], "types": types,
-                "node_types": [sorted(type_number[t] for t in index.types.get(i, ())) for i in iris],
-                "names": {k: sorted(number[i] for i in v if i in number) for k, v in index.by_name.items()},
-                "inverted": {k: sorted(number[i] for i in v if i in number) for k, v in index.inverted.items()},
-                "hop_kinds": [list(k) for k in sorted(vocabulary, key=vocabulary.get)],
-                "hops": [sorted(h) for h in leaving]}
+        by_name: dict[str, set[int]] = defaultdict(set)
+        inverted: dict[str, set[int]] = defaultdict(set)
+        for number, handle in enumerate(handles):
+            for name in tables.names_of(handle):
+                _add_name(by_name, inverted, name, number)
+        kinds, leaving = tables.hop_table()
+        data = {"iris": iris, "labels": [d.name for d in documents], "types": types,
+                "node_types": [sorted(type_number[t] for t in d.types) for d in documents],
+                "names": {k: sorted(v) for k, v in by_name.items()},
+                "inverted": {k: sorted(v) for k, v in inverted.items()},
+                "hop_kinds": [list(k) for k in kinds],
+                "hops": [leaving.get(h, []) for h in handles]}
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
             out.write(json.dumps(data, separators=(",", ":")))  # the C encoder: json.dump runs the Python one
 
-    def _read(self, store, labels: dict[str, str], tables=None) -> None:
-        """Names, aliases and types from the build's tables when given (no store scan), else from the store."""
-        if tables is not None:
-            names, types = tables.node_names(), tables.node_types()
-        else:
-            names = ((r["node"].value, r["name"].value)
-                     for r in store.query(queries.load("node_names"), use_default_graph_as_union=True))
-            types = ((r["node"].value, r["type"].value)
-                     for r in store.query(queries.load("node_types"), use_default_graph_as_union=True))
+    def _read(self, store, labels: dict[str, str]) -> None:
+        """Names, aliases and types read from the store (a KB built before the index was)."""
+        names = ((r["node"].value, r["name"].value)
+                 for r in store.query(queries.load("node_names"), use_default_graph_as_union=True))
+        types = ((r["node"].value, r["type"].value)
+                 for r in store.query(queries.load("node_types"), use_default_graph_as_union=True))
         self.labels = labels
         self._hops: dict[str, list[tuple[str, bool, str]]] | None = None  # built with the KB only
         self.by_name: dict[str, set[str]] = defaultdict(set)
         self.inverted: dict[str, set[str]] = defaultdict(set)
         for iri, name in names:
-            key = normalise_name(name)
-            if key:
-                self.by_name[key].add(iri)
-                if name.count(",") == 1:
-                    # Term lists write names inverted at a comma ("Intellectual disability, mild"); requests
-                    # write them straight ("mild intellectual disability").
-                    head, _comma, tail = name.partition(",")
-                    self.inverted[normalise_name(f"{tail} {head}")].add(iri)
+            _add_name(self.by_name, self.inverted, name, iri)
         self.types: dict[str, frozenset[str]] = {}
         for iri, type_iri in types:
             self.types[iri] = self.types.get(iri, frozenset()) | {type_iri}

@@ -137,27 +137,35 @@ class RecordWriter:
         self._relations: dict[str, str] = {}
         self._qualifiers: dict[str, str] = {}
 
-    def lines(self, records: Iterable[Node | Edge]) -> Iterator[str]:
-        """N-Triples statements, one line each (with its newline)."""
+    def statements(self, records: Iterable[Node | Edge]) -> Iterator[str]:
+        """N-Triples text, a record at a time: each piece is the whole lines of one record's statements (a
+        statement about an edge and its blank node never straddle two pieces)."""
+        nodes = self.nodes
         for record in records:
             if isinstance(record, Node):
-                yield from self._node(record)
+                text = self._node(record)
+                if text:
+                    yield text
             elif isinstance(record, Edge):
-                if record.head in self.nodes and record.tail in self.nodes:
-                    yield from self._edge(record)
+                if record.head in nodes and record.tail in nodes:
+                    text = self._edge(record)
+                    if text:
+                        yield text
                 else:  # until every node has been seen (an edge may come before its nodes)
                     self._edges.append(record)
             else:
                 raise TypeError(f"importers yield Node or Edge records, not {type(record).__name__}")
         for edge in self._edges:
-            yield from self._edge(edge)
+            text = self._edge(edge)
+            if text:
+                yield text
         self._edges.clear()
 
     def triples(self, records: Iterable[Node | Edge], batch: int = 20000) -> Iterator[Triple]:
         """The same statements as pyoxigraph triples."""
         pending: list[str] = []
-        for line in self.lines(records):
-            pending.append(line)
+        for text in self.statements(records):
+            pending.append(text)
             if len(pending) >= batch:
                 yield from parse("".join(pending).encode(), RdfFormat.N_TRIPLES)
                 pending.clear()
@@ -179,7 +187,7 @@ class RecordWriter:
             iri = cache[name] = self._term(lookup, name, where).iri
         return iri
 
-    def _node(self, node: Node) -> Iterator[str]:
+    def _node(self, node: Node) -> str:
         node_id = node.id.strip()
         where = node.where
         if not node_id:
@@ -194,7 +202,7 @@ class RecordWriter:
         if not name and not fields:
             self.report.empty_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} has no name and no text; skipped")
-            return
+            return ""
         sink = self.sink
         seen = self.nodes.get(node_id)
         if seen is not None:
@@ -207,6 +215,7 @@ class RecordWriter:
             self.report.duplicate_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} seen again; its text is merged")
             subject, handle = seen.term, seen.handle
+            out = []
         else:
             try:
                 iri = as_named_node(node.iri_hint or node_iri(self.domain, node_id))
@@ -220,33 +229,34 @@ class RecordWriter:
             handle = sink.node(iri.value, cls.iri, node_id) if sink is not None else -1
             self.nodes[node_id] = _Seen(iri, cls.iri, node.where, subject, handle)
             self.report.nodes += 1
-            yield f"{subject} <{RDF_TYPE.value}> <{NODE.value}> .\n"
-            yield f"{subject} <{RDF_TYPE.value}> <{cls.iri}> .\n"
-            yield f"{subject} <{IDENTIFIER.value}> {nt_literal(node_id)} .\n"
+            out = [f"{subject} <{RDF_TYPE.value}> <{NODE.value}> .\n",
+                   f"{subject} <{RDF_TYPE.value}> <{cls.iri}> .\n",
+                   f"{subject} <{IDENTIFIER.value}> {nt_literal(node_id)} .\n"]
             if self.dataset is not None:
-                yield f"{subject} <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n"
+                out.append(f"{subject} <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n")
         label = name or node_id
-        yield f"{subject} <{RDFS_LABEL}> {nt_literal(label, 'the name', where)} .\n"
+        out.append(f"{subject} <{RDFS_LABEL}> {nt_literal(label, 'the name', where)} .\n")
         if sink is not None:
             sink.literal(handle, RDFS_LABEL, label)
         for alias in node.aliases:
             alias = clean_text(alias)
             if alias and alias != name:
-                yield f"{subject} <{ALIAS.value}> {nt_literal(alias, 'an alias', where)} .\n"
+                out.append(f"{subject} <{ALIAS.value}> {nt_literal(alias, 'an alias', where)} .\n")
                 if sink is not None:
                     sink.literal(handle, ALIAS.value, alias)
         for prop, value, form in fields:
-            yield f"{subject} <{prop}> {form} .\n"
+            out.append(f"{subject} <{prop}> {form} .\n")
             if sink is not None:
                 sink.literal(handle, prop, value)
         for xref in node.xrefs:
             xref = xref.strip()
             if xref:
-                yield f"{subject} <{XREF.value}> {nt_literal(xref, 'a cross-reference', where)} .\n"
+                out.append(f"{subject} <{XREF.value}> {nt_literal(xref, 'a cross-reference', where)} .\n")
                 if sink is not None:
                     sink.literal(handle, XREF.value, xref)
+        return "".join(out)
 
-    def _edge(self, edge: Edge) -> Iterator[str]:
+    def _edge(self, edge: Edge) -> str:
         relation = self._iri(self._relations, self.schema.relation, edge.relation, edge.where)
         head, tail = self.nodes.get(edge.head), self.nodes.get(edge.tail)
         if head is None or tail is None:
@@ -256,23 +266,25 @@ class RecordWriter:
                 raise InputError(message + " (use --on-unknown-edge skip to skip such edges)", edge.where)
             self.report.skipped_edges += 1
             self.report.warn(f"{edge.where or 'edge'}: {message}; skipped")
-            return
+            return ""
         self.report.edges += 1
-        yield f"{head.term} <{relation}> {tail.term} .\n"
         if self.sink is not None:
             self.sink.edge(head.handle, relation, tail.handle)
-        if edge.qualifiers:
-            qualifiers = [(self._iri(self._qualifiers, self.schema.qualifier, name, edge.where),
-                           nt_literal(clean_text(value), f"qualifier {name!r}", edge.where))
-                          for name, value in edge.qualifiers]
-            self._statements += 1
-            statement = f"{self._blank}{self._statements}"
-            yield f"{statement} <{RDF_TYPE.value}> <{RDF_STATEMENT.value}> .\n"
-            yield f"{statement} <{RDF_SUBJECT.value}> {head.term} .\n"
-            yield f"{statement} <{RDF_PREDICATE.value}> <{relation}> .\n"
-            yield f"{statement} <{RDF_OBJECT.value}> {tail.term} .\n"
-            for prop, form in qualifiers:
-                yield f"{statement} <{prop}> {form} .\n"
-            if self.sink is not None:
-                self.sink.link(RDF_SUBJECT.value)
-                self.sink.link(RDF_OBJECT.value)
+        line = f"{head.term} <{relation}> {tail.term} .\n"
+        if not edge.qualifiers:
+            return line
+        qualifiers = [(self._iri(self._qualifiers, self.schema.qualifier, name, edge.where),
+                       nt_literal(clean_text(value), f"qualifier {name!r}", edge.where))
+                      for name, value in edge.qualifiers]
+        self._statements += 1
+        statement = f"{self._blank}{self._statements}"
+        out = [line,
+               f"{statement} <{RDF_TYPE.value}> <{RDF_STATEMENT.value}> .\n",
+               f"{statement} <{RDF_SUBJECT.value}> {head.term} .\n",
+               f"{statement} <{RDF_PREDICATE.value}> <{relation}> .\n",
+               f"{statement} <{RDF_OBJECT.value}> {tail.term} .\n"]
+        out += [f"{statement} <{prop}> {form} .\n" for prop, form in qualifiers]
+        if self.sink is not None:
+            self.sink.link(RDF_SUBJECT.value)
+            self.sink.link(RDF_OBJECT.value)
+        return "".join(out)
