@@ -52,6 +52,8 @@ FORMAT_VERSION = 1
 LOAD_CHUNK_BYTES = 16 << 20
 #: Chunks waiting for the store's loader, at most.
 QUEUED_CHUNKS = 4
+#: Documents handed to Tantivy's thread at a time, as they are rendered.
+DOCUMENTS_HANDED = 2000
 
 
 def _version(package: str) -> str:
@@ -216,32 +218,22 @@ def _import_streamed(importer: Importer, report: ImportReport, store: Store, sto
                           sink=tables)
     loader = ChunkedLoad(store)
     counted = 0
-    pending: list[str] = []
-    size = 0
     try:
         with progress.task("importing", unit="triples") as tick:
-            for text in writer.statements(importer.records(report)):
-                pending.append(text)
-                size += len(text)
-                if size >= chunk_bytes:
-                    chunk = _encoded(pending)
-                    lines = chunk.count(b"\n")
-                    loader.write(chunk)
-                    counted += lines
-                    tick(lines)
-                    pending.clear()
-                    size = 0
-            chunk = _encoded(pending)
-            counted += chunk.count(b"\n")
-            loader.write(chunk + _dataset_ntriples(importer, dataset_iri))
+            for text in writer.chunks(importer.records(report), chunk_bytes):
+                chunk = _encoded(text)
+                lines = chunk.count(b"\n")
+                loader.write(chunk)
+                counted += lines
+                tick(lines)
+            loader.write(_dataset_ntriples(importer, dataset_iri))
     except BaseException:
         loader.stop()
         raise
     return tables, loader, counted
 
 
-def _encoded(lines: list[str]) -> bytes:
-    text = "".join(lines)
+def _encoded(text: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -255,7 +247,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     store, store_schema = _new_store(importer, work)
     # The relation phrases need only the ontology: encoded while the import runs (ONNX Runtime releases the GIL).
     phrases = Background("kqe-phrases", _write_phrase_vectors, store_schema, settings, work / PHRASES)
-    loader = bm25 = None
+    loader = bm25 = writing = None
     try:  # a failed build removes the folder the threads write into: not before they end
         if _streams(importer):
             tables, loader, counted = _import_streamed(importer, report, store, store_schema, settings, progress)
@@ -270,37 +262,42 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             tables = GraphTables.from_store(store, store_schema, importer.extra_text_properties)
             edges_of = None
         t0 = time.perf_counter()
-        documents = _documents(importer, report, tables, store_schema, settings, progress)
-        bm25 = Background("kqe-bm25", build_text_index, work / "bm25", documents)
-        write_documents(work / DOCUMENTS, documents)  # while Tantivy indexes them
-        docs_seconds = time.perf_counter() - t0
+        documents, bm25 = _documents(importer, report, tables, store_schema, settings, work, progress)
+        seconds = {"import": import_seconds, "documents": time.perf_counter() - t0}
+        # Tantivy indexes and gzip compresses without the GIL, alongside the name index and the closures.
+        writing = Background("kqe-documents", write_documents, work / DOCUMENTS, documents)
         t0 = time.perf_counter()
-        if loader is not None:
+        with progress.task("name index", total=None):
+            # A first request reads it, not every name; the reader reads which edges leave a node from it.
+            NameIndex.build(documents, tables, work / NameIndex.FILE)
+        seconds["names"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if loader is not None:  # the store is queried from here on
             with progress.task("loading store", total=None):
                 loader.wait()
                 store.flush()
             load_seconds = loader.seconds
-        wait_seconds = time.perf_counter() - t0
+        seconds.update(load=load_seconds, load_wait=time.perf_counter() - t0)
         signatures = tables.signatures()
-        hierarchies, names_seconds = _derived_indexes(store, store_schema, tables, documents, signatures, edges_of,
-                                                      work, progress)
-        with progress.task("BM25 index and relation phrase vectors", total=None):
-            bm25.join()
-            phrases.join()
+        with progress.task("hierarchy closures", total=None):
+            # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
+            hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
+            store.flush()
+        with progress.task("BM25 index, documents file and relation phrase vectors", total=None):
+            for thread in (bm25, writing, phrases):
+                thread.join()
     finally:
         if loader is not None:
             loader.stop()
-        for thread in (bm25, phrases):
+        for thread in (bm25, writing, phrases):
             if thread is not None:
                 thread.join(raise_error=False)
     del store, tables
     gc.collect()
 
     _carry_over(previous, work)
-    seconds = {"import": round(import_seconds, 2), "load": round(load_seconds, 2), "load_wait": round(wait_seconds, 2),
-               "documents": round(docs_seconds, 2), "bm25": round(bm25.seconds, 2),
-               "hierarchies": hierarchies["seconds"], "names": round(names_seconds, 2),
-               "phrases": round(phrases.seconds, 2)}
+    seconds.update(bm25=bm25.seconds, hierarchies=hierarchies["seconds"], phrases=phrases.seconds)
+    seconds = {k: round(v, 2) for k, v in seconds.items()}
     manifest = _manifest(importer, report, counted, len(documents), relation_counts, signatures, hierarchies, seconds,
                          work, settings)
     write_json_atomic(work / MANIFEST, manifest)
@@ -318,23 +315,10 @@ def _new_store(importer: Importer, work: Path) -> tuple[Store, Schema]:
     return store, Schema.from_store(store)
 
 
-def _derived_indexes(store: Store, store_schema: Schema, tables: GraphTables, documents: list[NodeDocument],
-                     signatures: list[list], edges_of, work: Path, progress: Progress) -> tuple[dict, float]:
-    """Hierarchy closures and the name index; → (hierarchies, names seconds)."""
-    # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
-    with progress.task("hierarchy closures", total=None):
-        hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
-        store.flush()
-    t0 = time.perf_counter()
-    with progress.task("name index", total=None):
-        # A first request reads it, not every name; the reader reads which edges leave a node from it.
-        NameIndex.build(documents, tables, work / NameIndex.FILE)
-    return hierarchies, time.perf_counter() - t0
-
-
 def _write_phrase_vectors(schema: Schema, settings: Settings, path: Path) -> None:
+    # One thread: a few dozen phrases, and ONNX Runtime's pool would spin beside the import (same vectors).
     encoder = OnnxEncoder.from_setting(settings.embedding_model, settings.embedding_max_tokens,
-                                       settings.embedding_batch_size)
+                                       settings.embedding_batch_size, threads=1)
     write_phrase_vectors(schema, encoder, path)
 
 
@@ -409,15 +393,34 @@ def _import_to_file(importer: Importer, report: ImportReport, store: Store, work
 
 
 def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, settings: Settings,
-               progress: Progress) -> list[NodeDocument]:
-    """The node documents, rendered from the tables."""
-    with progress.task("rendering documents", total=None):
-        documents = list(tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars))
-    if not documents:
-        sources = ", ".join(str(s) for s in importer.sources) or "its sources"
-        raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in {sources} "
-                       f"({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
-    return documents
+               work: Path, progress: Progress) -> tuple[list[NodeDocument], Background]:
+    """The node documents, rendered from the tables, and Tantivy's thread, indexing them as they come."""
+    handed: queue.SimpleQueue[list[NodeDocument] | None] = queue.SimpleQueue()
+
+    def given() -> Iterator[NodeDocument]:
+        while (batch := handed.get()) is not None:
+            yield from batch
+
+    bm25 = Background("kqe-bm25", build_text_index, work / "bm25", given())
+    documents: list[NodeDocument] = []
+    try:
+        with progress.task("rendering documents", total=len(tables.nodes), unit="documents") as tick:
+            for document in tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars):
+                documents.append(document)
+                if len(documents) % DOCUMENTS_HANDED == 0:
+                    handed.put(documents[-DOCUMENTS_HANDED:])
+                    tick(DOCUMENTS_HANDED)
+            handed.put(documents[len(documents) - len(documents) % DOCUMENTS_HANDED:])
+        handed.put(None)
+        if not documents:
+            sources = ", ".join(str(s) for s in importer.sources) or "its sources"
+            raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in "
+                           f"{sources} ({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
+    except BaseException:
+        handed.put(None)
+        bm25.join(raise_error=False)
+        raise
+    return documents, bm25
 
 
 def _sha256(path: Path) -> str:

@@ -116,13 +116,14 @@ class GraphTables:
         if prop in self.wanted:
             self.text[handle][prop].add(value)
 
-    def edge(self, head: int, relation: str, tail: int) -> None:
-        rel = self.relations.get(relation)
-        if rel is None:
-            rel = self.relations[relation] = len(self.relations)
-        self._heads.append(head)
-        self._rels.append(rel)
-        self._tails.append(tail)
+    def add_edges(self, heads: list[int], relations: list[str], tails: list[int]) -> None:
+        numbers = self.relations
+        for relation in dict.fromkeys(relations):  # numbered as met, so the tables do not depend on hashing
+            if relation not in numbers:
+                numbers[relation] = len(numbers)
+        self._heads.extend(heads)
+        self._rels.extend([numbers[r] for r in relations])
+        self._tails.extend(tails)
         self._edges = None
 
     def link(self, relation: str) -> None:
@@ -162,8 +163,10 @@ class GraphTables:
             prop = row["property"].value
             if prop in tables.wanted:
                 tables.text[tables.handle(row["node"].value)][prop].add(row["value"].value)
-        for row in rows(queries.load("node_edges")):
-            tables.edge(tables.handle(row["head"].value), row["relation"].value, tables.handle(row["tail"].value))
+        edges = [(tables.handle(row["head"].value), row["relation"].value, tables.handle(row["tail"].value))
+                 for row in rows(queries.load("node_edges"))]
+        if edges:
+            tables.add_edges(*(list(column) for column in zip(*edges)))
         return tables
 
     # --- reading ---

@@ -83,20 +83,22 @@ class OnnxEncoder:
         self.dimension = int(self.session.get_outputs()[0].shape[-1] or self.encode(["x"]).shape[1])
 
     @classmethod
-    def packaged(cls, max_tokens: int = 256, batch_size: int = 32) -> OnnxEncoder:
+    def packaged(cls, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None) -> OnnxEncoder:
         model, tokenizer = _packaged_files()
-        return cls(model, tokenizer, max_tokens, batch_size, model_id=f"all-MiniLM-L6-v2-onnx-int8@{max_tokens}")
+        return cls(model, tokenizer, max_tokens, batch_size, model_id=f"all-MiniLM-L6-v2-onnx-int8@{max_tokens}",
+                   threads=threads)
 
     @classmethod
-    def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32) -> OnnxEncoder:
+    def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32,
+                     threads: int | None = None) -> OnnxEncoder:
         """``minilm-int8`` or ``/path/model.onnx`` (with ``tokenizer.json`` beside it)."""
         if name == PACKAGED_MODEL:
-            return cls.packaged(max_tokens, batch_size)
+            return cls.packaged(max_tokens, batch_size, threads)
         path = Path(name)
         tokenizer = path.with_name("tokenizer.json")
         if not tokenizer.is_file():
             raise KqeError(f"expected a tokenizer.json beside {path}")
-        return cls(path, tokenizer, max_tokens, batch_size)
+        return cls(path, tokenizer, max_tokens, batch_size, threads=threads)
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))

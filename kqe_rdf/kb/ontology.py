@@ -12,6 +12,7 @@ read this object, which is produced by ``queries/schema_*.rq``.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,10 +225,20 @@ class Schema:
 
 
 def node_iri(domain: str, node_id: str) -> str:
-    """A stable IRI for a node that has none of its own."""
-    from urllib.parse import quote
+    """A stable IRI for a node that has none of its own: its id percent-encoded as ``quote(id, safe='')``
+    does it, encoding only the runs of other characters than unreserved ones (a build names every node).
 
-    return f"https://w3id.org/kqe/{domain}/node/{quote(node_id, safe='')}"
+    >>> node_iri("metaqa", "Tom Hanks/À")
+    'https://w3id.org/kqe/metaqa/node/Tom%20Hanks%2F%C3%80'
+    """
+    return f"https://w3id.org/kqe/{domain}/node/{_RESERVED.sub(_percent_encoded, node_id)}"
+
+
+_RESERVED = re.compile(r"[^A-Za-z0-9_.~-]+")
+
+
+def _percent_encoded(match: re.Match) -> str:
+    return "".join([f"%{byte:02X}" for byte in match.group().encode("utf-8")])
 
 
 def as_named_node(iri: str) -> NamedNode:

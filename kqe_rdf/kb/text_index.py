@@ -37,7 +37,7 @@ def _schema():
     return builder.build()
 
 
-def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: int = 200_000_000) -> int:
+def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: int = 800_000_000) -> int:
     """Write a fresh index at ``path`` (replacing what is there); returns the document count."""
     import tantivy
 

@@ -89,10 +89,11 @@ class MetaQAImporter(Importer):
         triples: list[tuple[str, str, str, str]] = []
         roles: dict[str, dict[str, int]] = {}
         first_seen: dict[str, str] = {}
+        prefix = f"{kb}:"
         for number, line in numbered_lines(kb, report):
             if not line.strip():
                 continue
-            where = f"{kb}:{number}"
+            where = prefix + str(number)
             parts = [p.strip() for p in line.split("|")]
             if len(parts) != 3 or not all(parts):
                 raise InputError(f"expected 'head|relation|tail', got {line[:120]!r}", where)
