@@ -14,8 +14,8 @@ For each size, in the same run and each in a fresh child process (peak RSS from 
 and ``Store.bulk_load`` of the same triples (exported by the same ``RecordWriter``); then the KB's
 size on disk, and the latency of bm25, 4step-offline and kar-offline requests (top 10).
 
-    python bench/scale.py                     # about 0.1M and 1M edges
-    python bench/scale.py --sizes 100000 1000000 8000000
+    python bench/scale.py                     # about 0.1M, 1M and 8M edges (about an hour)
+    python bench/scale.py --sizes 100000 1000000
     python bench/scale.py --quick             # about 20,000 edges
 """
 
@@ -128,6 +128,25 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
         store.flush()
         del store
         print(json.dumps({"seconds": time.perf_counter() - started}))
+    elif mode == "vectors":
+        # Every document gets a generated vector (clustered like sentence embeddings, bench/ann.py), stored as
+        # `kb embed` stores them: embedding 800k documents with the model takes about 11 hours on 2 cores, and
+        # search time depends on how many vectors there are and how they cluster, not on what they mean.
+        from ann import clustered
+
+        from kqe_rdf.core.config import Settings
+        from kqe_rdf.kb.embeddings import write_dense_index
+        from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+        kb = KnowledgeBase.open(target)
+        documents = list(kb.documents())
+        vectors, _centres = clustered(len(documents), seed=5)
+        started = time.perf_counter()
+        ann = write_dense_index(kb.path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
+                                kb.encoder.model_id, [d.types for d in documents], None,
+                                Settings().dense_ann_threshold)
+        print(json.dumps({"seconds": time.perf_counter() - started, "vectors": len(documents),
+                          "ann": bool(ann)}))
     elif mode == "queries":
         import random
 
@@ -145,8 +164,9 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
         categories = sorted(i for i, t in kb.names.types.items() if any(x.endswith("#Category") for x in t))
         structured = [f"Which product of {labels[rng.choice(brands)]} is in the category "
                       f"{labels[rng.choice(categories)]}? {w}" for w in words[:40]]
-        out = {}
-        for method, texts in (("bm25", words), ("4step-offline", structured), ("kar-offline", structured[:20])):
+        out = {"dense recall@100": dense_recall(kb)}
+        for method, texts in (("bm25", words), ("dense", words[:100]), ("4step-offline", structured),
+                              ("kar-offline", structured[:20])):
             stage = pipeline(method, kb, Settings(), 10, None)
             stage.run(texts[0])  # open the indexes, the encoder and the name index first
             times = []
@@ -159,6 +179,24 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
             out[method] = {"p50": statistics.median(times), "p95": times[max(int(0.95 * len(times)) - 1, 0)],
                            "queries": len(texts)}
         print(json.dumps(out))
+
+
+def dense_recall(kb, queries: int = 100, k: int = 100) -> float:
+    """Recall@100 of the KB's dense search (the approximate index above the threshold, candidates re-ranked by
+    exact cosine) against an exact search over the same vectors, for queries drawn near stored vectors."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    index = kb.dense
+    vectors = np.asarray(index.vectors)
+    picks = vectors[rng.choice(len(vectors), queries, replace=False)]
+    picks = picks + rng.standard_normal(picks.shape, dtype=np.float32) * 0.05
+    picks /= np.linalg.norm(picks, axis=1, keepdims=True)
+    found = 0
+    for query in picks:
+        exact = {iri for iri, _ in index._exact(query[None, :], k, None)[0]}
+        found += len(exact & {iri for iri, _ in index.search(query[None, :], k)[0]})
+    return found / (queries * k)
 
 
 def run_child(*args: str) -> tuple[dict, int]:
@@ -194,7 +232,7 @@ def main() -> None:
         parser.add_argument("--sizes", type=int, nargs="+", default=None, help="edges of each generated KB")
 
     args = harness.arguments(__doc__.split("\n")[0], extra, repeats=1)
-    sizes = args.sizes or ([20_000] if args.quick else [100_000, 1_000_000])
+    sizes = args.sizes or ([20_000] if args.quick else [100_000, 1_000_000, 8_000_000])
     env = harness.Environment(["pyoxigraph", "tantivy"])
     scratch = Path(tempfile.mkdtemp(prefix="kqe-bench-scale-"))
     rows = []
@@ -214,12 +252,15 @@ def main() -> None:
             (build, build_rss), (bulk, bulk_rss) = builds[-1], bulks[-1]
             build_s = statistics.median(b["seconds"] for b, _ in builds)
             bulk_s = statistics.median(b["seconds"] for b, _ in bulks)
+            disk = disk_bytes(kb)
+            vectors, _ = run_child("vectors", str(edges), str(kb))
+            vectors["disk"] = disk_bytes(kb / "embeddings")
             latency, _ = run_child("queries", str(edges), str(kb))
             counts = build["counts"]
             rows.append({"edges": counts["edges"], "nodes": counts["nodes"], "triples": counts["triples"],
                          "build_s": build_s, "bulk_s": bulk_s, "stages": build["stages"],
                          "build_rss": max(r for _, r in builds), "bulk_rss": max(r for _, r in bulks),
-                         "disk": disk_bytes(kb), "latency": latency,
+                         "disk": disk, "latency": latency, "vectors": vectors,
                          "exported": exported["triples"]})
             shutil.rmtree(store, ignore_errors=True)
             nt.unlink()
@@ -229,20 +270,26 @@ def main() -> None:
 
     main_table = table(
         ["edges", "nodes", "triples", "build_kb s", "build triples/s", "bulk_load s", "bulk_load triples/s",
-         "build vs bulk_load", "peak RSS build", "peak RSS bulk_load", "KB on disk"],
+         "build vs bulk_load", "peak RSS build", "peak RSS bulk_load", "KB on disk (no vectors)"],
         [[f"{r['edges']:,}", f"{r['nodes']:,}", f"{r['triples']:,}", f"{r['build_s']:.1f}",
           rate(r["triples"] / r["build_s"]), f"{r['bulk_s']:.1f}", rate(r["exported"] / r["bulk_s"]),
           ratio(r["triples"] / r["build_s"], r["exported"] / r["bulk_s"]), f"{r['build_rss'] / 2**30:.2f} GiB",
           f"{r['bulk_rss'] / 2**30:.2f} GiB", f"{r['disk'] / 2**20:,.0f} MiB"] for r in rows],
     )
-    methods = ("bm25", "4step-offline", "kar-offline")
+    methods = ("bm25", "dense", "4step-offline", "kar-offline")
     latency_table = table(
         ["edges", *(f"{m} p50 / p95 ms" for m in methods), "4step-offline p50 vs bm25"],
         [[f"{r['edges']:,}", *(f"{harness.ms(r['latency'][m]['p50'])} / {harness.ms(r['latency'][m]['p95'])}"
                                for m in methods),
           f"{r['latency']['4step-offline']['p50'] / r['latency']['bm25']['p50']:.0f}×"] for r in rows],
     )
-    stage_names = ("import", "load", "load_wait", "documents", "bm25", "hierarchies", "names")
+    vector_table = table(
+        ["edges", "vectors", "dense search", "vectors + index on disk", "writing them s", "recall@100 vs exact"],
+        [[f"{r['edges']:,}", f"{r['vectors']['vectors']:,}", "approximate (usearch)" if r["vectors"]["ann"] else "exact",
+          f"{r['vectors']['disk'] / 2**20:,.0f} MiB", f"{r['vectors']['seconds']:.1f}",
+          f"{r['latency']['dense recall@100']:.3f}"] for r in rows],
+    )
+    stage_names = ("import", "load", "load_wait", "documents", "bm25", "names", "hierarchies", "phrases")
     stage_table = table(["edges", *stage_names],
                         [[f"{r['edges']:,}", *(f"{r['stages'].get(s, 0):.1f}" for s in stage_names)] for r in rows])
     n = [r["edges"] for r in rows]
@@ -254,7 +301,7 @@ def main() -> None:
          ["KB on disk", growth(n, [r["disk"] for r in rows])],
          *([f"{m} p50", growth(n, [r["latency"][m]["p50"] for r in rows])] for m in methods)],
     )
-    print(main_table, latency_table, stage_table, growth_table, sep="\n\n")
+    print(main_table, latency_table, vector_table, stage_table, growth_table, sep="\n\n")
     if args.doc:
         body = f"""{env.markdown(harness.command_line())}
 - Data: generated product graphs in the `amazon` ontology (see the script's docstring: Zipf word
@@ -268,12 +315,23 @@ def main() -> None:
 {main_table}
 
 Query latency on each KB, in a fresh process after one warm-up request (query-vector cache cleared before each
-timed call): BM25 over 200 requests of 2-4 description words; 4step-offline over 40 and kar-offline over 20
-structured requests ("Which product of <a brand> is in the category <a category>? <words>", names drawn from the
-KB). No document is embedded: kar-offline encodes the neighbours it filters on the fly, and dense search is not
-measured (every document would need embedding first: about 20 passages/s on 2 cores).
+timed call): BM25 over 200 requests of 2-4 description words and dense over the first 100 of them; 4step-offline
+over 40 and kar-offline over 20 structured requests ("Which product of <a brand> is in the category <a category>?
+<words>", names drawn from the KB). Dense search encodes each request with the model and searches **generated**
+vectors, one per document, clustered like sentence embeddings (`bench/ann.py`'s generator) and stored as `kb embed`
+stores them, with the approximate index from `dense_ann_threshold` (100,000) vectors on: embedding 800k documents
+with the model would take about 11 hours on 2 cores, and search time depends on how many vectors there are and how
+they cluster, not on what they mean. So dense latency here is real, dense rankings are not. kar-offline encodes
+the neighbours it filters on the fly.
 
 {latency_table}
+
+The vectors: how dense search runs at each size, what the vectors and the approximate index take on disk, how long
+writing them took (the index is built then), and the recall@100 of the KB's dense search (index candidates
+re-ranked by exact cosine, as `DenseIndex.search` does) against an exact search, over 100 queries near stored
+vectors:
+
+{vector_table}
 
 Stages of the last build of each size (`manifest["seconds"]`; the loader runs alongside the import,
 documents and BM25, so `load` overlaps them and `load_wait` is what the build waited for it after):
@@ -281,8 +339,6 @@ documents and BM25, so `load` overlaps them and `load_wait` is what the build wa
 {stage_table}
 
 {growth_table}
-
-Not measured here yet: dense search, and the 8M-edge size (pass `--sizes 100000 1000000 8000000`).
 """
         harness.update_doc("scale", "Growth with the KB's size (`bench/scale.py`)", body)
         print(f"\nwrote the scale section of {harness.DOC}")

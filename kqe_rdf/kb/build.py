@@ -262,10 +262,10 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             tables = GraphTables.from_store(store, store_schema, importer.extra_text_properties)
             edges_of = None
         t0 = time.perf_counter()
-        documents, bm25 = _documents(importer, report, tables, store_schema, settings, work, progress)
+        # Tantivy indexes and gzip compresses without the GIL, alongside the rendering, the name index and the
+        # closures.
+        documents, (bm25, writing) = _documents(importer, report, tables, store_schema, settings, work, progress)
         seconds = {"import": import_seconds, "documents": time.perf_counter() - t0}
-        # Tantivy indexes and gzip compresses without the GIL, alongside the name index and the closures.
-        writing = Background("kqe-documents", write_documents, work / DOCUMENTS, documents)
         t0 = time.perf_counter()
         with progress.task("name index", total=None):
             # A first request reads it, not every name; the reader reads which edges leave a node from it.
@@ -292,8 +292,9 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         for thread in (bm25, writing, phrases):
             if thread is not None:
                 thread.join(raise_error=False)
-    del store, tables
-    gc.collect()
+    # The store closes when its last reference goes (no cycle holds it: a full collection over the build's
+    # objects took seconds at millions of nodes), before the folder is swapped into place.
+    del store, tables, loader
 
     _carry_over(previous, work)
     seconds.update(bm25=bm25.seconds, hierarchies=hierarchies["seconds"], phrases=phrases.seconds)
@@ -392,35 +393,54 @@ def _import_to_file(importer: Importer, report: ImportReport, store: Store, work
     return counted, load_seconds
 
 
-def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, settings: Settings,
-               work: Path, progress: Progress) -> tuple[list[NodeDocument], Background]:
-    """The node documents, rendered from the tables, and Tantivy's thread, indexing them as they come."""
-    handed: queue.SimpleQueue[list[NodeDocument] | None] = queue.SimpleQueue()
+class Feed:
+    """A consumer of documents in a thread (Tantivy's indexing, the documents file), handed them in batches as
+    they are rendered, so it works alongside the rendering instead of after it."""
 
-    def given() -> Iterator[NodeDocument]:
-        while (batch := handed.get()) is not None:
+    def __init__(self, name: str, consume, path: Path) -> None:
+        self.queue: queue.SimpleQueue[list[NodeDocument] | None] = queue.SimpleQueue()
+        self.thread = Background(name, consume, path, self._items())
+
+    def _items(self) -> Iterator[NodeDocument]:
+        while (batch := self.queue.get()) is not None:
             yield from batch
 
-    bm25 = Background("kqe-bm25", build_text_index, work / "bm25", given())
+    def put(self, batch: list[NodeDocument]) -> None:
+        self.queue.put(batch)
+
+    def close(self) -> None:
+        self.queue.put(None)
+
+
+def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, settings: Settings,
+               work: Path, progress: Progress) -> tuple[list[NodeDocument], list[Background]]:
+    """The node documents, rendered from the tables, and the threads that index them and write them out."""
+    feeds = [Feed("kqe-bm25", build_text_index, work / "bm25"), Feed("kqe-documents", write_documents,
+                                                                      work / DOCUMENTS)]
     documents: list[NodeDocument] = []
     try:
         with progress.task("rendering documents", total=len(tables.nodes), unit="documents") as tick:
+            start = 0
             for document in tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars):
                 documents.append(document)
-                if len(documents) % DOCUMENTS_HANDED == 0:
-                    handed.put(documents[-DOCUMENTS_HANDED:])
+                if len(documents) - start == DOCUMENTS_HANDED:
+                    for feed in feeds:
+                        feed.put(documents[start:])
                     tick(DOCUMENTS_HANDED)
-            handed.put(documents[len(documents) - len(documents) % DOCUMENTS_HANDED:])
-        handed.put(None)
+                    start = len(documents)
+            for feed in feeds:
+                feed.put(documents[start:])
+                feed.close()
         if not documents:
             sources = ", ".join(str(s) for s in importer.sources) or "its sources"
             raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in "
                            f"{sources} ({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
     except BaseException:
-        handed.put(None)
-        bm25.join(raise_error=False)
+        for feed in feeds:
+            feed.close()
+            feed.thread.join(raise_error=False)
         raise
-    return documents, bm25
+    return documents, [feed.thread for feed in feeds]
 
 
 def _sha256(path: Path) -> str:

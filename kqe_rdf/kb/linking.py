@@ -22,12 +22,13 @@ from . import queries
 from .words import STOPWORDS
 
 _TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
+_WORD = re.compile(r"[a-z0-9]+")
 
 
 def normalise_name(text: str) -> str:
     """Case, accents and punctuation folded: "Crohn's disease" → "crohn s disease"."""
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode() or text
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    return " ".join(_WORD.findall(text.lower()))
 
 
 def singular(key: str) -> str:
