@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse
 
@@ -71,8 +70,7 @@ def checked_literal(text: str, what: str, where: str) -> Literal:
     return Literal(text)
 
 
-@dataclass(frozen=True)
-class _Seen:
+class _Seen(NamedTuple):
     iri: NamedNode
     type: str
     where: str

@@ -29,7 +29,7 @@ import sqlite3
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...core.errors import InputError, KqeError
@@ -324,7 +324,7 @@ def with_go(records: Iterable[Node | Edge], files: GoFiles, report: ImportReport
             others = "; ".join(a for a in aliases if a not in names)
             as_text += len(aliases) - len(names)
             fields = (("fullName", gene.full_name), ("otherSymbols", others))
-            node = replace(node, aliases=tuple(dict.fromkeys(node.aliases + names)),
+            node = node._replace(aliases=tuple(dict.fromkeys(node.aliases + names)),
                            fields=node.fields + tuple((k, v) for k, v in fields if v))
         yield node
     if as_text:
