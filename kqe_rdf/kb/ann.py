@@ -117,7 +117,9 @@ def build(folder: Path, vectors: np.ndarray, keys: list[tuple[str, str]], digest
     size = tmp.stat().st_size
     os.replace(tmp, folder / FILE)
     info = {"library": LIBRARY, "count": len(keys), "keys_digest": digest, "file_bytes": size,
-            "connectivity": CONNECTIVITY, "expansion_add": EXPANSION_ADD, "added": int(len(new_rows)),
+            # The index's own: an index updated in place keeps the links it was built with.
+            "connectivity": int(index.connectivity), "expansion_add": int(index.expansion_add),
+            "added": int(len(new_rows)),
             "reused": int(len(kept)), "removed": int(removed), "seconds": round(time.perf_counter() - started, 2)}
     meta_tmp = folder / f".{META}.tmp-{os.getpid()}"
     meta_tmp.write_text(json.dumps(info))
