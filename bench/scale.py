@@ -106,19 +106,9 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
         print(json.dumps({"seconds": time.perf_counter() - started, "counts": manifest["counts"],
                           "stages": manifest["seconds"]}))
     elif mode == "export":
-        from kqe_rdf.kb.rdfize import RecordWriter
-        from kqe_rdf.kb.records import ImportReport
+        from build import export_ntriples
 
-        importer = synthetic_importer(edges)
-        report = ImportReport()
-        writer = RecordWriter(importer.schema(), importer.domain, report,
-                              dataset_iri=f"https://w3id.org/kqe/amazon/dataset/{importer.name}")
-        count = 0
-        with open(target, "wb") as out:
-            for text in writer.statements(importer.records(report)):
-                out.write(text.encode("utf-8"))
-                count += text.count("\n")
-        print(json.dumps({"triples": count}))
+        print(json.dumps({"triples": export_ntriples(synthetic_importer(edges), Path(target))}))
     elif mode == "bulk":
         from pyoxigraph import RdfFormat, Store
 

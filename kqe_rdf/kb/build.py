@@ -52,7 +52,7 @@ FORMAT_VERSION = 1
 LOAD_CHUNK_BYTES = 16 << 20
 #: Chunks waiting for the store's loader, at most.
 QUEUED_CHUNKS = 4
-#: Documents handed to Tantivy's thread at a time, as they are rendered.
+#: Documents handed at a time, as they are rendered, to Tantivy's thread and the documents file's.
 DOCUMENTS_HANDED = 2000
 
 
@@ -127,8 +127,9 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 class Background:
-    """A call run in a thread, for native work that releases the GIL (Oxigraph's bulk loader, Tantivy's
-    indexing) while Python work goes on; :meth:`join` returns its result or raises its error."""
+    """A call run in a thread, for work that mostly releases the GIL (Tantivy's indexing, the documents file's
+    compression, the phrase encoder) while Python work goes on; :meth:`join` returns its result or raises its
+    error."""
 
     def __init__(self, name: str, call, *args, **kwargs) -> None:
         self.result, self.error, self.seconds = None, None, 0.0

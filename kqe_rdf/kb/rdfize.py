@@ -129,18 +129,20 @@ class RecordWriter:
         #: Node IRI → the id it was given to, so two ids never share one IRI.
         self.subjects: dict[str, str] = {}
         self._edges: list[Edge] = []
+        #: Whether the records have all been read (an edge still waiting for a node then points at none).
+        self._late = False
         #: Edges written and not yet told to the sink: (head handles, relation IRIs, tail handles).
         self._sink_edges: tuple[list[int], list[str], list[int]] = ([], [], [])
         #: Blank nodes of edge statements: a label prefix no other file of the build uses.
         self._blank = f"_:e{secrets.token_hex(4)}x"
         self._statements = 0
         #: Ontology terms by the names records give them, looked up once per name.
-        self._classes: dict[str, object] = {}
+        self._classes: dict[str, str] = {}
         self._relations: dict[str, str] = {}
         self._qualifiers: dict[str, str] = {}
 
     def statements(self, records: Iterable[Node | Edge]) -> Iterator[str]:
-        """N-Triples text, a record at a time (the edges that came before their nodes, together at the end)."""
+        """N-Triples text, a record at a time (the edges that came before their nodes at the end)."""
         return self.chunks(records, 0)
 
     def chunks(self, records: Iterable[Node | Edge], size: int) -> Iterator[str]:
@@ -150,7 +152,7 @@ class RecordWriter:
         heads, rels, tails = self._sink_edges
         out: list[str] = []
         length = 0
-        for record in records:
+        for record in self._in_order(records):
             if type(record) is Edge and not record.qualifiers:
                 # Most records of a big KB: a plain edge between nodes seen, by a relation met before.
                 head, tail, relation = nodes.get(record.head), nodes.get(record.tail), relations.get(record.relation)
@@ -172,14 +174,17 @@ class RecordWriter:
                     yield "".join(out)
                     out.clear()
                     length = 0
-        for edge in self._edges:
-            text = self._edge(edge)
-            if text:
-                out.append(text)
-        self._edges.clear()
         self._flush_edges()
         if out:
             yield "".join(out)
+
+    def _in_order(self, records: Iterable[Node | Edge]) -> Iterator[Node | Edge]:
+        """The records, then the edges that came before their nodes (by then every node has been seen)."""
+        self._late = False
+        yield from records
+        self._late = True
+        yield from self._edges
+        self._edges.clear()
 
     def _flush_edges(self) -> None:
         """The edges written since the last piece, to the sink (in lists: a call per edge took a fifth of
@@ -195,7 +200,7 @@ class RecordWriter:
         if isinstance(record, Node):
             return self._node(record)
         if isinstance(record, Edge):
-            if record.head in self.nodes and record.tail in self.nodes:
+            if self._late or (record.head in self.nodes and record.tail in self.nodes):
                 return self._edge(record)
             self._edges.append(record)  # until every node has been seen (an edge may come before its nodes)
             return ""
@@ -235,9 +240,7 @@ class RecordWriter:
         if len(node_id) > MAX_ID_CHARS:
             raise InputError(f"node id {node_id[:40]!r}… is {len(node_id):,} characters long; at most "
                              f"{MAX_ID_CHARS:,}", where)
-        cls = self._classes.get(node.type)
-        if cls is None:
-            cls = self._classes[node.type] = self._term(self.schema.node_class, node.type, where)
+        cls_iri = self._iri(self._classes, self.schema.node_class, node.type, where)
         name = clean_text(node.name)
         fields = [(self._term(self.schema.field, f, where), clean_text(v)) for f, v in node.fields]
         fields = [(f.iri, v, nt_literal(v, f"field {f.name!r}", where)) for f, v in fields if v]
@@ -248,10 +251,10 @@ class RecordWriter:
         sink = self.sink
         seen = self.nodes.get(node_id)
         if seen is not None:
-            if seen.type != cls.iri:
+            if seen.type != cls_iri:
                 raise InputError(
                     f"duplicate node id {node_id!r}: first seen as {seen.type} at {seen.where or '?'}, "
-                    f"again as {cls.iri}",
+                    f"again as {cls_iri}",
                     node.where,
                 )
             self.report.duplicate_nodes += 1
@@ -268,11 +271,11 @@ class RecordWriter:
                 raise InputError(f"node {node_id!r} has the IRI <{iri.value}> of node {other!r} (first seen at "
                                  f"{self.nodes[other].where or '?'}); give each node its own 'iri'", where)
             subject = f"<{iri.value}>"
-            handle = sink.node(iri.value, cls.iri, node_id) if sink is not None else -1
-            self.nodes[node_id] = _Seen(iri, cls.iri, node.where, subject, handle)
+            handle = sink.node(iri.value, cls_iri, node_id) if sink is not None else -1
+            self.nodes[node_id] = _Seen(iri, cls_iri, node.where, subject, handle)
             self.report.nodes += 1
             out = [f"{subject} <{RDF_TYPE.value}> <{NODE.value}> .\n",
-                   f"{subject} <{RDF_TYPE.value}> <{cls.iri}> .\n",
+                   f"{subject} <{RDF_TYPE.value}> <{cls_iri}> .\n",
                    f"{subject} <{IDENTIFIER.value}> {nt_literal(node_id)} .\n"]
             if self.dataset is not None:
                 out.append(f"{subject} <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n")

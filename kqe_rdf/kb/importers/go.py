@@ -325,7 +325,7 @@ def with_go(records: Iterable[Node | Edge], files: GoFiles, report: ImportReport
             as_text += len(aliases) - len(names)
             fields = (("fullName", gene.full_name), ("otherSymbols", others))
             node = node._replace(aliases=tuple(dict.fromkeys(node.aliases + names)),
-                           fields=node.fields + tuple((k, v) for k, v in fields if v))
+                                 fields=node.fields + tuple((k, v) for k, v in fields if v))
         yield node
     if as_text:
         report.warn(f"{files.org}: {as_text} gene aliases are words of other names (such as T, CELL, KILLER); "
