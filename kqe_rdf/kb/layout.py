@@ -76,13 +76,29 @@ def relation_signatures(store: Store) -> list[list]:
     return sorted(found, key=lambda x: (-x[3], x[1], x[0], x[2]))
 
 
+def document_line(doc: NodeDocument) -> str:
+    """A document as one line of ``documents.jsonl.gz``: what ``json.dumps`` writes of its fields, written with
+    the JSON string encoder alone (``json.dumps`` makes an encoder per call, which took half the time).
+
+    >>> doc = NodeDocument("x:1", "1", 'Crohn "disease"', ("x:D",), "name: Crohn\\nà")
+    >>> document_line(doc) == json.dumps({"iri": "x:1", "identifier": "1", "name": 'Crohn "disease"',
+    ...     "types": ["x:D"], "text": "name: Crohn\\nà", "hash": doc.digest})
+    True
+    """
+    quoted = _json_string
+    return (f'{{"iri": {quoted(doc.iri)}, "identifier": {quoted(doc.identifier)}, "name": {quoted(doc.name)}, '
+            f'"types": [{", ".join(map(quoted, doc.types))}], "text": {quoted(doc.text)}, "hash": "{doc.digest}"}}')
+
+
+_json_string = json.encoder.encode_basestring_ascii
+
+
 def write_documents(path: Path, documents: Iterable[NodeDocument], batch: int = 1000) -> None:
     lines: list[str] = []
     # Level 1 and a thousand lines a write: zlib then runs on large blocks, mostly without the GIL.
     with gzip.open(path, "wb", compresslevel=1) as out:
         for doc in documents:
-            lines.append(json.dumps({"iri": doc.iri, "identifier": doc.identifier, "name": doc.name,
-                                     "types": list(doc.types), "text": doc.text, "hash": doc.digest}))
+            lines.append(document_line(doc))
             if len(lines) == batch:
                 out.write(("\n".join(lines) + "\n").encode("utf-8"))
                 lines.clear()

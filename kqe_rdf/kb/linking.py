@@ -27,7 +27,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 def normalise_name(text: str) -> str:
     """Case, accents and punctuation folded: "Crohn's disease" → "crohn s disease"."""
-    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode() or text
+    if not text.isascii():  # (ASCII is its own decomposition)
+        text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode() or text
     return " ".join(_WORD.findall(text.lower()))
 
 

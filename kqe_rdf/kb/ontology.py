@@ -235,10 +235,18 @@ def node_iri(domain: str, node_id: str) -> str:
 
 
 _RESERVED = re.compile(r"[^A-Za-z0-9_.~-]+")
+#: Runs already encoded (most are a space, a comma or a parenthesis): looked up, not encoded again.
+_ENCODED_RUNS: dict[str, str] = {}
 
 
 def _percent_encoded(match: re.Match) -> str:
-    return "".join([f"%{byte:02X}" for byte in match.group().encode("utf-8")])
+    run = match.group()
+    encoded = _ENCODED_RUNS.get(run)
+    if encoded is None:
+        encoded = "".join([f"%{byte:02X}" for byte in run.encode("utf-8")])
+        if len(_ENCODED_RUNS) < 100_000:
+            _ENCODED_RUNS[run] = encoded
+    return encoded
 
 
 def as_named_node(iri: str) -> NamedNode:

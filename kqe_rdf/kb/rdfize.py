@@ -55,7 +55,9 @@ def nt_literal(text: str, what: str = "a text", where: str = "") -> str:
     Traceback (most recent call last):
     kqe_rdf.core.errors.InputError: kb.jsonl:3: field 'description' is 9,437,186 bytes long as N-Triples; a text may hold at most 8 MiB
     """
-    form = '"' + text.translate(_ESCAPES) + '"'
+    if "\\" in text or '"' in text or "\n" in text or "\r" in text:  # rare: four scans beat one translate
+        text = text.translate(_ESCAPES)
+    form = '"' + text + '"'
     if len(text) > MAX_LITERAL_BYTES // 6:  # the escaped form is at most 6 bytes a character
         size = len(form.encode("utf-8", "surrogatepass"))
         if size > MAX_LITERAL_BYTES:
@@ -71,7 +73,7 @@ def checked_literal(text: str, what: str, where: str) -> Literal:
 
 
 class _Seen(NamedTuple):
-    iri: NamedNode
+    iri: str
     type: str
     where: str
     #: The IRI as N-Triples writes it, and the node's handle in the writer's sink.
@@ -140,6 +142,10 @@ class RecordWriter:
         self._classes: dict[str, str] = {}
         self._relations: dict[str, str] = {}
         self._qualifiers: dict[str, str] = {}
+        #: What every node's first statements say besides its subject, as N-Triples text.
+        self._a_node = f" <{RDF_TYPE.value}> <{NODE.value}> .\n"
+        self._imported = f" <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n" if self.dataset is not None else ""
+        as_named_node(node_iri(domain, ""))  # generated node IRIs: checked once (the rest is percent-encoded)
 
     def statements(self, records: Iterable[Node | Edge]) -> Iterator[str]:
         """N-Triples text, a record at a time (the edges that came before their nodes at the end)."""
@@ -240,15 +246,19 @@ class RecordWriter:
         if len(node_id) > MAX_ID_CHARS:
             raise InputError(f"node id {node_id[:40]!r}… is {len(node_id):,} characters long; at most "
                              f"{MAX_ID_CHARS:,}", where)
-        cls_iri = self._iri(self._classes, self.schema.node_class, node.type, where)
+        cls_iri = self._classes.get(node.type) or self._iri(self._classes, self.schema.node_class, node.type, where)
         name = clean_text(node.name)
-        fields = [(self._term(self.schema.field, f, where), clean_text(v)) for f, v in node.fields]
-        fields = [(f.iri, v, nt_literal(v, f"field {f.name!r}", where)) for f, v in fields if v]
+        fields = ()
+        if node.fields:
+            fields = [(self._term(self.schema.field, f, where), clean_text(v)) for f, v in node.fields]
+            fields = [(f.iri, v, nt_literal(v, f"field {f.name!r}", where)) for f, v in fields if v]
         if not name and not fields:
             self.report.empty_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} has no name and no text; skipped")
             return ""
         sink = self.sink
+        label = name or node_id
+        label_line = f" <{RDFS_LABEL}> {nt_literal(label, 'the name', where)} .\n"
         seen = self.nodes.get(node_id)
         if seen is not None:
             if seen.type != cls_iri:
@@ -260,27 +270,28 @@ class RecordWriter:
             self.report.duplicate_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} seen again; its text is merged")
             subject, handle = seen.term, seen.handle
-            out = []
+            out = [subject + label_line]
         else:
-            try:
-                iri = as_named_node(node.iri_hint or node_iri(self.domain, node_id))
-            except SchemaError as exc:
-                raise InputError(str(exc), where) from None
-            other = self.subjects.setdefault(iri.value, node_id)
+            if node.iri_hint:
+                try:
+                    iri = as_named_node(node.iri_hint).value
+                except SchemaError as exc:
+                    raise InputError(str(exc), where) from None
+            else:
+                iri = node_iri(self.domain, node_id)
+            other = self.subjects.setdefault(iri, node_id)
             if other != node_id:
-                raise InputError(f"node {node_id!r} has the IRI <{iri.value}> of node {other!r} (first seen at "
+                raise InputError(f"node {node_id!r} has the IRI <{iri}> of node {other!r} (first seen at "
                                  f"{self.nodes[other].where or '?'}); give each node its own 'iri'", where)
-            subject = f"<{iri.value}>"
-            handle = sink.node(iri.value, cls_iri, node_id) if sink is not None else -1
-            self.nodes[node_id] = _Seen(iri, cls_iri, node.where, subject, handle)
+            subject = f"<{iri}>"
+            handle = sink.node(iri, cls_iri, node_id) if sink is not None else -1
+            self.nodes[node_id] = _Seen(iri, cls_iri, where, subject, handle)
             self.report.nodes += 1
-            out = [f"{subject} <{RDF_TYPE.value}> <{NODE.value}> .\n",
-                   f"{subject} <{RDF_TYPE.value}> <{cls_iri}> .\n",
-                   f"{subject} <{IDENTIFIER.value}> {nt_literal(node_id)} .\n"]
-            if self.dataset is not None:
-                out.append(f"{subject} <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n")
-        label = name or node_id
-        out.append(f"{subject} <{RDFS_LABEL}> {nt_literal(label, 'the name', where)} .\n")
+            first = (f"{subject}{self._a_node}{subject} <{RDF_TYPE.value}> <{cls_iri}> .\n"
+                     f"{subject} <{IDENTIFIER.value}> {nt_literal(node_id)} .\n")
+            if self._imported:
+                first += subject + self._imported
+            out = [first + subject + label_line]
         if sink is not None:
             sink.literal(handle, RDFS_LABEL, label)
         for alias in node.aliases:
@@ -299,7 +310,7 @@ class RecordWriter:
                 out.append(f"{subject} <{XREF.value}> {nt_literal(xref, 'a cross-reference', where)} .\n")
                 if sink is not None:
                     sink.literal(handle, XREF.value, xref)
-        return "".join(out)
+        return out[0] if len(out) == 1 else "".join(out)
 
     def _edge(self, edge: Edge) -> str:
         relation = self._iri(self._relations, self.schema.relation, edge.relation, edge.where)

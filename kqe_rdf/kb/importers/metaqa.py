@@ -91,23 +91,32 @@ class MetaQAImporter(Importer):
         first_seen: dict[str, str] = {}
         prefix = f"{kb}:"
         for number, line in numbered_lines(kb, report):
-            if not line.strip():
-                continue
             where = prefix + str(number)
-            parts = [p.strip() for p in line.split("|")]
-            if len(parts) != 3 or not all(parts):
+            try:
+                head, relation, tail = line.split("|")
+            except ValueError:
+                if not line.strip():
+                    continue
+                raise InputError(f"expected 'head|relation|tail', got {line[:120]!r}", where) from None
+            head, relation, tail = head.strip(), relation.strip(), tail.strip()
+            if not (head and relation and tail):
                 raise InputError(f"expected 'head|relation|tail', got {line[:120]!r}", where)
-            head, relation, tail = parts
-            if relation not in ranges:
+            tail_role = ranges.get(relation)
+            if tail_role is None:
                 raise InputError(
                     f"unknown relation {relation!r}; ontologies/metaqa.ttl defines {', '.join(sorted(ranges))}", where
                 )
-            for name, role in ((head, HEAD_TYPE), (tail, ranges[relation])):
-                used = roles.get(name)
-                if used is None:  # a plain dict: a Counter per name took a tenth of the import
-                    used = roles[name] = {}
-                    first_seen[name] = where
-                used[role] = used.get(role, 0) + 1
+            # Plain dicts, updated in line: a Counter per name took a tenth of the import.
+            used = roles.get(head)
+            if used is None:
+                used = roles[head] = {}
+                first_seen[head] = where
+            used[HEAD_TYPE] = used.get(HEAD_TYPE, 0) + 1
+            used = roles.get(tail)
+            if used is None:
+                used = roles[tail] = {}
+                first_seen[tail] = where
+            used[tail_role] = used.get(tail_role, 0) + 1
             triples.append((head, relation, tail, where))
 
         types = {name: self._choose_type(name, used, first_seen[name], report) for name, used in roles.items()}
@@ -129,7 +138,7 @@ class MetaQAImporter(Importer):
             if types[head] != HEAD_TYPE or types[tail] != ranges[relation]:
                 if head in emitted and tail in emitted:
                     self.stats["off_range_edges"] += 1
-            yield Edge(head, relation, tail, where=where)
+            yield Edge(head, relation, tail, (), where)
         if self.stats["off_range_edges"]:
             report.warn(
                 f"{kb}: {self.stats['off_range_edges']} edges link names whose chosen type differs from the "
