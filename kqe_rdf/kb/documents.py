@@ -94,12 +94,14 @@ class GraphTables:
         #: Edges from something that is not a node (the statement of an edge with qualifiers) to a node.
         self.links: Counter = Counter()
         self._edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._kind_table: tuple[np.ndarray, list[tuple[str, ...]]] | None = None
 
     def handle(self, iri: str) -> int:
         found = self.handles.get(iri)
         if found is None:
             found = self.handles[iri] = len(self.iris)
             self.iris.append(iri)
+            self._kind_table = None
         return found
 
     # --- filling (the RecordSink protocol) ---
@@ -108,6 +110,7 @@ class GraphTables:
         handle = self.handle(iri)
         self.nodes.add(handle)
         self.types[handle].add(type_iri)
+        self._kind_table = None  # (a node's classes are numbered once every node is in)
         self._least(self.identifiers, handle, identifier)
         return handle
 
@@ -173,10 +176,11 @@ class GraphTables:
 
     # --- reading ---
 
-    def names_of(self, handle: int) -> Iterator[str]:
+    def names_of(self, handle: int) -> Iterable[str]:
         """A node's names and aliases (what ``queries/node_names.rq`` returns of it from the store)."""
-        yield from self.names.get(handle, ())
-        yield from self.text.get(handle, {}).get(ALIAS, ())
+        names = self.names.get(handle, ())
+        fields = self.text.get(handle)
+        return names if fields is None or ALIAS not in fields else [*names, *fields[ALIAS]]
 
     def edges(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(heads, relations, tails) of the distinct edges between nodes, sorted."""
@@ -238,9 +242,11 @@ class GraphTables:
 
     def _kinds(self) -> tuple[np.ndarray, list[tuple[str, ...]]]:
         """Each handle's set of classes as a number, and the sets (most nodes have one class)."""
-        kind_of: dict[tuple[str, ...], int] = {}
-        ids = [kind_of.setdefault(k, len(kind_of)) for k in self._type_lists()]
-        return np.array(ids, dtype=np.int64), list(kind_of)
+        if self._kind_table is None:
+            kind_of: dict[tuple[str, ...], int] = {}
+            ids = [kind_of.setdefault(k, len(kind_of)) for k in self._type_lists()]
+            self._kind_table = np.array(ids, dtype=np.int64), list(kind_of)
+        return self._kind_table
 
     def hop_table(self) -> tuple[list[tuple[str, bool, str]], dict[int, list[int]]]:
         """The kinds of edges (relation, walked head → tail, class reached) that leave nodes, sorted, and for
@@ -296,11 +302,11 @@ class GraphTables:
             else np.zeros(0, dtype=np.int64)
         ends = np.r_[starts[1:], len(nodes)].astype(np.int64)
         lines: dict[int, list[str]] = defaultdict(list)
-        names = near.tolist()
+        names, name_of = near.tolist(), ranked.__getitem__
         for node, rel, start, end in zip(nodes[starts].tolist(), rels[starts].tolist(), starts.tolist(),
                                          ends.tolist()):
-            listed = ", ".join([ranked[r] for r in names[start:min(end, start + cap)]])
             more = end - start - cap
+            listed = ", ".join(map(name_of, names[start:end if more <= 0 else start + cap]))
             lines[node].append(f"{labels[rel]}: {listed}" + (f" (and {more} more)" if more > 0 else ""))
         return lines
 

@@ -117,8 +117,8 @@ class NameIndex:
                 _add_name(by_name, inverted, name, number)
         kinds, leaving = tables.hop_table()
         data = {"iris": iris, "labels": [d.name for d in documents], "types": types,
-                "node_types": [sorted(type_number[t] for t in d.types) for d in documents],
-                "names": {k: sorted(v) for k, v in by_name.items()},
+                "node_types": [[type_number[t] for t in sorted(d.types)] for d in documents],  # (numbered in order)
+                "names": {k: sorted(v) if len(v) > 1 else list(v) for k, v in by_name.items()},
                 "inverted": {k: sorted(v) for k, v in inverted.items()},
                 "hop_kinds": [list(k) for k in kinds],
                 "hops": [leaving.get(h, []) for h in handles]}

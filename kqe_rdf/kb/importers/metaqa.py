@@ -27,6 +27,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 from ...core.errors import InputError, KqeError
@@ -86,7 +87,7 @@ class MetaQAImporter(Importer):
         }
         self._check_relation_texts(kb.parent / "relation2text.txt", schema, ranges, report)
 
-        triples: list[tuple[str, str, str, str]] = []
+        edges: list[Edge] = []
         roles: dict[str, dict[str, int]] = {}
         first_seen: dict[str, str] = {}
         prefix = f"{kb}:"
@@ -117,7 +118,7 @@ class MetaQAImporter(Importer):
                 used = roles[tail] = {}
                 first_seen[tail] = where
             used[tail_role] = used.get(tail_role, 0) + 1
-            triples.append((head, relation, tail, where))
+            edges.append(Edge(head, relation, tail, (), where))
 
         types = {name: self._choose_type(name, used, first_seen[name], report) for name, used in roles.items()}
         if self.type_conflicts:
@@ -128,17 +129,15 @@ class MetaQAImporter(Importer):
             )
         self._check_entity_names(kb.parent / "entity2text.txt.gz", roles, report)
 
-        emitted: set[str] = set()
-        for name, where in first_seen.items():
-            if self.limit is not None and len(emitted) >= self.limit:
-                break
-            emitted.add(name)
-            yield Node(id=name, type=types[name], name=name, where=where)
-        for head, relation, tail, where in triples:
-            if types[head] != HEAD_TYPE or types[tail] != ranges[relation]:
-                if head in emitted and tail in emitted:
-                    self.stats["off_range_edges"] += 1
-            yield Edge(head, relation, tail, (), where)
+        nodes = [Node(name, types[name], name, where=where)
+                 for name, where in islice(first_seen.items(), self.limit)]
+        emitted = {node.id for node in nodes}
+        self.stats["off_range_edges"] = sum(
+            1 for head, relation, tail, _, _ in edges
+            if (types[head] != HEAD_TYPE or types[tail] != ranges[relation]) and head in emitted and tail in emitted
+        )
+        yield from nodes
+        yield from edges
         if self.stats["off_range_edges"]:
             report.warn(
                 f"{kb}: {self.stats['off_range_edges']} edges link names whose chosen type differs from the "
