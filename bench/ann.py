@@ -21,6 +21,7 @@ the same queries in the same run.
     python bench/ann.py --quick          # 20k vectors, a smoke run
     python bench/ann.py --sizes 100000   # one size
     python bench/ann.py --large-libraries usearch   # at 1M only usearch (each 1M build takes long on 2 cores)
+    python bench/ann.py --sizes 1000000 --libraries usearch --connectivity 32 --no-doc   # the KB's own M
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ import numpy as np
 import harness
 from harness import ms, percentile, table
 
-DIM, K, M, EF_CONSTRUCTION = 384, 100, 16, 100
+DIM, K, EF_CONSTRUCTION = 384, 100, 100
+#: Links per node (``--connectivity``; handed to the building child processes through the environment).
+M = int(os.environ.get("KQE_BENCH_ANN_M", "16"))
 EF_SEARCH = (100, 150, 200, 300, 400, 600)
 LIBRARIES = ("usearch", "hnswlib", "faiss")
 PACKAGES = {"usearch": "usearch", "hnswlib": "hnswlib", "faiss": "faiss-cpu"}
@@ -223,8 +226,13 @@ def main() -> None:
                             help="libraries built at sizes of 1M and more (default: all of --libraries)")
         parser.add_argument("--real", type=Path, default=None,
                             help="a KB's embeddings folder (read only) for a row on real vectors")
+        parser.add_argument("--connectivity", type=int, default=M,
+                            help=f"HNSW links per node, M (default {M}; the KB's own index uses 32)")
 
+    global M
     args = harness.arguments(__doc__.splitlines()[0], extra, repeats=1)
+    M = args.connectivity
+    os.environ["KQE_BENCH_ANN_M"] = str(M)
     sizes = args.sizes or ([20_000] if args.quick else [100_000, 1_000_000])
     libraries = args.libraries.split(",")
     large = args.large_libraries.split(",") if args.large_libraries else libraries
