@@ -17,6 +17,7 @@ import pytest
 
 from fixtures_kb import bio_kb, movie_kb  # noqa: F401 - fixtures
 from kqe_rdf.kb.build import DOCUMENTS, MANIFEST, build_kb, embed_kb
+from kqe_rdf.kb.documents import GraphTables
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import InputError, KBNotFound, KqeError, SchemaError
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
@@ -317,6 +318,28 @@ def test_a_failed_build_leaves_the_previous_kb_intact(built, jsonl, products_tex
     with pytest.raises(error, match=message):
         build_kb(importer(jsonl, products_text), built)
     gc.collect()  # whatever the failed build left open is gone now; nothing may re-appear on disk
+
+    assert leftovers(built) == []
+    assert_intact(built, before)
+
+
+def test_a_build_that_fails_while_tantivy_indexes_its_documents_leaves_nothing_behind(built, jsonl, products_text,
+                                                                                       monkeypatch):
+    """The rendering hands Tantivy each document as it comes: a build failing halfway through it (a disk filling
+    up), with Tantivy's threads at work, leaves the previous KB as it was and nothing beside it."""
+    before = KnowledgeBase.open(built).manifest
+    render = GraphTables.documents
+
+    def fails_halfway(self, *args, **kwargs):
+        for number, document in enumerate(render(self, *args, **kwargs)):
+            if number == 5:
+                raise OSError(28, "No space left on device")
+            yield document
+
+    monkeypatch.setattr(GraphTables, "documents", fails_halfway)
+    with pytest.raises(OSError, match="No space left"):
+        build_kb(JsonlImporter([jsonl(products_text)]), built)
+    gc.collect()
 
     assert leftovers(built) == []
     assert_intact(built, before)
