@@ -163,7 +163,7 @@ def main() -> None:
               "names": "name index",
               "load_wait": "waiting for the loader (after the name index)",
               "hierarchies": "hierarchy closures",
-              "bm25": "BM25 commit (a thread after the rendering, which hands Tantivy each document: not in the sum)",
+              "bm25": "BM25 (a Tantivy thread, from the first document on: not in the sum)",
               "phrases": "relation phrase vectors (a thread, from the start: not in the sum)"}
     named = {labels.get(s, s): stages[s] for s in stage_names}
     other = total - sum(stages[s] for s in stage_names if s not in ("bm25", "phrases"))
@@ -204,8 +204,7 @@ rdflib holds the graph in Python dictionaries in memory, Oxigraph writes RocksDB
 
 Where `build_kb`'s time goes (medians over {runs} runs of `manifest["seconds"]`; the store's loader runs
 during the import, documents and name index rows, so only the wait for it after them is a stage of its own;
-Tantivy indexes each document as the rendering hands it over, in its own threads, and commits in a thread
-beside the name index; the relation phrase vectors are encoded in a thread from the start; "other" is the
+BM25 indexing and the relation phrase vectors run in threads beside the stages in sequence; "other" is the
 wall clock minus the stages in sequence). On two cores every stage competes for them, so a stage takes longer
 here than alone:
 

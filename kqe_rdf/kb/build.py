@@ -43,7 +43,7 @@ from .rdfize import RecordWriter
 from .records import ImportReport
 from .layout import (DOCUMENTS, MANIFEST, kb_lock, kb_location, read_documents, recover,  # noqa: F401 - re-exported
                      relation_signatures, write_documents, write_json_atomic)
-from .text_index import TextIndexWriter
+from .text_index import build_text_index
 
 ONTOLOGY_GRAPH = "https://w3id.org/kqe/graph/ontology"
 FORMAT_VERSION = 1
@@ -395,8 +395,8 @@ def _import_to_file(importer: Importer, report: ImportReport, store: Store, work
 
 
 class Feed:
-    """A consumer of documents in a thread (the documents file), handed them in batches as they are rendered, so
-    it works alongside the rendering instead of after it."""
+    """A consumer of documents in a thread (Tantivy's indexing, the documents file), handed them in batches as
+    they are rendered, so it works alongside the rendering instead of after it."""
 
     def __init__(self, name: str, consume, path: Path) -> None:
         self.queue: queue.SimpleQueue[list[NodeDocument] | None] = queue.SimpleQueue()
@@ -415,34 +415,33 @@ class Feed:
 
 def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, settings: Settings,
                work: Path, progress: Progress) -> tuple[list[NodeDocument], list[Background]]:
-    """The node documents, rendered from the tables and handed to Tantivy as they come, and the threads that
-    finish the index and write the documents file."""
-    index = TextIndexWriter(work / "bm25")
-    writing = Feed("kqe-documents", write_documents, work / DOCUMENTS)
+    """The node documents, rendered from the tables, and the threads that index them and write them out."""
+    feeds = [Feed("kqe-bm25", build_text_index, work / "bm25"), Feed("kqe-documents", write_documents,
+                                                                      work / DOCUMENTS)]
     documents: list[NodeDocument] = []
     try:
         with progress.task("rendering documents", total=len(tables.nodes), unit="documents") as tick:
             start = 0
             for document in tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars):
                 documents.append(document)
-                index.add(document)
                 if len(documents) - start == DOCUMENTS_HANDED:
-                    writing.put(documents[start:])
+                    for feed in feeds:
+                        feed.put(documents[start:])
                     tick(DOCUMENTS_HANDED)
                     start = len(documents)
-            writing.put(documents[start:])
-            writing.close()
+            for feed in feeds:
+                feed.put(documents[start:])
+                feed.close()
         if not documents:
             sources = ", ".join(str(s) for s in importer.sources) or "its sources"
             raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in "
                            f"{sources} ({report.empty_nodes} empty nodes, warnings: {report.warnings[:3]})")
     except BaseException:
-        index.abandon()
-        writing.close()
-        writing.thread.join(raise_error=False)
+        for feed in feeds:
+            feed.close()
+            feed.thread.join(raise_error=False)
         raise
-    # Tantivy's commit (its last segments and their merge) runs without the GIL, alongside the name index.
-    return documents, [Background("kqe-bm25", index.commit), writing.thread]
+    return documents, [feed.thread for feed in feeds]
 
 
 def _sha256(path: Path) -> str:

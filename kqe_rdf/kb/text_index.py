@@ -37,47 +37,24 @@ def _schema():
     return builder.build()
 
 
-class TextIndexWriter:
-    """A fresh index at ``path`` (replacing what is there), written a document at a time.
-
-    Tantivy indexes in its own threads; :meth:`add` only hands it a document. It releases the GIL on every call,
-    so call it from the thread that makes the documents: a thread that only fed Tantivy waited for the GIL
-    once per document (up to the 5 ms switch interval) while another thread ran Python, and a build's
-    Tantivy got most documents only after the rendering ended.
-    """
-
-    def __init__(self, path: Path, heap_bytes: int = 800_000_000) -> None:
-        import tantivy
-
-        if path.exists():
-            shutil.rmtree(path)
-        path.mkdir(parents=True)
-        self._document = tantivy.Document
-        self.writer = tantivy.Index(_schema(), path=str(path)).writer(heap_size=heap_bytes, num_threads=2)
-        self.count = 0
-
-    def add(self, doc: NodeDocument) -> None:
-        self.writer.add_document(self._document(iri=doc.iri, identifier=doc.identifier, types=list(doc.types),
-                                                name=doc.name, body=doc.text))
-        self.count += 1
-
-    def abandon(self) -> None:
-        """Drop what was added (a failed build): Tantivy's threads end before its folder is removed."""
-        self.writer = None
-
-    def commit(self) -> int:
-        """Write what was added (and merge its segments); → the document count."""
-        self.writer.commit()
-        self.writer.wait_merging_threads()
-        return self.count
-
-
 def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: int = 800_000_000) -> int:
     """Write a fresh index at ``path`` (replacing what is there); returns the document count."""
-    index = TextIndexWriter(path, heap_bytes)
+    import tantivy
+
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    index = tantivy.Index(_schema(), path=str(path))
+    writer = index.writer(heap_size=heap_bytes, num_threads=2)
+    count = 0
     for doc in documents:
-        index.add(doc)
-    return index.commit()
+        writer.add_document(
+            tantivy.Document(iri=doc.iri, identifier=doc.identifier, types=list(doc.types), name=doc.name, body=doc.text)
+        )
+        count += 1
+    writer.commit()
+    writer.wait_merging_threads()
+    return count
 
 
 class TextIndex:
