@@ -325,8 +325,9 @@ def test_a_failed_build_leaves_the_previous_kb_intact(built, jsonl, products_tex
 
 def test_a_build_that_fails_while_tantivy_indexes_its_documents_leaves_nothing_behind(built, jsonl, products_text,
                                                                                        monkeypatch):
-    """The rendering hands Tantivy each document as it comes: a build failing halfway through it (a disk filling
-    up), with Tantivy's threads at work, leaves the previous KB as it was and nothing beside it."""
+    """Tantivy and the documents file take the documents as they are rendered: a build failing halfway through
+    the rendering (a disk filling up), with their threads at work, leaves the previous KB as it was and nothing
+    beside it."""
     before = KnowledgeBase.open(built).manifest
     render = GraphTables.documents
 
