@@ -118,7 +118,7 @@ class NameIndex:
         kinds, leaving = tables.hop_table()
         data = {"iris": iris, "labels": [d.name for d in documents], "types": types,
                 "node_types": [[type_number[t] for t in sorted(d.types)] for d in documents],  # (numbered in order)
-                "names": {k: sorted(v) if len(v) > 1 else list(v) for k, v in by_name.items()},
+                "names": {k: sorted(v) for k, v in by_name.items()},
                 "inverted": {k: sorted(v) for k, v in inverted.items()},
                 "hop_kinds": [list(k) for k in kinds],
                 "hops": [leaving.get(h, []) for h in handles]}

@@ -246,7 +246,7 @@ class RecordWriter:
         if len(node_id) > MAX_ID_CHARS:
             raise InputError(f"node id {node_id[:40]!r}… is {len(node_id):,} characters long; at most "
                              f"{MAX_ID_CHARS:,}", where)
-        cls_iri = self._classes.get(node.type) or self._iri(self._classes, self.schema.node_class, node.type, where)
+        cls_iri = self._iri(self._classes, self.schema.node_class, node.type, where)
         name = clean_text(node.name)
         fields = ()
         if node.fields:
@@ -310,7 +310,7 @@ class RecordWriter:
                 out.append(f"{subject} <{XREF.value}> {nt_literal(xref, 'a cross-reference', where)} .\n")
                 if sink is not None:
                     sink.literal(handle, XREF.value, xref)
-        return out[0] if len(out) == 1 else "".join(out)
+        return "".join(out)
 
     def _edge(self, edge: Edge) -> str:
         relation = self._iri(self._relations, self.schema.relation, edge.relation, edge.where)

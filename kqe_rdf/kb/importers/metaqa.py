@@ -107,17 +107,12 @@ class MetaQAImporter(Importer):
                 raise InputError(
                     f"unknown relation {relation!r}; ontologies/metaqa.ttl defines {', '.join(sorted(ranges))}", where
                 )
-            # Plain dicts, updated in line: a Counter per name took a tenth of the import.
-            used = roles.get(head)
-            if used is None:
-                used = roles[head] = {}
-                first_seen[head] = where
-            used[HEAD_TYPE] = used.get(HEAD_TYPE, 0) + 1
-            used = roles.get(tail)
-            if used is None:
-                used = roles[tail] = {}
-                first_seen[tail] = where
-            used[tail_role] = used.get(tail_role, 0) + 1
+            for name, role in ((head, HEAD_TYPE), (tail, tail_role)):
+                used = roles.get(name)
+                if used is None:  # a plain dict: a Counter per name took a tenth of the import
+                    used = roles[name] = {}
+                    first_seen[name] = where
+                used[role] = used.get(role, 0) + 1
             edges.append(Edge(head, relation, tail, (), where))
 
         types = {name: self._choose_type(name, used, first_seen[name], report) for name, used in roles.items()}
