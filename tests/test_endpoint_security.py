@@ -144,6 +144,25 @@ QUERY_FORMS = {
     "next to a search block": "SELECT * {{ SERVICE <urn:kqe:search> {{ ?d kqe:query \"forehead\" }} SERVICE <{t}/> {{ ?d ?p ?o }} }}",
 }
 
+# A keyword glued to a prefixed name that expands to an allowed IRI: rdflib reads one name, Oxigraph the
+# keyword and then ``x:...``, which the canary stands behind (issue 24).
+ALLOWED_PREFIX = ALLOWED.rsplit("/", 1)[0] + "/"
+GLUED_QUERY_FORMS = {
+    "SILENT glued to a name": "PREFIX SILENTx: <%s> PREFIX x: <{t}/> SELECT * {{ SERVICE SILENTx:sparql {{ ?s ?p ?o }} }}",
+    "SERVICE glued to a name": "PREFIX SERVICEx: <%s> PREFIX x: <{t}/> SELECT * {{ SERVICEx:sparql {{ ?s ?p ?o }} }}",
+    "GRAPH glued to a name": "PREFIX GRAPHx: <%s> PREFIX x: <{t}/> SELECT * {{ GRAPHx:g {{ SERVICE x:sparql {{ ?s ?p ?o }} }} }}",
+    "lower-case silent glued": "PREFIX silentx: <%s> PREFIX x: <{t}/> select * {{ service silentx:sparql {{ ?s ?p ?o }} }}",
+}
+GLUED_UPDATE_FORMS = {
+    "LOAD SILENT glued to a name": "PREFIX SILENTx: <%s> PREFIX x: <{t}/> LOAD SILENTx:data.ttl",
+    "LOAD glued to a name": "PREFIX LOADx: <%s> PREFIX x: <{t}/> LOADx:data.ttl",
+    "INTO glued to a name": "PREFIX INTOx: <%s> PREFIX x: <{t}/> LOAD SILENT <{t}/data.ttl> INTOx:g",
+    "GRAPH glued after INTO": "PREFIX GRAPHx: <%s> PREFIX x: <{t}/> LOAD <{t}/data.ttl> INTO GRAPHx:g",
+    "SERVICE SILENT glued in INSERT ... WHERE": "PREFIX SILENTx: <%s> PREFIX x: <{t}/> "
+                                                "INSERT {{ ?s ?p ?o }} WHERE {{ SERVICE SILENTx:sparql {{ ?s ?p ?o }} }}",
+}
+QUERY_FORMS.update({k: v % ALLOWED_PREFIX for k, v in GLUED_QUERY_FORMS.items()})
+
 UPDATE_FORMS = {
     "LOAD": "LOAD <{t}/data.ttl>",
     "LOAD with a prefixed name": "PREFIX : <{t}/> LOAD:x",
@@ -153,6 +172,7 @@ UPDATE_FORMS = {
     "SERVICE in INSERT ... WHERE": "INSERT {{ ?s ?p ?o }} WHERE {{ SERVICE <{t}/> {{ ?s ?p ?o }} }}",
     "SERVICE in DELETE ... WHERE": "DELETE {{ ?s ?p ?o }} WHERE {{ SERVICE SILENT <{t}/> {{ ?s ?p ?o }} }}",
 }
+UPDATE_FORMS.update({k: v % ALLOWED_PREFIX for k, v in GLUED_UPDATE_FORMS.items()})
 
 
 def _form(template: str, canary: Canary) -> str:
@@ -178,6 +198,23 @@ def test_every_form_of_load_or_service_in_an_update_is_refused_before_any_connec
                           timeout=30)
     assert response.status_code in (400, 403), (name, response.status_code, response.text)
     assert canary.connections == before, f"{name}: the forbidden URL was fetched"
+
+
+@pytest.mark.parametrize("name", ["SILENT glued to a name", "lower-case silent glued", "SERVICE glued to a name"])
+def test_oxigraph_itself_splits_a_glued_keyword_and_calls_the_other_endpoint(canary, name):
+    """Why the glued forms matter: unguarded, pyoxigraph calls the endpoint behind ``x:``, not the allowed one."""
+    import pyoxigraph
+    before = canary.connections
+    list(pyoxigraph.Store().query(_form(QUERY_FORMS[name], canary)))
+    assert canary.connections == before + 1
+
+
+def test_a_glued_keyword_is_refused_naming_the_token(server, canary):
+    response = httpx.get(server + "/sparql", params={"query": _form(QUERY_FORMS["SILENT glued to a name"], canary)})
+    assert response.status_code == 403 and "'SILENTx:' begins with the keyword SILENT" in response.text
+    # The same prefix names are fine where nothing can be called.
+    query = "PREFIX SILENTx: <urn:x:> SELECT * { ?s SILENTx:p ?o } LIMIT 1"
+    assert httpx.get(server + "/sparql", params={"query": query}).status_code == 200
 
 
 def test_a_refusal_says_why(server, canary):

@@ -34,6 +34,10 @@ fails closed:
    by a SERVICE pattern or LOAD rdflib found, or by a string, IRI, name or
    variable it read; one left over means the parsers might disagree, so the
    query is refused.
+5. No name may begin with a keyword that leads to a call (``SERVICE``,
+   ``SILENT``, ``LOAD``, ``INTO``, ``GRAPH``). Oxigraph's keywords need no word
+   boundary: it reads ``SILENTx:sparql`` as ``SILENT`` + ``x:sparql`` where
+   rdflib reads one prefixed name, so the two would call different endpoints.
 
 Anything that cannot be verified — an rdflib parse error, a RecursionError —
 is refused with :class:`ServiceNotAllowed` (HTTP 403).
@@ -46,7 +50,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ..core.errors import SparqlError
-from .sparql_lexer import tokenize_all
+from .sparql_lexer import tokenize, tokenize_all
 
 
 class ServiceNotAllowed(SparqlError):
@@ -250,6 +254,28 @@ def _calls(trees) -> tuple[list, list, bool]:
     return services, loads, base[0]
 
 
+# Keywords after which an endpoint or a graph name follows; Oxigraph splits them off a name glued to them.
+_CALL_KEYWORDS = ("SERVICE", "SILENT", "LOAD", "INTO", "GRAPH")
+
+
+def glued_keyword(text: str) -> str | None:
+    """The first prefixed name or bare word that starts with a call keyword and goes on, if any.
+
+    Such a token is read as one name by rdflib and as the keyword plus a name by Oxigraph.
+
+    >>> glued_keyword("PREFIX SILENTx: <a:> SELECT * { SERVICE SILENTx:sparql { ?s ?p ?o } }")
+    'SILENTx:'
+    >>> glued_keyword('SELECT * { SERVICE SILENT <a:b> { ?graphx ?p "LOADx:y" } }') is None
+    True
+    """
+    for token in tokenize(text):
+        if token.kind in ("pname", "word"):
+            upper = token.text.upper()
+            if any(upper.startswith(k) and len(upper) > len(k) for k in _CALL_KEYWORDS):
+                return token.text
+    return None
+
+
 def _unverified(reason: str) -> ServiceNotAllowed:
     return ServiceNotAllowed(f"the query mentions SERVICE/LOAD and could not be verified to call only "
                              f"allow-listed endpoints ({reason}); refused")
@@ -270,6 +296,11 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
     if re.search(r"\r(?!\n)", decoded):
         raise _unverified("it holds a bare carriage return")
     decoded = _blank_comments(decoded)
+    glued = glued_keyword(decoded)
+    if glued is not None:
+        keyword = next(k for k in _CALL_KEYWORDS if glued.upper().startswith(k))
+        raise _unverified(f"{glued!r} begins with the keyword {keyword}, which SPARQL engines may read as "
+                          f"{keyword} followed by a name; rename it or put a space after {keyword}")
     from rdflib.plugins.sparql.algebra import translateQuery, translateUpdate
     from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
 
