@@ -1,6 +1,6 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both install what they need into .venv
-# (and `make test` installs Debian's chromium for the browser tests and Debian's virtuoso-opensource for the
-# remote-store tests when they are missing and it can).
+# (and `make test` installs Debian's chromium for the browser tests, Debian's virtuoso-opensource for the
+# remote-store tests and Debian's wordnet-base for the reader when they are missing and it can).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -13,10 +13,10 @@ $(BIN)/kqe-rdf: pyproject.toml
 
 install: $(BIN)/kqe-rdf
 
-# $(call debian,COMMAND,PACKAGE,TESTS): install Debian's PACKAGE when COMMAND is missing, as root (or with
+# $(call debian,COMMAND,PACKAGE,TESTS): install Debian's PACKAGE when COMMAND (or a file, by its path) is missing, as root (or with
 # password-less sudo); otherwise TESTS are skipped on a developer's machine and fail under CI (CI=true).
 define debian
-	@command -v $(1) >/dev/null 2>&1 || [ -x /usr/bin/$(1) ] || { \
+	@command -v $(1) >/dev/null 2>&1 || [ -x /usr/bin/$(1) ] || [ -e $(1) ] || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; else \
 	    echo "$(2) is missing and cannot be installed here (not root): $(3) will be skipped"; exit 0; fi; \
 	  echo "installing Debian's $(2) for $(3)"; \
@@ -32,13 +32,17 @@ browser:
 virtuoso:
 	$(call debian,virtuoso-t,virtuoso-opensource,the Virtuoso remote-store tests)
 
-demo: install
+# The offline reader reads relation words by meaning with WordNet 3.0 (Debian's wordnet-base, kqe_rdf/kb/lexicon.py).
+wordnet:
+	$(call debian,/usr/share/wordnet/data.noun,wordnet-base,the reader's lexical matching (and its tests))
+
+demo: install wordnet
 	$(BIN)/kqe-rdf demo
 
-test: install browser virtuoso
+test: install browser virtuoso wordnet
 	$(BIN)/python -m pytest -q
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 
-.PHONY: install browser virtuoso demo test test-slow
+.PHONY: install browser virtuoso wordnet demo test test-slow

@@ -21,7 +21,9 @@ from dataclasses import dataclass, replace
 from . import queries
 from .words import STOPWORDS
 
-_TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
+# A possessive "'s" is a token of its own ("Ann's dad": "Ann", "'s", "dad"); names keep their apostrophes'
+# place because names are matched on their folded form, where an apostrophe is a space ("ocean s eleven").
+_TOKEN = re.compile(r"[\w-]+(?:['’](?!s\b)[\w-]+)*(?:['’](?!s\b))?|['’]s\b", re.UNICODE)
 _WORD = re.compile(r"[a-z0-9]+")
 
 

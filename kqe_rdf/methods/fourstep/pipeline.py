@@ -16,6 +16,7 @@ paths and bindings that made it a candidate): see :attr:`Batch.explain`.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import defaultdict
@@ -117,6 +118,14 @@ class OfflineTriplets:
             for p in phrases:
                 words.update(p.lower().split())
         self.schema_words = words
+        #: The classes a wh-word asks for by WordNet ("whom" → the class labelled "person"), where no cue says;
+        #: read from class labels only (an alt label such as "type" has a sense that is a person).
+        self.wh_classes: dict[str, set[str]] = {}
+        from ...kb.lexicon import wh_words
+
+        for cls, term in schema.classes.items():
+            for wh in wh_words(term.label.lower()) if " " not in term.label.strip() else ():
+                self.wh_classes.setdefault(wh, set()).add(cls)
 
     @property
     def reader(self) -> PathReader:
@@ -170,8 +179,10 @@ class OfflineTriplets:
         return everywhere
 
     def classes_named(self, phrase: str) -> set[str]:
-        """The classes a phrase is a cue of ("movies" → Movie), written in the plural or not."""
-        return {c for c, cs in self.kb.schema.class_cues.items() if phrase in cs or singular(phrase) in cs}
+        """The classes a phrase is a cue of ("movies" → Movie), written in the plural or not; a wh-word no cue
+        names asks for the classes WordNet says it asks for ("whom" → person)."""
+        found = {c for c, cs in self.kb.schema.class_cues.items() if phrase in cs or singular(phrase) in cs}
+        return found or set(self.wh_classes.get(phrase, ()))
 
     def _class_at_edge(self, words: Sequence[str], last: bool) -> set[str]:
         """The classes the first (or last) one to three of ``words`` name, when other words follow (precede)."""
@@ -181,9 +192,10 @@ class OfflineTriplets:
                 return found
         return set()
 
-    def leading_class(self, query: str) -> set[str]:
-        """The classes named by the first words of a request that is a noun phrase ("movies starring X")."""
-        return self._class_at_edge(re.findall(r"[a-z0-9]+", query.lower()), last=False)
+    def leading_class(self, marked: str) -> set[str]:
+        """The classes named by the first words of a request that is a noun phrase ("movies starring X");
+        ``marked`` has its mentions replaced by NUL, so "X film was written by whom" starts with no class."""
+        return self._class_at_edge(re.findall(r"[a-z0-9]+|\x00", marked.lower()), last=False)
 
     def trailing_class(self, marked: str) -> set[str]:
         """The classes named by the last words of a request with no wh-word ("the scriptwriter of X also wrote
@@ -201,8 +213,12 @@ class OfflineTriplets:
             inside = [i for i, (_w, a, b) in enumerate(tokens) if a >= m.start and b <= m.end]
             if inside:
                 spans.append((inside[0], inside[-1] + 1))
+        # Beside a proper name, a common word that names a node may still be a relation word ("who is the
+        # manager of Kismet", where "manager" is also a tag): it stays among the words the paths are read from.
+        common = {spans[n] for n, m in enumerate(mentions) if n < len(spans) and _is_common_word(m)} \
+            if any(_is_name(query, m) for m in mentions) else set()
         for i, (w, _a, _b) in enumerate(tokens):
-            if not any(a <= i < b for a, b in spans):
+            if not any(a <= i < b for a, b in spans if (a, b) not in common):
                 words.append((i, stem(w)))
         wh = next(([(i, i + 1)] for i, (w, _a, _b) in enumerate(tokens) if w in WH_WORDS
                    and not any(a <= i < b for a, b in spans)), [])
@@ -268,7 +284,7 @@ class OfflineTriplets:
         # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
         # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
         # does not.
-        wanted = (self.answer_types(stripped, wh_only=True) or self.leading_class(stripped)
+        wanted = (self.answer_types(stripped, wh_only=True) or self.leading_class(marked)
                   or self.trailing_class(marked))
         return self.request(query, mentions, wanted, self.kb.embed_query(positive))
 
@@ -376,8 +392,44 @@ class OfflineTriplets:
             scored = [s for s in self.reader.rank(self.reader.enumerate(nodes, types, local, [spans[n]]), local,
                                                   [spans[n]]) if s.path.end == answer_type]
             if scored:
-                out[n] = scored[0]
-        return out
+                out[n] = [x for x in scored[: self.conjunction_options]
+                          if x.score >= scored[0].score - self.conjunction_margin]
+        return self._meeting(out, mentions)
+
+    #: How many of each constant's best paths :meth:`_meeting` tries together, and how much worse than a
+    #: constant's best path one may be.
+    conjunction_options = 5
+    conjunction_margin = 1.0
+
+    def _meeting(self, options: dict[int, list[Scored]], mentions: Sequence[Mention]) -> dict[int, Scored]:
+        """One path per constant such that the paths meet: several constants on one answer are intersected in
+        the compiled SPARQL, so the best combination whose answers overlap in the KB wins ("a player at the club
+        C who plays as a defender": the club's path and the position's must reach the same players; with one
+        class for every node the answer class cannot tell). Without overlap, each constant's best path."""
+        best = {n: ranked[0] for n, ranked in options.items()}
+        if len(options) < 2:
+            return best
+        members = sorted(options)
+        reached: dict[tuple[int, int], set[str]] = {}
+
+        def answers(n: int, i: int) -> set[str]:
+            if (n, i) not in reached:
+                nodes = [c.iri for c in mentions[n].candidates]
+                reached[(n, i)] = self.reader.reached(nodes, options[n][i].path)
+            return reached[(n, i)]
+
+        # Fewest hops first, then the best score: a word such as "position" in "Defender position at the club C"
+        # is read once, by the constant it describes, not again as a second hop from the club.
+        combos = sorted(itertools.product(*(range(len(options[n])) for n in members)),
+                        key=lambda c: (sum(len(options[n][i].path.steps) for n, i in zip(members, c)),
+                                       -sum(options[n][i].score for n, i in zip(members, c))))
+        for combo in combos:
+            common = answers(members[0], combo[0])
+            for n, i in zip(members[1:], combo[1:]):
+                common = common & answers(n, i)
+            if common:
+                return {n: options[n][i] for n, i in zip(members, combo)}
+        return best
 
     @staticmethod
     def _triplets(mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:

@@ -120,17 +120,23 @@ class PathReader:
         for row in kb.store.query(queries.load("relation_phrases"), use_default_graph_as_union=True):
             phrases.setdefault(row["property"].value, set()).add(row["phrase"].value)
         self.relation_phrases = phrases
-        #: Stems naming each relation: its own phrases and its inverse's (direction is the data's business).
-        self.relation_stems: dict[str, set[str]] = {}
+        #: Each relation's phrases and its inverse's (direction is the data's business).
+        named: dict[str, set[str]] = {}
         for iri, rel in schema.relations.items():
-            stems = set()
-            for p in phrases.get(iri, set()) | {rel.label}:
-                stems |= phrase_stems(p)
+            named[iri] = phrases.get(iri, set()) | {rel.label}
             if rel.inverse:
-                for p in phrases.get(rel.inverse, set()) | {schema.label(rel.inverse)}:
-                    stems |= phrase_stems(p)
-            self.relation_stems[iri] = stems
+                named[iri] |= phrases.get(rel.inverse, set()) | {schema.label(rel.inverse)}
+        #: Stems naming each relation.
+        self.relation_stems: dict[str, set[str]] = {iri: set().union(*map(phrase_stems, ps)) for iri, ps in named.items()}
         self.all_stems = set().union(*self.relation_stems.values()) if self.relation_stems else set()
+        #: Stems of words related to each relation's words (WordNet, :mod:`kqe_rdf.kb.lexicon`): ``[how, weight,
+        #: word]``, where no relation spells the word itself.
+        self.related = {iri: {s: v for s, v in table.items() if s not in self.all_stems}
+                        for iri, table in _lexicon(named).items()}
+        self.related_weight: dict[str, float] = {}
+        for table in self.related.values():
+            for s, (_how, weight, _word) in table.items():
+                self.related_weight[s] = max(weight, self.related_weight.get(s, 0.0))
         self._classes = set(schema.classes)
         #: (head class, relation, tail class) the data holds beyond typing noise (a movie named like a genre).
         self.signatures = set(kb.relation_signatures)
@@ -212,6 +218,13 @@ class PathReader:
             frontier = nxt
         return out
 
+    def reached(self, nodes: Sequence[str], path: Path, cap: int = 20000) -> set[str]:
+        """The nodes ``path`` reaches from ``nodes`` (at most ``cap``): what the path's answer can be."""
+        text = Template(_body("reader_reached")).substitute(
+            constants="VALUES ?c { " + " ".join(str(NamedNode(n)) for n in nodes) + " }",
+            walk=walk(path.steps), reached=str(NamedNode(path.end)), cap=cap)
+        return {row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)}
+
     def _typed(self, at: str, rel: str, forward: bool, reached: str) -> bool:
         """Whether the hop's classes are a signature of the data (not typing noise); true without signatures."""
         if not self.signatures:
@@ -276,35 +289,66 @@ class PathReader:
             asked = own if path.end in request.wanted else set()
             words = [(pos, s) for pos, s in request.words if s not in asked]
             evidence = {s for _, s in words if s in self.all_stems and s not in own}
-            unsupported, places, covered = 0, [], set()
+            # Words that name no relation but are related to one ("dad" to parents) are weaker evidence.
+            soft = {s: self.related_weight[s] for _, s in words if s in self.related_weight and s not in own}
+            unsupported, places, covered, read = 0.0, [], set(), []
             for rel, _forward in path.steps:
                 stems = self.relation_stems.get(rel, set())
                 hits = [pos for pos, s in words if s in stems]
                 covered |= stems & evidence
+                related = self.related.get(rel, {})
+                covered |= soft.keys() & related.keys()
+                # The hop's support: a word of its phrases the request uses, else a word related to one.
+                support = 1.0 if hits else 0.0
+                near = [(related[s][1], pos, s) for pos, s in words if s in related and s in soft]
+                weight = max((w for w, _p, _s in near), default=0.0)
+                if weight > support:
+                    hits += [pos for w, pos, _s in near if w == weight]
+                    read.append(related[next(s for w, _p, s in near if w == weight)][2])
+                    support = weight
+                if hits:
+                    unsupported += 1.0 - support
                 if hits:
                     # Where the request names the hop: towards the constant (negative) or the answer's wh-word.
-                    places.append((frozenset(stems), [_distance(p, spans) - _distance(p, request.answer_at)
-                                                      for p in hits]))
+                    places.append((frozenset(stems) or frozenset([rel]),
+                                   [_distance(p, spans) - _distance(p, request.answer_at) for p in hits]))
                 else:
                     unsupported += 1
             # The hop named nearest the constant comes first, the one nearest the wh-word last: a hop all of
             # whose words lie answer-side of all words of a later (different) hop is out of order.
             inversions = sum(1 for i in range(len(places)) for j in range(i + 1, len(places))
                              if places[i][0] != places[j][0] and min(places[i][1]) > max(places[j][1]))
-            uncovered = 0 if prefix else len(evidence - covered)
+            uncovered = 0.0 if prefix else len(evidence - covered) + sum(w for s, w in soft.items()
+                                                                          if s not in covered and s not in evidence)
             similarity = 0.0
             if sims:
                 similarity = (min(sims[p] for p in phrases) + sims[" ".join(phrases)]) / 2
             score = (-1.0 * unsupported - 1.0 * uncovered - 0.3 * inversions
                      - self.hop_penalty * (len(path.steps) - 1) + 0.5 * similarity)
-            out.append(Scored(path, score, phrases, {"unsupported": unsupported, "uncovered": uncovered,
-                                                     "inversions": inversions, "similarity": round(similarity, 3)}))
+            why = {"unsupported": round(unsupported, 2), "uncovered": round(uncovered, 2), "inversions": inversions,
+                   "similarity": round(similarity, 3)}
+            if read:
+                why["related words"] = read
+            out.append(Scored(path, score, phrases, why))
         out.sort(key=lambda s: (-s.score, len(s.path.steps), s.phrases))
         if not prefix and request.wanted:
             typed = [s for s in out if s.path.end in request.wanted]
             if typed:
                 return typed
         return out
+
+
+_LEXICONS: dict[tuple, dict] = {}
+
+
+def _lexicon(named: dict[str, set[str]]) -> dict:
+    """The WordNet table of :mod:`kqe_rdf.kb.lexicon` for these relation phrases, made once per process."""
+    key = tuple(sorted((iri, tuple(sorted(ps))) for iri, ps in named.items()))
+    if key not in _LEXICONS:
+        from ...kb.lexicon import build_lexicon
+
+        _LEXICONS[key] = build_lexicon(named, stem, FUNCTION_WORDS)
+    return _LEXICONS[key]
 
 
 def walk(steps: Sequence[tuple[str, bool]], start: str = "?c", end: str = "?n") -> str:

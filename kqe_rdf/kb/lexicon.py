@@ -1,0 +1,289 @@
+"""Words related to each relation's words, from WordNet: how a request can name a relation it does not spell.
+
+An ontology names a relation with a label ("directed by", "plays in club") and perhaps a few
+``skos:altLabel`` words. Users say "who headed X", "X's dad", "the other half of X": words that mean the
+relation without being its label. This module reads a general lexical resource, WordNet 3.0 (Princeton;
+Debian's ``wordnet-base`` installs its database under ``/usr/share/wordnet``, read by :class:`WordNet`), and
+lists for each relation the words related to its own words, each with how it is related and a weight:
+
+- ``synonym`` (0.8): a lemma of a sense of the word ("director" → "manager"; "direct" → "head", "lead");
+- ``derived`` (0.8): a derivationally related form of one of those ("director" → "direct");
+- ``narrower`` (0.7): a lemma up to two levels below a sense of the word ("parent" → "father", "dad");
+- ``broader`` (0.7): a lemma one level above a noun sense ("child" → "offspring", "genre" → "kind");
+- ``attribute`` (0.7): an adjective that is a value of a noun sense ("age" → "old", "gender" → "male");
+- ``wh`` (0.6): the wh-word that asks for what the word is a kind of ("country" is a location: "where";
+  "year" a time period: "when"; "player" a person: "who").
+
+The build computes the table once for the KB's ontology and stores it beside the KB (``lexicon.json``), so a
+request needs no WordNet. Nothing here names a dataset's relation or word: the table follows from the
+ontology's words and WordNet alone. Without WordNet the table is empty and the reader uses the labels only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+
+LEXICON = "lexicon.json"
+#: Where Debian's ``wordnet-base`` puts the WordNet 3.0 database (``$KQE_WORDNET`` overrides it).
+WORDNET_DIRS = ("/usr/share/wordnet",)
+WEIGHTS = {"synonym": 0.8, "derived": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6}
+#: Verbs so general that their senses reach half the dictionary: never read as naming a relation.
+LIGHT_WORDS = frozenset("be is are was were been have has had do does did get make take give go put set come "
+                        "let keep seem become use one thing entity object whole".split())
+#: A sense with more words below it than this is a category of names, not of ways to say the word.
+MAX_NARROWER = 40
+#: The wh-words and the WordNet senses whose kinds they ask for (general English, not a dataset's words).
+WH_SENSES = {"where": ("location.n.01", "region.n.03", "geographical_area.n.01"),
+             "when": ("time_period.n.01", "time_unit.n.01", "date.n.01", "calendar_year.n.01"),
+             "who": ("person.n.01",),
+             "whom": ("person.n.01",),
+             "why": ("cause.n.01", "reason.n.01", "motivation.n.01")}
+_WORD = re.compile(r"[a-z]+")
+
+
+def wordnet_dir() -> Path | None:
+    for candidate in ([os.environ["KQE_WORDNET"]] if os.environ.get("KQE_WORDNET") else []) + list(WORDNET_DIRS):
+        if (Path(candidate) / "data.noun").is_file():
+            return Path(candidate)
+    return None
+
+
+class WordNet:
+    """The parts of the WordNet 3.0 database files the lexicon reads: senses of a lemma (commonest first),
+    a sense's lemmas and pointers, and the base form of an inflected word (WordNet's ``morphy``: its
+    exception lists, then its detachment rules). The format is WordNet's ``wndb(5)``."""
+
+    POINTERS = {"@": "hypernym", "@i": "hypernym", "~": "hyponym", "~i": "hyponym", "+": "derived", "=": "attribute"}
+    POS = {"n": "noun", "v": "verb", "a": "adj", "s": "adj"}
+    _RULES = {"n": (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
+                    ("men", "man"), ("ies", "y")),
+              "v": (("s", ""), ("ies", "y"), ("es", "e"), ("es", ""), ("ed", "e"), ("ed", ""), ("ing", "e"),
+                    ("ing", ""))}
+
+    def __init__(self, folder: Path) -> None:
+        self.index: dict[str, dict[str, list[int]]] = {}
+        self.data: dict[str, bytes] = {}
+        self.exceptions: dict[str, dict[str, list[str]]] = {}
+        self.data["a"] = self.data["s"] = (folder / "data.adj").read_bytes()  # adjectives: only their lemmas
+        for pos, name in (("n", "noun"), ("v", "verb")):
+            self.data[pos] = (folder / f"data.{name}").read_bytes()
+            index: dict[str, list[int]] = {}
+            for line in (folder / f"index.{name}").read_text(encoding="latin-1").splitlines():
+                if line.startswith(" "):
+                    continue  # the licence header
+                parts = line.split()
+                pointers = int(parts[3])
+                senses = int(parts[2])
+                index[parts[0]] = [int(o) for o in parts[6 + pointers: 6 + pointers + senses]]
+            self.index[pos] = index
+            exceptions: dict[str, list[str]] = {}
+            for line in (folder / f"{name}.exc").read_text(encoding="latin-1").splitlines():
+                form, *bases = line.split()
+                exceptions[form] = bases
+            self.exceptions[pos] = exceptions
+
+    def morphy(self, word: str, pos: str) -> str | None:
+        """The lemma of ``word`` as a ``pos`` (``n`` or ``v``), or None when WordNet has none."""
+        index = self.index[pos]
+        for base in self.exceptions[pos].get(word, ()):
+            if base in index:
+                return base
+        if word in index:
+            return word
+        for suffix, ending in self._RULES[pos]:
+            if word.endswith(suffix) and (base := word[: len(word) - len(suffix)] + ending) in index:
+                return base
+        return None
+
+    def senses(self, lemma: str, pos: str) -> list[tuple[str, int]]:
+        return [(pos, offset) for offset in self.index[pos].get(lemma, ())]
+
+    @lru_cache(maxsize=200_000)
+    def sense(self, pos: str, offset: int) -> tuple[tuple[str, ...], tuple[tuple[str, str, int, int, int], ...]]:
+        """A sense's lemmas and pointers ``(kind, pos, offset, source word, target word)``."""
+        data = self.data[pos]
+        line = data[offset: data.index(b"\n", offset)].decode("latin-1").split(" | ", 1)[0].split()
+        count = int(line[3], 16)
+        lemmas = tuple(line[4 + 2 * i].lower() for i in range(count))
+        at = 4 + 2 * count
+        pointers = []
+        for i in range(int(line[at])):
+            symbol, target, target_pos, words = line[at + 1 + 4 * i: at + 5 + 4 * i]
+            if symbol in self.POINTERS and target_pos in self.POS:
+                pointers.append((self.POINTERS[symbol], target_pos, int(target), int(words[:2], 16),
+                                 int(words[2:], 16)))
+        return lemmas, tuple(pointers)
+
+    def related(self, pos: str, offset: int, kind: str) -> list[tuple[str, int]]:
+        return [(p, o) for k, p, o, _s, _t in self.sense(pos, offset)[1] if k == kind]
+
+    @lru_cache(maxsize=1)
+    def pertainyms(self) -> dict[tuple[str, int], set[str]]:
+        """Noun sense → the adjectives that pertain to it ("national" to "nation"); WordNet records the pointer
+        on the adjective only, so the adjectives are read once."""
+        out: dict[tuple[str, int], set[str]] = {}
+        for line in self.data["a"].decode("latin-1").splitlines():
+            if line.startswith(" ") or " \\ " not in line:
+                continue
+            fields = line.split(" | ", 1)[0].split()
+            count = int(fields[3], 16)
+            lemmas = [fields[4 + 2 * i].lower().split("(")[0] for i in range(count)]
+            at = 4 + 2 * count
+            for i in range(int(fields[at])):
+                symbol, target, target_pos, _words = fields[at + 1 + 4 * i: at + 5 + 4 * i]
+                if symbol == "\\" and target_pos == "n":
+                    out.setdefault(("n", int(target)), set()).update(w for w in lemmas if "_" not in w)
+        return out
+
+    def hypernym_closure(self, pos: str, offset: int) -> set[tuple[str, int]]:
+        seen, todo = set(), [(pos, offset)]
+        while todo:
+            here = todo.pop()
+            for up in self.related(*here, "hypernym"):
+                if up not in seen:
+                    seen.add(up)
+                    todo.append(up)
+        return seen
+
+
+@lru_cache(maxsize=1)
+def wordnet() -> WordNet | None:
+    """The installed WordNet database, or None when there is none."""
+    folder = wordnet_dir()
+    return WordNet(folder) if folder is not None else None
+
+
+def _lemmas(wn: WordNet, sense: tuple[str, int]) -> set[str]:
+    return {name for name in wn.sense(*sense)[0] if "_" not in name}
+
+
+def related_words(word: str, wn: WordNet | None = None) -> dict[str, tuple[str, float]]:
+    """Words related to ``word`` with how and how strongly (the strongest relation where there are several).
+
+    >>> found = related_words("director")
+    >>> found and found["manager"]
+    ('synonym', 0.8)
+    """
+    wn = wn or wordnet()
+    if wn is None or word in LIGHT_WORDS:
+        return {}
+    out: dict[str, tuple[str, float]] = {}
+
+    def add(words: Iterable[str], how: str) -> None:
+        for w in words:
+            if w != word and w not in LIGHT_WORDS and len(w) > 2 and WEIGHTS[how] > out.get(w, ("", 0.0))[1]:
+                out[w] = (how, WEIGHTS[how])
+
+    for pos in ("n", "v"):
+        base = wn.morphy(word, pos)
+        if base is None:
+            continue
+        for sense in wn.senses(base, pos):
+            add(_lemmas(wn, sense), "synonym")
+            for kind, p, o, source, target in wn.sense(*sense)[1]:
+                if kind == "derived":
+                    lemmas = wn.sense(p, o)[0]
+                    if target and target <= len(lemmas):
+                        add([lemmas[target - 1]], "derived")
+            # Below a sense: one level, and a second while the words stay few ("parent" → "father" → "dad";
+            # "country" has every country below it: names, not ways to say the word).
+            below = wn.related(*sense, "hyponym")
+            first = {w for s in below for w in _lemmas(wn, s)}
+            second = first | {w for s in below for t in wn.related(*s, "hyponym") for w in _lemmas(wn, t)}
+            add(second if len(second) <= MAX_NARROWER else first if len(first) <= MAX_NARROWER else (), "narrower")
+            if pos == "n":
+                add(wn.pertainyms().get(sense, ()), "derived")  # "nation" → "national"
+                above = wn.related(*sense, "hypernym")
+                add((w for s in above for w in _lemmas(wn, s)), "broader")
+                # the head noun of a compound above it ("baseball club" is a kind of "baseball_team": "team")
+                add((name.rsplit("_", 1)[1] for s in above for name in wn.sense(*s)[0] if "_" in name), "broader")
+                add((w for s in wn.related(*sense, "attribute") for w in _lemmas(wn, s)), "attribute")
+    return out
+
+
+def _named_senses(wn: WordNet, names: Iterable[str]) -> set[tuple[str, int]]:
+    """``location.n.01`` → the sense it names (NLTK's notation: lemma, part of speech, sense number)."""
+    out = set()
+    for name in names:
+        lemma, pos, number = name.rsplit(".", 2)
+        senses = wn.senses(lemma, pos)
+        if int(number) <= len(senses):
+            out.add(senses[int(number) - 1])
+    return out
+
+
+def wh_words(word: str, wn: WordNet | None = None) -> set[str]:
+    """The wh-words that ask for a kind ``word`` names ("country" → where, "year" → when).
+
+    >>> sorted(wh_words("country"))
+    ['where']
+    """
+    wn = wn or wordnet()
+    if wn is None:
+        return set()
+    base = wn.morphy(word, "n")
+    if base is None:
+        return set()
+    above = set()
+    for sense in wn.senses(base, "n")[:2]:  # the commonest senses: "club" is a team before it is a weapon
+        above |= wn.hypernym_closure(*sense) | {sense}
+    return {wh for wh, kinds in WH_SENSES.items() if above & _named_senses(wn, kinds)}
+
+
+def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterable[str] = ()) -> dict:
+    """``{relation: {stem: [how, weight, word]}}`` for each relation's phrases (its label, alt labels and its
+    inverse's), keeping only what the phrases do not already spell; ``stem`` is the reader's stemmer."""
+    wn = wordnet()
+    if wn is None:
+        return {}
+    stop = set(stop)
+    out: dict[str, dict[str, list]] = {}
+    for relation, phrases in relation_phrases.items():
+        words = {w for p in phrases for w in _WORD.findall(p.lower()) if w not in stop and len(w) > 2}
+        own = {stem(w) for w in words}
+        table: dict[str, list] = {}
+        for word in sorted(words):
+            found = {w: hw for w, hw in related_words(word, wn).items()}
+            found.update({wh: ("wh", WEIGHTS["wh"]) for wh in wh_words(word, wn)})
+            for w, (how, weight) in found.items():
+                s = stem(w)
+                if s not in own and weight > (table.get(s) or [None, 0.0])[1]:
+                    table[s] = [how, weight, f"{w} ({how} of {word})"]
+            # irregular forms of the relation's own words and of their related words ("led" for "lead")
+            forms = _irregular_forms()
+            for base, (how, weight) in [(word, ("form", 1.0))] + list(found.items()):
+                for form in forms.get(base, ()):
+                    s = stem(form)
+                    if s not in own and weight > (table.get(s) or [None, 0.0])[1]:
+                        table[s] = [how, weight, f"{form} ({how} of {word})"]
+        out[relation] = table
+    return out
+
+
+@lru_cache(maxsize=1)
+def _irregular_forms() -> dict[str, list[str]]:
+    """A lemma's irregular inflections (``lead`` → ``led``) from WordNet's exception lists, nouns and verbs."""
+    out: dict[str, list[str]] = {}
+    for table in wordnet().exceptions.values():
+        for form, bases in table.items():
+            for base in bases:
+                if "_" not in form and "_" not in base:
+                    out.setdefault(base, []).append(form)
+    return out
+
+
+def write_lexicon(table: dict, path: Path) -> None:
+    path.write_text(json.dumps(table, sort_keys=True))
+
+
+def stored_lexicon(kb_path: Path) -> dict | None:
+    """The table stored with the KB (None when the KB was built without one)."""
+    path = Path(kb_path) / LEXICON
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())

@@ -1,0 +1,102 @@
+"""The reader follows meaning, not a label's spelling, on a KB it was never told about (issue 23).
+
+A tiny people-and-clubs KB as JSON Lines, one class for every node, relation names as the only schema: the
+reader must read "dad" as ``parents``, "offspring" as ``children``, chain them, read "where" as the relation
+that reaches a place, and intersect two constants on one answer. WordNet (Debian's ``wordnet-base``) is the
+lexical resource; a developer's machine without it skips, CI fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from kqe_rdf.kb.build import build_kb
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.lexicon import build_lexicon, related_words, wh_words, wordnet
+from kqe_rdf.methods.fourstep.pipeline import OfflineTriplets
+from kqe_rdf.methods.fourstep.reader import FUNCTION_WORDS, stem
+from kqe_rdf.methods.registry import pipeline
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wordnet_installed():
+    if wordnet() is None:
+        if os.environ.get("CI"):
+            pytest.fail("WordNet is missing: `make test` installs Debian's wordnet-base")
+        pytest.skip("WordNet is not installed (Debian's wordnet-base)")
+
+
+PEOPLE = {"Ann_SMITH": [("parents", "Bob_SMITH"), ("spouse", "Carl_JONES"), ("born_in", "Lyon")],
+          "Bob_SMITH": [("children", "Dora_SMITH"), ("children", "Ann_SMITH"), ("born_in", "Paris")],
+          "Dora_SMITH": [("parents", "Bob_SMITH"), ("born_in", "Lyon")],
+          "Carl_JONES": [("born_in", "Nice")],
+          "Eve_KLEIN": [("plays_in_club", "FC_Lyon"), ("plays_position", "Defender")],
+          "Finn_BERG": [("plays_in_club", "FC_Lyon"), ("plays_position", "Forward")],
+          "Gus_HOLM": [("plays_in_club", "FC_Nice"), ("plays_position", "Defender")]}
+
+
+@pytest.fixture(scope="module")
+def people_kb(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("people")
+    names = set(PEOPLE) | {t for edges in PEOPLE.values() for _r, t in edges}
+    lines = [{"kind": "node", "id": n, "type": "Entity", "name": n.replace("_", " "), "aliases": [n]}
+             for n in sorted(names)]
+    lines += [{"kind": "edge", "head": h, "relation": r, "tail": t} for h, edges in PEOPLE.items() for r, t in edges]
+    source = folder / "people.jsonl"
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    build_kb(JsonlImporter([source]), folder / "kb")
+    return KnowledgeBase.open(folder / "kb")
+
+
+def relations(kb, question: str) -> list[str]:
+    return [t.relation.rsplit("#", 1)[-1] for t in OfflineTriplets(kb)(question).triplets]
+
+
+def test_wordnet_relates_everyday_words_to_a_relation_word():
+    assert related_words("director")["manager"] == ("synonym", 0.8)
+    assert related_words("parents")["dad"][0] == "narrower"
+    assert related_words("children")["offspring"] == ("broader", 0.7)
+    assert related_words("country")["national"][0] == "derived"  # an adjective that pertains to a sense
+    assert wh_words("country") == {"where"} and wh_words("year") == {"when"}
+    assert related_words("be") == {}  # a light verb names no relation
+
+
+def test_the_lexicon_keeps_what_the_label_does_not_spell_and_irregular_forms():
+    table = build_lexicon({"dir": ["directed by", "director"]}, stem, FUNCTION_WORDS)["dir"]
+    assert stem("director") not in table  # the label's own word is matched exactly, not as a related word
+    assert table[stem("manager")][0] == "synonym"
+    assert table[stem("led")][2] == "led (synonym of directed)"  # "led" is an irregular form of "lead"
+
+
+def test_a_paraphrase_reads_as_the_relation(people_kb):
+    assert relations(people_kb, "who is Ann_SMITH's dad") == ["parents"]
+    assert relations(people_kb, "who is the other half of Ann_SMITH") == ["spouse"]
+
+
+def test_a_chain_of_paraphrases_is_composed(people_kb):
+    # two hops: parents then children, or the same walk through their inverses (the data holds both)
+    assert sorted(relations(people_kb, "who is Ann_SMITH's dad's offspring")) == ["children", "parents"]
+    top = pipeline("4step-offline", people_kb, people_kb.settings, 3).search("who is Ann_SMITH's dad's offspring")
+    assert people_kb.document(top[0].iri).name == "Dora SMITH"  # Ann herself, a constant, is never an answer
+
+
+def test_two_constants_on_one_answer_meet_in_the_data(people_kb):
+    stage = pipeline("4step-offline", people_kb, people_kb.settings, 3)
+    top = stage.search("name a player who plays at Defender position at the club FC_Lyon")
+    assert people_kb.document(top[0].iri).name == "Eve KLEIN"
+    # each constant one hop to the same answer, not a second hop through the club's players' positions
+    assert sorted(relations(people_kb, "name a player who plays at Defender position at the club FC_Lyon")) == \
+        ["plays_in_club", "plays_position"]
+
+
+def test_the_ranking_says_which_related_word_it_read(people_kb):
+    reader = OfflineTriplets(people_kb)
+    mentions = reader.linker.mentions("who is Ann_SMITH's dad", skip_words=reader.schema_words)
+    request = reader._request("who is Ann_SMITH's dad", mentions)
+    groups = reader._groups(mentions)
+    best = reader._rank(groups, mentions, request)[next(iter(groups))][0]
+    assert best.why["related words"] == ["dad (narrower of parents)"]
