@@ -99,4 +99,4 @@ def test_the_ranking_says_which_related_word_it_read(people_kb):
     request = reader._request("who is Ann_SMITH's dad", mentions)
     groups = reader._groups(mentions)
     best = reader._rank(groups, mentions, request)[next(iter(groups))][0]
-    assert best.why["related words"] == ["dad (narrower of parents)"]
+    assert "dad (narrower of parents)" in best.why["related words"]

@@ -8,10 +8,10 @@ lists for each relation the words related to its own words, each with how it is 
 
 - ``synonym`` (0.8): a lemma of a sense of the word ("director" → "manager"; "direct" → "head", "lead");
 - ``derived`` (0.8): a derivationally related form of one of those ("director" → "direct");
-- ``narrower`` (0.7): a lemma up to two levels below a sense of the word ("parent" → "father", "dad");
+- ``narrower`` (0.7): a lemma up to two levels below one of the word's three commonest senses ("parent" → "father", "dad");
 - ``broader`` (0.7): a lemma one level above a noun sense ("child" → "offspring", "genre" → "kind");
 - ``attribute`` (0.7): an adjective that is a value of a noun sense ("age" → "old", "gender" → "male");
-- ``wh`` (0.6): the wh-word that asks for what the word is a kind of ("country" is a location: "where";
+- ``wh`` (0.8): the wh-word that asks for what the word is a kind of ("country" is a location: "where";
   "year" a time period: "when"; "player" a person: "who").
 
 The build computes the table once for the KB's ontology and stores it beside the KB (``lexicon.json``), so a
@@ -31,10 +31,13 @@ from pathlib import Path
 LEXICON = "lexicon.json"
 #: Where Debian's ``wordnet-base`` puts the WordNet 3.0 database (``$KQE_WORDNET`` overrides it).
 WORDNET_DIRS = ("/usr/share/wordnet",)
-WEIGHTS = {"synonym": 0.8, "derived": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6}
+WEIGHTS = {"synonym": 0.8, "derived": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.8}
 #: Verbs so general that their senses reach half the dictionary: never read as naming a relation.
 LIGHT_WORDS = frozenset("be is are was were been have has had do does did get make take give go put set come "
                         "let keep seem become use one thing entity object whole".split())
+#: Words above and below a word are read from its commonest senses only ("nationality" is a kind of the fifth
+#: sense of "position", status, not of a place on a team).
+BROAD_SENSES = 3
 #: A sense with more words below it than this is a category of names, not of ways to say the word.
 MAX_NARROWER = 40
 #: The wh-words and the WordNet senses whose kinds they ask for (general English, not a dataset's words).
@@ -183,13 +186,15 @@ def related_words(word: str, wn: WordNet | None = None) -> dict[str, tuple[str, 
         base = wn.morphy(word, pos)
         if base is None:
             continue
-        for sense in wn.senses(base, pos):
+        for rank, sense in enumerate(wn.senses(base, pos)):
             add(_lemmas(wn, sense), "synonym")
             for kind, p, o, source, target in wn.sense(*sense)[1]:
                 if kind == "derived":
                     lemmas = wn.sense(p, o)[0]
                     if target and target <= len(lemmas):
                         add([lemmas[target - 1]], "derived")
+            if rank >= BROAD_SENSES:
+                continue
             # Below a sense: one level, and a second while the words stay few ("parent" → "father" → "dad";
             # "country" has every country below it: names, not ways to say the word).
             below = wn.related(*sense, "hyponym")
@@ -242,6 +247,7 @@ def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterab
     if wn is None:
         return {}
     stop = set(stop)
+    light = {stem(w) for w in LIGHT_WORDS}  # "maker" would stem like "makes", a light verb
     out: dict[str, dict[str, list]] = {}
     for relation, phrases in relation_phrases.items():
         words = {w for p in phrases for w in _WORD.findall(p.lower()) if w not in stop and len(w) > 2}
@@ -252,14 +258,14 @@ def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterab
             found.update({wh: ("wh", WEIGHTS["wh"]) for wh in wh_words(word, wn)})
             for w, (how, weight) in found.items():
                 s = stem(w)
-                if s not in own and weight > (table.get(s) or [None, 0.0])[1]:
+                if s not in own and s not in light and weight > (table.get(s) or [None, 0.0])[1]:
                     table[s] = [how, weight, f"{w} ({how} of {word})"]
             # irregular forms of the relation's own words and of their related words ("led" for "lead")
             forms = _irregular_forms()
             for base, (how, weight) in [(word, ("form", 1.0))] + list(found.items()):
                 for form in forms.get(base, ()):
                     s = stem(form)
-                    if s not in own and weight > (table.get(s) or [None, 0.0])[1]:
+                    if s not in own and s not in light and weight > (table.get(s) or [None, 0.0])[1]:
                         table[s] = [how, weight, f"{form} ({how} of {word})"]
         out[relation] = table
     return out

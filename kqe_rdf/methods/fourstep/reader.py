@@ -41,9 +41,11 @@ from ...kb.ontology import local_name
 
 #: Words of relation phrases that say nothing about which relation is meant.
 FUNCTION_WORDS = frozenset("a an the of by in on at to for with from has have had is are was were be been "
-                           "its it this that which who what".split())
+                           "its it this that which who what s do does did doe".split())
 
 _WORD = re.compile(r"[a-z0-9]+")
+#: What a word supports a hop with when another hop of the path has read it already.
+REUSED = 0.5
 _SUFFIXES = ("ings", "ing", "ers", "ors", "er", "or", "ed", "en", "es", "s")
 
 
@@ -289,23 +291,34 @@ class PathReader:
             asked = own if path.end in request.wanted else set()
             words = [(pos, s) for pos, s in request.words if s not in asked]
             evidence = {s for _, s in words if s in self.all_stems and s not in own}
-            # Words that name no relation but are related to one ("dad" to parents) are weaker evidence.
+            # Words that name no relation but are related to one ("dad" to parents) are weaker evidence; in a run
+            # of such words ("national football team") the run names one relation, so one word read is enough.
             soft = {s: self.related_weight[s] for _, s in words if s in self.related_weight and s not in own}
+            runs = _runs([(p, s) for p, s in words if s not in FUNCTION_WORDS and s not in self.all_stems])
             unsupported, places, covered, read = 0.0, [], set(), []
-            for rel, _forward in path.steps:
+            used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
+            for hop, (rel, _forward) in enumerate(path.steps, 1):
                 stems = self.relation_stems.get(rel, set())
                 hits = [pos for pos, s in words if s in stems]
                 covered |= stems & evidence
                 related = self.related.get(rel, {})
                 covered |= soft.keys() & related.keys()
-                # The hop's support: a word of its phrases the request uses, else a word related to one.
-                support = 1.0 if hits else 0.0
-                near = [(related[s][1], pos, s) for pos, s in words if s in related and s in soft]
+                # The hop's support: a word of its phrases the request uses, else a word related to one; a word a
+                # hop of another relation has read already counts half ("plays" in "plays in club" and "plays for
+                # country" names one of them; "share directors" names both hops there and back).
+                pair = frozenset({rel, self.kb.schema.relations[rel].inverse or rel}) \
+                    if rel in self.kb.schema.relations else frozenset({rel})
+                fresh = {p for p in set(hits) if used.get(p, pair) == pair}
+                support = (1.0 if fresh else REUSED) if hits else 0.0
+                # A wh-word asks for the answer: it can name the last hop only.
+                near = [(related[s][1] * (1.0 if used.get(pos, pair) == pair else REUSED), pos, s) for pos, s in words
+                        if s in related and s in soft and (hop == len(path.steps) or related[s][0] != "wh")]
                 weight = max((w for w, _p, _s in near), default=0.0)
+                read += [related[s][2] for _w, _p, s in near if related[s][2] not in read]
                 if weight > support:
-                    hits += [pos for w, pos, _s in near if w == weight]
-                    read.append(related[next(s for w, _p, s in near if w == weight)][2])
+                    hits = [pos for w, pos, _s in near if w == weight]
                     support = weight
+                used.update((p, pair) for p in hits if p not in used)
                 if hits:
                     unsupported += 1.0 - support
                 if hits:
@@ -318,8 +331,9 @@ class PathReader:
             # whose words lie answer-side of all words of a later (different) hop is out of order.
             inversions = sum(1 for i in range(len(places)) for j in range(i + 1, len(places))
                              if places[i][0] != places[j][0] and min(places[i][1]) > max(places[j][1]))
-            uncovered = 0.0 if prefix else len(evidence - covered) + sum(w for s, w in soft.items()
-                                                                          if s not in covered and s not in evidence)
+            unread = [max(soft[s] for s in run if s in soft) for run in runs
+                      if any(s in soft and s not in evidence for s in run) and not covered & set(run)]
+            uncovered = 0.0 if prefix else len(evidence - covered) + sum(unread)
             similarity = 0.0
             if sims:
                 similarity = (min(sims[p] for p in phrases) + sims[" ".join(phrases)]) / 2
@@ -349,6 +363,18 @@ def _lexicon(named: dict[str, set[str]]) -> dict:
 
         _LEXICONS[key] = build_lexicon(named, stem, FUNCTION_WORDS)
     return _LEXICONS[key]
+
+
+def _runs(words: Sequence[tuple[int, str]]) -> list[list[str]]:
+    """Stems of consecutive words, run by run (the positions of function words and mentions split them)."""
+    runs: list[list[str]] = []
+    last = None
+    for pos, s in sorted(words):
+        if last is None or pos != last + 1:
+            runs.append([])
+        runs[-1].append(s)
+        last = pos
+    return runs
 
 
 def walk(steps: Sequence[tuple[str, bool]], start: str = "?c", end: str = "?n") -> str:
