@@ -11,7 +11,7 @@ lists for each relation the words related to its own words, each with how it is 
 - ``narrower`` (0.7): a lemma up to two levels below one of the word's three commonest senses ("parent" → "father", "dad");
 - ``broader`` (0.7): a lemma one level above a noun sense ("child" → "offspring", "genre" → "kind");
 - ``attribute`` (0.7): an adjective that is a value of a noun sense ("age" → "old", "gender" → "male");
-- ``wh`` (0.8): the wh-word that asks for what the word is a kind of ("country" is a location: "where";
+- ``wh`` (0.6): the wh-word that asks for what the word is a kind of ("country" is a location: "where";
   "year" a time period: "when"; "player" a person: "who").
 
 The build computes the table once for the KB's ontology and stores it beside the KB (``lexicon.json``), so a
@@ -31,7 +31,7 @@ from pathlib import Path
 LEXICON = "lexicon.json"
 #: Where Debian's ``wordnet-base`` puts the WordNet 3.0 database (``$KQE_WORDNET`` overrides it).
 WORDNET_DIRS = ("/usr/share/wordnet",)
-WEIGHTS = {"synonym": 0.8, "derived": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.8}
+WEIGHTS = {"synonym": 0.8, "derived": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6}
 #: Verbs so general that their senses reach half the dictionary: never read as naming a relation.
 LIGHT_WORDS = frozenset("be is are was were been have has had do does did get make take give go put set come "
                         "let keep seem become use one thing entity object whole".split())

@@ -31,7 +31,7 @@ from ...kb.hierarchy import hierarchical_scores
 from ...kb.linking import _NEGATION, Linker, Mention, singular
 from ...kb.ontology import local_name
 from ...core.progress import StepClock
-from .reader import PathReader, Request, Scored, stem
+from .reader import FUNCTION_WORDS, PathReader, Request, Scored, stem
 from ..retrieval import STOPWORDS, Batch, Hit, Stage
 from .triplets import End, Triplet, TripletQuery, normalise
 
@@ -222,7 +222,11 @@ class OfflineTriplets:
                 words.append((i, stem(w)))
         wh = next(([(i, i + 1)] for i, (w, _a, _b) in enumerate(tokens) if w in WH_WORDS
                    and not any(a <= i < b for a, b in spans)), [])
-        return Request(words, spans, wanted, vector, wh)
+        reader = self.reader
+        unknown = [tokens[i][0] for i, s in words if s not in reader.all_stems and s not in reader.related_weight
+                   and s not in FUNCTION_WORDS and tokens[i][0] not in self.schema_words
+                   and tokens[i][0] not in _FUNCTION_WORDS and not self.classes_named(tokens[i][0])]
+        return Request(words, spans, wanted, vector, wh, reader.similar(unknown))
 
     def __call__(self, query: str) -> TripletQuery:
         mentions = self.linker.mentions(query, skip_words=self.schema_words)
@@ -399,7 +403,7 @@ class OfflineTriplets:
     #: How many of each constant's best paths :meth:`_meeting` tries together, and how much worse than a
     #: constant's best path one may be.
     conjunction_options = 5
-    conjunction_margin = 1.0
+    conjunction_margin = 1.5
 
     def _meeting(self, options: dict[int, list[Scored]], mentions: Sequence[Mention]) -> dict[int, Scored]:
         """One path per constant such that the paths meet: several constants on one answer are intersected in

@@ -35,6 +35,7 @@ import numpy as np
 from pyoxigraph import NamedNode
 
 from ...kb import queries
+from ...kb.lexicon import WEIGHTS
 from ...kb.phrases import stored_phrase_vectors
 from .compiler import _hierarchy
 from ...kb.ontology import local_name
@@ -46,6 +47,10 @@ FUNCTION_WORDS = frozenset("a an the of by in on at to for with from has have ha
 _WORD = re.compile(r"[a-z0-9]+")
 #: What a word supports a hop with when another hop of the path has read it already.
 REUSED = 0.5
+#: How near a request's word must be to a relation's phrases, and how much nearer than to any other relation's,
+#: to mean it by the encoder alone (all-MiniLM-L6-v2 cosines: unrelated words sit at 0.25-0.45).
+SIMILAR = 0.55
+SIMILAR_MARGIN = 0.1
 _SUFFIXES = ("ings", "ing", "ers", "ors", "er", "or", "ed", "en", "es", "s")
 
 
@@ -104,6 +109,9 @@ class Request:
     vector: np.ndarray | None
     #: Word spans of the wh-word that asks for the answer (none when the request has no wh-word).
     answer_at: list[tuple[int, int]] = field(default_factory=list)
+    #: Words of this request that mean a relation by the encoder alone (:meth:`PathReader.similar`), in the shape
+    #: of :attr:`PathReader.related`: ``{relation: {stem: [how, weight, word]}}``.
+    similar: dict[str, dict[str, list]] = field(default_factory=dict)
 
 
 class PathReader:
@@ -135,6 +143,8 @@ class PathReader:
         #: word]``, where no relation spells the word itself.
         self.related = {iri: {s: v for s, v in table.items() if s not in self.all_stems}
                         for iri, table in _lexicon(named).items()}
+        self.named = named
+        self._words: dict[str, np.ndarray] = {}
         self.related_weight: dict[str, float] = {}
         for table in self.related.values():
             for s, (_how, weight, _word) in table.items():
@@ -227,6 +237,32 @@ class PathReader:
             walk=walk(path.steps), reached=str(NamedNode(path.end)), cap=cap)
         return {row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)}
 
+    def similar(self, words: Sequence[str]) -> dict[str, dict[str, list]]:
+        """Relations that words of a request mean by the encoder, where neither a label nor WordNet says
+        ("couple" is 0.59 from "spouse"): a word counts for the relation whose phrases it is nearest to when
+        it is near enough (:data:`SIMILAR`) and clearly nearer than to any other (:data:`SIMILAR_MARGIN`)."""
+        words = sorted({w for w in words if len(w) > 2})
+        if not words or not self.named:
+            return {}
+        owners = [(iri, p) for iri, ps in sorted(self.named.items()) for p in sorted(ps)]
+        phrases = self._vectors([p for _i, p in owners])
+        new = [w for w in words if w not in self._words]
+        if new:
+            self._words.update(zip(new, self.kb.encoder.encode(new)))
+        out: dict[str, dict[str, list]] = {}
+        for word in words:
+            best: dict[str, tuple[float, str]] = {}
+            for (iri, phrase), sim in zip(owners, phrases @ self._words[word]):
+                if sim > best.get(iri, (-1.0, ""))[0]:
+                    best[iri] = (float(sim), phrase)
+            ranked = sorted(best.items(), key=lambda kv: -kv[1][0])
+            (iri, (top, phrase)), second = ranked[0], (ranked[1][1][0] if len(ranked) > 1 else 0.0)
+            if top >= SIMILAR and top - second >= SIMILAR_MARGIN:
+                weight = round(min(top, WEIGHTS["synonym"]), 2)
+                out.setdefault(iri, {})[stem(word)] = ["similarity", weight,
+                                                       f"{word} (similarity {top:.2f} to {phrase})"]
+        return out
+
     def _typed(self, at: str, rel: str, forward: bool, reached: str) -> bool:
         """Whether the hop's classes are a signature of the data (not typing noise); true without signatures."""
         if not self.signatures:
@@ -293,15 +329,20 @@ class PathReader:
             evidence = {s for _, s in words if s in self.all_stems and s not in own}
             # Words that name no relation but are related to one ("dad" to parents) are weaker evidence; in a run
             # of such words ("national football team") the run names one relation, so one word read is enough.
-            soft = {s: self.related_weight[s] for _, s in words if s in self.related_weight and s not in own}
+            weights = dict(self.related_weight)
+            for table in request.similar.values():
+                for st, (_how, weight, _word) in table.items():
+                    weights[st] = max(weight, weights.get(st, 0.0))
+            soft = {s: weights[s] for _, s in words if s in weights and s not in own}
             runs = _runs([(p, s) for p, s in words if s not in FUNCTION_WORDS and s not in self.all_stems])
             unsupported, places, covered, read = 0.0, [], set(), []
             used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
+            extra = 0.0
             for hop, (rel, _forward) in enumerate(path.steps, 1):
                 stems = self.relation_stems.get(rel, set())
                 hits = [pos for pos, s in words if s in stems]
                 covered |= stems & evidence
-                related = self.related.get(rel, {})
+                related = {**self.related.get(rel, {}), **request.similar.get(rel, {})}
                 covered |= soft.keys() & related.keys()
                 # The hop's support: a word of its phrases the request uses, else a word related to one; a word a
                 # hop of another relation has read already counts half ("plays" in "plays in club" and "plays for
@@ -318,6 +359,10 @@ class PathReader:
                 if weight > support:
                     hits = [pos for w, pos, _s in near if w == weight]
                     support = weight
+                if hop > 1:
+                    # A further hop costs less the more a word no earlier hop read names it ("X's dad's offspring").
+                    named = support if hits and not set(hits) & used.keys() else 0.0
+                    extra += self.hop_penalty * (1.0 - named)
                 used.update((p, pair) for p in hits if p not in used)
                 if hits:
                     unsupported += 1.0 - support
@@ -338,7 +383,7 @@ class PathReader:
             if sims:
                 similarity = (min(sims[p] for p in phrases) + sims[" ".join(phrases)]) / 2
             score = (-1.0 * unsupported - 1.0 * uncovered - 0.3 * inversions
-                     - self.hop_penalty * (len(path.steps) - 1) + 0.5 * similarity)
+                     - extra + 0.5 * similarity)
             why = {"unsupported": round(unsupported, 2), "uncovered": round(uncovered, 2), "inversions": inversions,
                    "similarity": round(similarity, 3)}
             if read:
