@@ -1,13 +1,14 @@
 """Words related to each relation's words, from WordNet: how a request can name a relation it does not spell.
 
-An ontology names a relation with a label ("directed by", "plays in club") and perhaps a few
-``skos:altLabel`` words. Users say "who headed X", "X's dad", "the other half of X": words that mean the
+An ontology names a relation with a label ("directed by", "has parent") and perhaps a few
+``skos:altLabel`` words. Users say "who headed X", "X's dad", "what killed X": words that mean the
 relation without being its label. This module reads a general lexical resource, WordNet 3.0 (Princeton;
 Debian's ``wordnet-base`` installs its database under ``/usr/share/wordnet``, read by :class:`WordNet`), and
 lists for each relation the words related to its own words, each with how it is related and a weight:
 
 - ``synonym`` (0.8): a lemma of a sense of the word ("director" → "manager"; "direct" → "head", "lead");
 - ``derived`` (0.8): a derivationally related form of one of those ("director" → "direct");
+- ``pertainym`` (0.8): an adjective that pertains to a noun sense ("country" → "national");
 - ``narrower`` (0.7): a lemma up to two levels below one of the word's three commonest senses ("parent" → "father", "dad");
 - ``broader`` (0.7): a lemma one level above a noun sense ("child" → "offspring", "genre" → "kind");
 - ``attribute`` (0.7): an adjective that is a value of a noun sense ("age" → "old", "gender" → "male");
@@ -31,12 +32,12 @@ from pathlib import Path
 LEXICON = "lexicon.json"
 #: Where Debian's ``wordnet-base`` puts the WordNet 3.0 database (``$KQE_WORDNET`` overrides it).
 WORDNET_DIRS = ("/usr/share/wordnet",)
-WEIGHTS = {"synonym": 0.8, "derived": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6}
+WEIGHTS = {"synonym": 0.8, "derived": 0.8, "pertainym": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6}
 #: Verbs so general that their senses reach half the dictionary: never read as naming a relation.
 LIGHT_WORDS = frozenset("be is are was were been have has had do does did get make take give go put set come "
                         "let keep seem become use one thing entity object whole".split())
-#: Words above and below a word are read from its commonest senses only ("nationality" is a kind of the fifth
-#: sense of "position", status, not of a place on a team).
+#: Words above and below a word are read from its commonest senses only ("retirement" is a kind of the fifth
+#: sense of "position", status, not of a place or a post).
 BROAD_SENSES = 3
 #: A sense with more words below it than this is a category of names, not of ways to say the word.
 MAX_NARROWER = 40
@@ -202,10 +203,10 @@ def related_words(word: str, wn: WordNet | None = None) -> dict[str, tuple[str, 
             second = first | {w for s in below for t in wn.related(*s, "hyponym") for w in _lemmas(wn, t)}
             add(second if len(second) <= MAX_NARROWER else first if len(first) <= MAX_NARROWER else (), "narrower")
             if pos == "n":
-                add(wn.pertainyms().get(sense, ()), "derived")  # "nation" → "national"
+                add(wn.pertainyms().get(sense, ()), "pertainym")  # "nation" → "national"
                 above = wn.related(*sense, "hypernym")
                 add((w for s in above for w in _lemmas(wn, s)), "broader")
-                # the head noun of a compound above it ("baseball club" is a kind of "baseball_team": "team")
+                # the head noun of a compound above it ("ball club" is a kind of "baseball_team": "team")
                 add((name.rsplit("_", 1)[1] for s in above for name in wn.sense(*s)[0] if "_" in name), "broader")
                 add((w for s in wn.related(*sense, "attribute") for w in _lemmas(wn, s)), "attribute")
     return out
@@ -235,7 +236,7 @@ def wh_words(word: str, wn: WordNet | None = None) -> set[str]:
     if base is None:
         return set()
     above = set()
-    for sense in wn.senses(base, "n")[:2]:  # the commonest senses: "club" is a team before it is a weapon
+    for sense in wn.senses(base, "n")[:2]:  # the commonest senses: "bank" is money before it is a river's side
         above |= wn.hypernym_closure(*sense) | {sense}
     return {wh for wh, kinds in WH_SENSES.items() if above & _named_senses(wn, kinds)}
 

@@ -407,8 +407,8 @@ class OfflineTriplets:
 
     def _meeting(self, options: dict[int, list[Scored]], mentions: Sequence[Mention]) -> dict[int, Scored]:
         """One path per constant such that the paths meet: several constants on one answer are intersected in
-        the compiled SPARQL, so the best combination whose answers overlap in the KB wins ("a player at the club
-        C who plays as a defender": the club's path and the position's must reach the same players; with one
+        the compiled SPARQL, so the best combination whose answers overlap in the KB wins ("films by D starring
+        A": the director's path and the actor's must reach the same films; with one
         class for every node the answer class cannot tell). Without overlap, each constant's best path."""
         best = {n: ranked[0] for n, ranked in options.items()}
         if len(options) < 2:
@@ -422,8 +422,8 @@ class OfflineTriplets:
                 reached[(n, i)] = self.reader.reached(nodes, options[n][i].path)
             return reached[(n, i)]
 
-        # Fewest hops first, then the best score: a word such as "position" in "Defender position at the club C"
-        # is read once, by the constant it describes, not again as a second hop from the club.
+        # Fewest hops first, then the best score: a word such as "genre" in "Comedy genre films starring A" is
+        # read once, by the constant it describes, not again as a second hop from the actor.
         combos = sorted(itertools.product(*(range(len(options[n])) for n in members)),
                         key=lambda c: (sum(len(options[n][i].path.steps) for n, i in zip(members, c)),
                                        -sum(options[n][i].score for n, i in zip(members, c))))

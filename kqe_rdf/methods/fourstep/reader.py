@@ -237,9 +237,24 @@ class PathReader:
             walk=walk(path.steps), reached=str(NamedNode(path.end)), cap=cap)
         return {row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)}
 
+    def _modified(self, words: Sequence[tuple[int, str]], path: Path, covered: set[str]) -> set[int]:
+        """Positions of the words after an adjective the path reads as one of its relations (a pertainym:
+        "national" to "country"), up to the next function word or relation word: the noun phrase it modifies."""
+        adjectives = {s for rel, _f in path.steps for s, (how, _w, _word) in self.related.get(rel, {}).items()
+                      if how == "pertainym" and s in covered}
+        out, after = set(), False
+        for pos, s in sorted(words):
+            if s in FUNCTION_WORDS or s in self.all_stems:
+                after = False
+            elif after:
+                out.add(pos)
+            if s in adjectives:
+                after = True
+        return out
+
     def similar(self, words: Sequence[str]) -> dict[str, dict[str, list]]:
         """Relations that words of a request mean by the encoder, where neither a label nor WordNet says
-        ("couple" is 0.59 from "spouse"): a word counts for the relation whose phrases it is nearest to when
+        ("kid" is 0.58 from "children"): a word counts for the relation whose phrases it is nearest to when
         it is near enough (:data:`SIMILAR`) and clearly nearer than to any other (:data:`SIMILAR_MARGIN`)."""
         words = sorted({w for w in words if len(w) > 2})
         if not words or not self.named:
@@ -327,14 +342,12 @@ class PathReader:
             asked = own if path.end in request.wanted else set()
             words = [(pos, s) for pos, s in request.words if s not in asked]
             evidence = {s for _, s in words if s in self.all_stems and s not in own}
-            # Words that name no relation but are related to one ("dad" to parents) are weaker evidence; in a run
-            # of such words ("national football team") the run names one relation, so one word read is enough.
+            # Words that name no relation but are related to one ("dad" to parents) are weaker evidence.
             weights = dict(self.related_weight)
             for table in request.similar.values():
                 for st, (_how, weight, _word) in table.items():
                     weights[st] = max(weight, weights.get(st, 0.0))
             soft = {s: weights[s] for _, s in words if s in weights and s not in own}
-            runs = _runs([(p, s) for p, s in words if s not in FUNCTION_WORDS and s not in self.all_stems])
             unsupported, places, covered, read = 0.0, [], set(), []
             used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
             extra = 0.0
@@ -345,8 +358,8 @@ class PathReader:
                 related = {**self.related.get(rel, {}), **request.similar.get(rel, {})}
                 covered |= soft.keys() & related.keys()
                 # The hop's support: a word of its phrases the request uses, else a word related to one; a word a
-                # hop of another relation has read already counts half ("plays" in "plays in club" and "plays for
-                # country" names one of them; "share directors" names both hops there and back).
+                # hop of another relation has read already counts half ("works" in "works at company" and "works in
+                # city" names one of them; "share directors" names both hops there and back).
                 pair = frozenset({rel, self.kb.schema.relations[rel].inverse or rel}) \
                     if rel in self.kb.schema.relations else frozenset({rel})
                 fresh = {p for p in set(hits) if used.get(p, pair) == pair}
@@ -376,9 +389,12 @@ class PathReader:
             # whose words lie answer-side of all words of a later (different) hop is out of order.
             inversions = sum(1 for i in range(len(places)) for j in range(i + 1, len(places))
                              if places[i][0] != places[j][0] and min(places[i][1]) > max(places[j][1]))
-            unread = [max(soft[s] for s in run if s in soft) for run in runs
-                      if any(s in soft and s not in evidence for s in run) and not covered & set(run)]
-            uncovered = 0.0 if prefix else len(evidence - covered) + sum(unread)
+            # An adjective read as a relation names the noun it modifies too ("the Italian car maker": a
+            # country's maker, not also some other relation of "maker").
+            excused = self._modified(words, path, covered)
+            unread = {s: soft[s] for p, s in words
+                      if s in soft and s not in evidence and s not in covered and p not in excused}
+            uncovered = 0.0 if prefix else len(evidence - covered) + sum(unread.values())
             similarity = 0.0
             if sims:
                 similarity = (min(sims[p] for p in phrases) + sims[" ".join(phrases)]) / 2
@@ -408,18 +424,6 @@ def _lexicon(named: dict[str, set[str]]) -> dict:
 
         _LEXICONS[key] = build_lexicon(named, stem, FUNCTION_WORDS)
     return _LEXICONS[key]
-
-
-def _runs(words: Sequence[tuple[int, str]]) -> list[list[str]]:
-    """Stems of consecutive words, run by run (the positions of function words and mentions split them)."""
-    runs: list[list[str]] = []
-    last = None
-    for pos, s in sorted(words):
-        if last is None or pos != last + 1:
-            runs.append([])
-        runs[-1].append(s)
-        last = pos
-    return runs
 
 
 def walk(steps: Sequence[tuple[str, bool]], start: str = "?c", end: str = "?n") -> str:
