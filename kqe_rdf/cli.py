@@ -228,6 +228,12 @@ def _print_explain(how):
         console.print(f"  {neg}({tr['head']}, {tr['relation']}, {tr['tail']})")
     for note in t.get("notes", []):
         console.print(f"  note: {note}")
+    for read in t.get("reading", []):
+        console.print(f"[bold]read[/] {read['constant']!r} as '{read['path']}' (score {read['score']})")
+        for hop in read["hops"]:
+            console.print(f"  {hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})")
+        for other in read["beat"]:
+            console.print(f"  beat '{other['path']}' ({other['score']})")
     for mention, cands in how.get("linked", {}).items():
         shown = "; ".join(f"{c['name']} <{c['iri']}> {c['score']} ({c['how']})" for c in cands) or "nothing"
         console.print(f"[bold]linked[/] {mention!r} → {shown}")

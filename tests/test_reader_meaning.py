@@ -128,3 +128,11 @@ def test_the_reader_names_no_dataset_words():
                  "wears_number", "is_aged", "other half", "darling", "footballer", "nationality", "wc2014",
                  "cause_of_death", "place_of_birth"]:
         assert word not in text, word
+
+
+def test_the_explanation_shows_each_phrase_the_relation_it_was_read_as_how_and_what_it_beat(people_kb):
+    explain = pipeline("4step-offline", people_kb, people_kb.settings, 3).run("who is Ann_SMITH's dad").explain["q"]
+    [read] = explain["triplets"]["reading"]
+    assert read["constant"] == "Ann_SMITH" and read["path"] == "parents"
+    assert read["hops"] == [{"relation": "parents", "how": "narrower of parents, 0.70", "words": ["dad"]}]
+    assert read["beat"] and all(other["score"] < read["score"] for other in read["beat"])

@@ -70,6 +70,8 @@ def _structured(explain: dict, name: Callable[[str], str]) -> dict:
         out["excluded"] = [name(iri) for iri in explain["excluded"]]
     if reading.get("notes"):
         out["notes"] = reading["notes"]
+    if reading.get("reading"):
+        out["reading"] = reading["reading"]
     out["why"] = [{"iri": iri, "name": name(iri), "because": [_reason(row, name) for row in rows]}
                   for iri, rows in list(explain.get("support", {}).items())[:WHY_TOP]]
     if explain.get("sparql"):

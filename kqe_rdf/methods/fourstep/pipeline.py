@@ -226,7 +226,8 @@ class OfflineTriplets:
         unknown = [tokens[i][0] for i, s in words if s not in reader.all_stems and s not in reader.related_weight
                    and s not in FUNCTION_WORDS and tokens[i][0] not in self.schema_words
                    and tokens[i][0] not in _FUNCTION_WORDS and not self.classes_named(tokens[i][0])]
-        return Request(words, spans, wanted, vector, wh, reader.similar(unknown))
+        return Request(words, spans, wanted, vector, wh, reader.similar(unknown),
+                       {i: w for i, (w, _a, _b) in enumerate(tokens)})
 
     def __call__(self, query: str) -> TripletQuery:
         mentions = self.linker.mentions(query, skip_words=self.schema_words)
@@ -266,6 +267,7 @@ class OfflineTriplets:
                 if n in own:
                     notes.append(_own_note(mentions[n], own[n]))
         tq = TripletQuery(query, self._triplets(mentions, choice), "?x", answer_type, "offline", notes)
+        tq.reading = self._reading(mentions, choice, groups, ranked)
         # The primary group's next paths: tried in turn when a reading finds no candidate.
         for other in ranked[primary][1 : 1 + self.alternatives]:
             alt = {n: (other if n in groups[primary] else s) for n, s in choice.items()
@@ -390,7 +392,8 @@ class OfflineTriplets:
                 words = [(p, s) for p, s in request.words if spans[n][1] <= p < hi]
             if not any(s in self.reader.all_stems for _p, s in words):
                 continue
-            local = Request(words, [spans[n]], {answer_type}, request.vector, request.answer_at)
+            local = Request(words, [spans[n]], {answer_type}, request.vector, request.answer_at, request.similar,
+                            request.surface)
             nodes = [c.iri for c in mentions[n].candidates]
             types = {t for c in mentions[n].candidates for t in self.linker.index.types.get(c.iri, ())}
             scored = [s for s in self.reader.rank(self.reader.enumerate(nodes, types, local, [spans[n]]), local,
@@ -434,6 +437,21 @@ class OfflineTriplets:
             if common:
                 return {n: options[n][i] for n, i in zip(members, combo)}
         return best
+
+    @staticmethod
+    def _reading(mentions: Sequence[Mention], choice: dict[int, Scored], groups: dict[frozenset, list[int]],
+                 ranked: dict[frozenset, list[Scored]]) -> list[dict]:
+        """What the explanation shows of the reading: per constant, each hop of its path with the words it was
+        read from and how (exact, synonym 0.80, similarity 0.59, not named), its score, and the paths it beat."""
+        out = []
+        for n in sorted(choice):
+            scored = choice[n]
+            group = next((ranked[t] for t, members in groups.items() if n in members), [])
+            beat = [{"path": " / ".join(s.phrases), "score": round(s.score, 2)} for s in group
+                    if s is not scored][:2]
+            out.append({"constant": mentions[n].text, "path": " / ".join(scored.phrases),
+                        "score": round(scored.score, 2), "hops": scored.why.get("hops", []), "beat": beat})
+        return out
 
     @staticmethod
     def _triplets(mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:

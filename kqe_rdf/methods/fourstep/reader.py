@@ -112,6 +112,8 @@ class Request:
     #: Words of this request that mean a relation by the encoder alone (:meth:`PathReader.similar`), in the shape
     #: of :attr:`PathReader.related`: ``{relation: {stem: [how, weight, word]}}``.
     similar: dict[str, dict[str, list]] = field(default_factory=dict)
+    #: The request's words as written, by position (for explanations).
+    surface: dict[int, str] = field(default_factory=dict)
 
 
 class PathReader:
@@ -350,6 +352,7 @@ class PathReader:
             soft = {s: weights[s] for _, s in words if s in weights and s not in own}
             unsupported, places, covered, read = 0.0, [], set(), []
             used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
+            hops: list[dict] = []  # what each hop was read from, for the explanation
             extra = 0.0
             for hop, (rel, _forward) in enumerate(path.steps, 1):
                 stems = self.relation_stems.get(rel, set())
@@ -369,9 +372,18 @@ class PathReader:
                         if s in related and s in soft and (hop == len(path.steps) or related[s][0] != "wh")]
                 weight = max((w for w, _p, _s in near), default=0.0)
                 read += [related[s][2] for _w, _p, s in near if related[s][2] not in read]
+                shown = {"relation": self.phrase(rel, _forward), "how": "exact",
+                         "words": [request.surface.get(p, s) for p, s in words if p in hits]}
                 if weight > support:
                     hits = [pos for w, pos, _s in near if w == weight]
                     support = weight
+                    at, best = next((p, s) for w, p, s in near if w == weight)
+                    how = related[best][2].partition(" (")[2].rstrip(")")  # "synonym of director"
+                    shown = {"relation": shown["relation"], "how": f"{how}, {weight:.2f}",
+                             "words": [request.surface.get(at, best)]}
+                if not hits:
+                    shown = {"relation": shown["relation"], "how": "not named", "words": []}
+                hops.append(shown)
                 if hop > 1:
                     # A further hop costs less the more a word no earlier hop read names it ("X's dad's offspring").
                     named = support if hits and not set(hits) & used.keys() else 0.0
@@ -404,6 +416,7 @@ class PathReader:
                    "similarity": round(similarity, 3)}
             if read:
                 why["related words"] = read
+            why["hops"] = hops
             out.append(Scored(path, score, phrases, why))
         out.sort(key=lambda s: (-s.score, len(s.path.steps), s.phrases))
         if not prefix and request.wanted:

@@ -63,6 +63,9 @@ class TripletQuery:
     guessed_answers: list[str] = field(default_factory=list)
     #: Other readings to try, best first, when this one finds no candidate (the offline reader's next paths).
     alternatives: list[TripletQuery] = field(default_factory=list)
+    #: How the offline reader read the request: per constant, the hops of its path, the words each was read
+    #: from and how, and the paths it beat (see ``OfflineTriplets._reading``).
+    reading: list[dict] = field(default_factory=list)
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -73,11 +76,14 @@ class TripletQuery:
         return list(seen.values())
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "answer": self.answer, "answer_type": self.answer_type, "source": self.source, "notes": self.notes,
             "triplets": [{"head": t.head.text, "head_type": t.head.type, "relation": t.relation, "tail": t.tail.text,
                           "tail_type": t.tail.type, "negated": t.negated} for t in self.triplets],
         }
+        if self.reading:
+            out["reading"] = self.reading
+        return out
 
 
 #: What an LLM is asked to return (JSON Schema), validated before use.
@@ -193,4 +199,4 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
         answer = sorted(variables)[0]
     alternatives = [normalise(a, schema) for a in tq.alternatives]
     return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses,
-                        [a for a in alternatives if a.triplets])
+                        [a for a in alternatives if a.triplets], tq.reading)
