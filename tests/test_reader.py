@@ -13,7 +13,7 @@ from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
 from kqe_rdf.methods.fourstep.pipeline import FourStep, OfflineTriplets
 from kqe_rdf.kb.ontology import local_name
-from kqe_rdf.methods.fourstep.reader import PathReader, stem
+from kqe_rdf.methods.fourstep.reading import PathReader, stem
 from kqe_rdf.methods.retrieval import BM25
 from kqe_rdf.methods.registry import pipeline
 from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery
@@ -164,8 +164,8 @@ def test_a_request_without_a_wh_word_that_ends_with_a_class_asks_for_it(movie_kb
     assert [local_name(t.relation) for t in reading.triplets] == ["written_by", "written_by"]
     # A class named before the request's last name is not what it asks for ("describe movie X"), nor is the last
     # class of a request with a wh-word ("what were the release dates of X directed films").
-    assert reader.trailing_class("describe movie \x00") == set()
-    assert reader.trailing_class("what were the release dates of \x00 directed films") == set()
+    assert reader.requests.trailing_class("describe movie \x00") == set()
+    assert reader.requests.trailing_class("what were the release dates of \x00 directed films") == set()
 
 
 

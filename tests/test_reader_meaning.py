@@ -18,7 +18,7 @@ from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.kb.lexicon import build_lexicon, related_words, wh_words, wordnet
 from kqe_rdf.methods.fourstep.pipeline import OfflineTriplets
-from kqe_rdf.methods.fourstep.reader import FUNCTION_WORDS, stem
+from kqe_rdf.methods.fourstep.reading import FUNCTION_WORDS, stem
 from kqe_rdf.methods.registry import pipeline
 
 
@@ -136,3 +136,24 @@ def test_the_explanation_shows_each_phrase_the_relation_it_was_read_as_how_and_w
     assert read["constant"] == "Ann_SMITH" and read["path"] == "parents"
     assert read["hops"] == [{"relation": "parents", "how": "narrower of parents, 0.70", "words": ["dad"]}]
     assert read["beat"] and all(other["score"] < read["score"] for other in read["beat"])
+
+
+def test_each_ranking_rule_reads_what_its_docstring_says():
+    from kqe_rdf.methods.fourstep.reading.ranking import REUSED, further_hop_cost, hop_support, unread_words
+
+    words = [(0, "who"), (1, "is"), (3, "dad"), (4, "play")]
+    related = {"dad": ["narrower", 0.7, "dad (narrower of parents)"], "who": ["wh", 0.6, "who (wh of parents)"]}
+    soft = {"dad": 0.7, "who": 0.6}
+    pair = frozenset({"parents"})
+    # a word of the relation's own phrases names the hop fully; a related word by its weight
+    assert hop_support(words, {"play"}, {}, soft, {}, pair, True, "plays", {}).support == 1.0
+    reading = hop_support(words, set(), related, soft, {}, pair, False, "parents", {3: "dad"})
+    assert (reading.support, reading.hits, reading.shown["how"]) == (0.7, [3], "narrower of parents, 0.70")
+    # a word another relation's hop has read counts REUSED; a wh-word names only the last hop
+    assert hop_support(words, {"play"}, {}, soft, {4: frozenset({"x"})}, pair, True, "p", {}).support == REUSED
+    assert hop_support([(0, "who")], set(), related, soft, {}, pair, False, "p", {}).support == 0.0
+    # a second hop named by a word of its own costs less than an unnamed one
+    assert further_hop_cost(0.25, reading, {}) < further_hop_cost(0.25, reading, {3: pair})
+    # an unread relation word costs 1, an unread related word its weight, an excused one nothing
+    assert unread_words(words, {"play"}, soft, set(), set()) == 1 + 0.7 + 0.6
+    assert unread_words(words, {"play"}, soft, {"play", "who"}, {3}) == 0.0

@@ -1,0 +1,14 @@
+"""The offline reading of a request as relation paths (4StepFocus without an LLM), in one package.
+
+Start at :mod:`.offline` (:class:`OfflineTriplets`): it reads top-down through :mod:`.request` (the request
+around its mentions), :mod:`.words` (which words name which relation), :mod:`.paths` (grounded relation
+paths) and :mod:`.ranking` (the rules that rank them).
+"""
+
+from .offline import OfflineTriplets
+from .paths import Path, PathReader, property_path, walk
+from .ranking import Request, Scored
+from .words import FUNCTION_WORDS, RelationWords, phrase_stems, stem
+
+__all__ = ["FUNCTION_WORDS", "OfflineTriplets", "Path", "PathReader", "RelationWords", "Request", "Scored",
+           "phrase_stems", "property_path", "stem", "walk"]

@@ -1,0 +1,312 @@
+"""The offline reader: a request read as relation paths from the nodes it names to its answer, without an LLM.
+
+Read top-down, the steps are one module each:
+
+1. :mod:`.request` — the request around its mentions: its words, the class its wh-phrase asks for;
+2. :mod:`.words` — which words name which relation: the ontology's labels, WordNet, the encoder;
+3. :mod:`.paths` — the relation paths that really leave the mentioned nodes in the KB (grounded);
+4. :mod:`.ranking` — those paths ranked by how the request names their relations, rule by rule;
+5. this module — constants grouped by type, each group's best path, constants of other types joined on the
+   same answer, several constants on one answer made to meet in the data, and the triplets 4StepFocus
+   compiles to SPARQL, with the reading shown in the explanation.
+
+Nothing here names a relation, a class or a word of a particular KB: rules follow from the ontology, the
+graph and WordNet.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+from ....kb.linking import Linker, Mention
+from ....kb.ontology import local_name
+from ..triplets import End, Triplet, TripletQuery
+from .paths import PathReader
+from .ranking import Request, Scored
+from .request import RequestReader, is_common_word, is_name
+
+
+def _own_note(mention: Mention, scored: Scored) -> str:
+    return f"mention '{mention.text}': its own relation path '{' / '.join(scored.phrases)}' (score {scored.score:.2f})"
+
+
+class OfflineTriplets:
+    """Triplets without an LLM: mentions from the name index, relation paths grounded in the KB.
+
+    Mentions are the longest n-grams of the query that name nodes. For each group of mentions of the
+    same types, :class:`~.paths.PathReader` lists the relation paths (up to ``max_hops`` hops,
+    both directions) that really leave their nodes, and ranks them by how the request names their
+    relations (labels and ``skos:altLabel`` of the ontology, the hop nearest the constant first), by the
+    answer class the wh-phrase asks for and by embedding similarity. The best-scoring group fixes the
+    answer class; other groups join with their best path to that class when they fit about as well.
+    Two or three mentions of one type each get their own path, read from the words before them
+    ("films starring A directed by B"); longer lists (phenotypes) share one. The next best paths are
+    kept as :attr:`TripletQuery.alternatives`, tried when a reading finds no candidate.
+    """
+
+    name = "offline"
+
+    def __init__(self, kb, linker: Linker | None = None, max_hops: int = 3, hop_penalty: float = 0.25,
+                 alternatives: int = 3, margin: float = 0.5) -> None:
+        self.kb = kb
+        self.linker = linker or Linker(kb)
+        self.max_hops = max_hops
+        self.hop_penalty = hop_penalty
+        self.alternatives = alternatives
+        #: How much worse than the best group's path another group's may fit and still join the reading.
+        self.margin = margin
+        self._reader: PathReader | None = None
+        schema = kb.schema
+        words = set()
+        for cues in schema.class_cues.values():
+            for cue in cues:
+                words.update(cue.split())
+        for r in schema.relations.values():
+            words.update(r.label.lower().split())
+        for phrases in self.reader.words.relation_phrases.values():
+            for p in phrases:
+                words.update(p.lower().split())
+        self.schema_words = words
+        #: Step 1: the request around its mentions.
+        self.requests = RequestReader(kb, self.reader.words, words)
+
+    @property
+    def reader(self) -> PathReader:
+        if self._reader is None:
+            self._reader = PathReader(self.kb, max_hops=self.max_hops, hop_penalty=self.hop_penalty)
+        return self._reader
+
+    def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
+        """The class a question asks for (:meth:`.request.RequestReader.answer_types`)."""
+        return self.requests.answer_types(query, wh_only)
+
+    def classes_named(self, phrase: str) -> set[str]:
+        """The classes a phrase names (:meth:`.request.RequestReader.classes_named`)."""
+        return self.requests.classes_named(phrase)
+
+    def __call__(self, query: str) -> TripletQuery:
+        mentions = self.linker.mentions(query, skip_words=self.schema_words)
+        if not mentions:
+            return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
+        request = self._request(query, mentions)
+        groups = self._groups(mentions)
+        ranked = self._rank(groups, mentions, request)
+        usable = [t for t in groups if ranked[t]]
+        if not usable:
+            return TripletQuery(query, [], "?x", None, "offline",
+                                ["no relation of the KB leaves the entities named in the query"])
+        # Beside a proper name, a common word that happens to name a node is not the request's constant
+        # ("who wrote movies together with Todd McFarlane", where "together" is also a film).
+        common = set()
+        if any(is_name(query, m) for m in mentions):
+            common = {t for t in usable if all(is_common_word(mentions[n]) for n in groups[t])}
+        primary = max(usable, key=lambda t: (t not in common, ranked[t][0].score,
+                                             sum(len(mentions[n].text) for n in groups[t]), -groups[t][0]))
+        best = ranked[primary][0]
+        answer_type = best.path.end
+        notes: list[str] = []
+        choice = self._joint(usable, groups, mentions, request, best)
+        notes.extend(_own_note(mentions[n], scored) for n, scored in choice.items())
+        for types in usable if not choice else ():
+            fitting = [s for s in ranked[types] if s.path.end == answer_type]
+            if not fitting or (types != primary
+                               and not self._joins(fitting[0], best, types, primary, request, types in common)):
+                continue
+            members = groups[types]
+            notes.append(f"mentions of type {', '.join(sorted(local_name(t) for t in types))}: relation path "
+                         f"'{' / '.join(fitting[0].phrases)}' → {local_name(answer_type)} "
+                         f"(score {fitting[0].score:.2f})")
+            own = self._own_paths(members, mentions, request, answer_type) if 2 <= len(members) <= 3 else {}
+            for n in members:
+                choice[n] = own.get(n, fitting[0])
+                if n in own:
+                    notes.append(_own_note(mentions[n], own[n]))
+        tq = TripletQuery(query, self._triplets(mentions, choice), "?x", answer_type, "offline", notes)
+        tq.reading = self._reading(mentions, choice, groups, ranked)
+        # The primary group's next paths: tried in turn when a reading finds no candidate.
+        for other in ranked[primary][1 : 1 + self.alternatives]:
+            alt = {n: (other if n in groups[primary] else s) for n, s in choice.items()
+                   if n in groups[primary] or s.path.end == other.path.end}
+            tq.alternatives.append(TripletQuery(query, self._triplets(mentions, alt), "?x", other.path.end, "offline",
+                                                [f"next relation path '{' / '.join(other.phrases)}' → "
+                                                 f"{local_name(other.path.end)} (score {other.score:.2f})"]))
+        return tq
+
+    def _request(self, query: str, mentions: Sequence[Mention]) -> Request:
+        return self.requests.read(query, mentions)
+
+    def _groups(self, mentions: Sequence[Mention]) -> dict[frozenset, list[int]]:
+        """Mentions grouped by their types: mentions that share types share the relation choice (phenotype
+        lists have dozens)."""
+        index = self.linker.index
+        groups: dict[frozenset, list[int]] = {}
+        for n, mention in enumerate(mentions):
+            types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
+            if types:
+                groups.setdefault(types, []).append(n)
+        for types, members in groups.items():
+            if 2 <= len(members) <= 3 and any(any(ch.isupper() for ch in mentions[n].text) for n in members):
+                # Beside a capitalised name, a lone lower-case word that happens to name a node of the same
+                # type ("the creator of the film script for La Belle Noiseuse") is not a second constant.
+                groups[types] = [n for n in members if " " in mentions[n].text.strip()
+                                 or any(ch.isupper() for ch in mentions[n].text)]
+        return groups
+
+    def _rank(self, groups: dict[frozenset, list[int]], mentions: Sequence[Mention],
+              request: Request) -> dict[frozenset, list[Scored]]:
+        """Each group's grounded relation paths, best first."""
+        index = self.linker.index
+        ranked: dict[frozenset, list[Scored]] = {}
+        listing = any(len(members) > 3 for members in groups.values())
+        for types, members in groups.items():
+            nodes = [c.iri for n in members for c in mentions[n].candidates]
+            spans = [request.mention_positions[n] for n in members]
+            # A list of constants of one type (phenotypes of a case) reads as one relation each to the answer.
+            paths = self.reader.enumerate(nodes, types, request, spans, max_hops=1 if listing else None)
+            ranked[types] = self.reader.rank(paths, request, spans)
+            # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,
+            # not the tag "parents") prefers paths from that class.
+            exact = {t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
+                     for t in index.types.get(c.iri, ())}
+            if exact and exact != set(types):
+                for scored in ranked[types]:
+                    if scored.path.start in exact:
+                        scored.score += 0.2
+                ranked[types].sort(key=lambda x: (-x.score, len(x.path.steps), x.phrases))
+        return ranked
+
+    def _joins(self, other: Scored, best: Scored, types: frozenset, primary: frozenset, request: Request,
+               common: bool = False) -> bool:
+        """Whether another group's path joins the reading: it fits about as well as the best one, and a group
+        of other types than the best one's, or of common words beside a proper name, must be named by words of
+        its own (a word of the request that happens to name a movie, "fall" or "creator", reuses the best path's
+        words and adds nothing)."""
+        if other.score < best.score - self.margin:
+            return False
+        if types & primary and not common:
+            return True
+        stems = {s for _p, s in request.words}
+        return bool((self._path_stems(other) & stems) - (self._path_stems(best) & stems))
+
+    def _path_stems(self, scored: Scored) -> set[str]:
+        """The word stems that name the path's relations (labels and alt labels)."""
+        return {s for rel, _f in scored.path.steps for s in self.reader.words.relation_stems.get(rel, ())}
+
+    def _named(self, scored: Scored, request: Request) -> set[int]:
+        """Positions of the request's words that name a relation of the path."""
+        stems = self._path_stems(scored)
+        return {p for p, s in request.words if s in stems}
+
+    def _joint(self, usable: list[frozenset], groups: dict[frozenset, list[int]], mentions: Sequence[Mention],
+               request: Request, best: Scored) -> dict[int, Scored]:
+        """Constants of different classes that each read their own words ("films about war starring Tom Hanks":
+        a tag, then a person), when together they name more of the request's relation words than the best
+        path alone, or as many with fewer hops (alone, "Tom Hanks" reads 'starred in / has tags / tag of');
+        empty when they do not ("the actor X starred together with who" is X's path alone)."""
+        if len(usable) < 2 or any(len(groups[t]) > 3 for t in usable):
+            return {}
+        own: dict[int, Scored] = {}
+        for types in usable:
+            paths = self._own_paths(groups[types], mentions, request, best.path.end)
+            if set(paths) != set(groups[types]):
+                return {}  # every constant needs relation words of its own
+            own.update(paths)
+        alone, joint = self._named(best, request), set().union(*(self._named(s, request) for s in own.values()))
+        hops = sum(len(s.path.steps) for s in own.values())
+        if joint > alone or (joint == alone and hops < len(best.path.steps)):
+            return own
+        return {}
+
+    def _own_paths(self, members: list[int], mentions: Sequence[Mention], request: Request,
+                   answer_type: str) -> dict[int, Scored]:
+        """A path per mention of a small group, read from the words between the previous mention and it
+        (else those after it): "films starring A directed by B"."""
+        spans = request.mention_positions
+        order = sorted(range(len(spans)), key=lambda i: spans[i])
+        out = {}
+        for n in members:
+            k = order.index(n)
+            lo = spans[order[k - 1]][1] if k else 0
+            words = [(p, s) for p, s in request.words if lo <= p < spans[n][0]]
+            if not any(s in self.reader.words.all_stems for _p, s in words):
+                hi = spans[order[k + 1]][0] if k + 1 < len(order) else 10**9
+                words = [(p, s) for p, s in request.words if spans[n][1] <= p < hi]
+            if not any(s in self.reader.words.all_stems for _p, s in words):
+                continue
+            local = Request(words, [spans[n]], {answer_type}, request.vector, request.answer_at, request.similar,
+                            request.surface)
+            nodes = [c.iri for c in mentions[n].candidates]
+            types = {t for c in mentions[n].candidates for t in self.linker.index.types.get(c.iri, ())}
+            scored = [s for s in self.reader.rank(self.reader.enumerate(nodes, types, local, [spans[n]]), local,
+                                                  [spans[n]]) if s.path.end == answer_type]
+            if scored:
+                out[n] = [x for x in scored[: self.conjunction_options]
+                          if x.score >= scored[0].score - self.conjunction_margin]
+        return self._meeting(out, mentions)
+
+    #: How many of each constant's best paths :meth:`_meeting` tries together, and how much worse than a
+    #: constant's best path one may be.
+    conjunction_options = 5
+    conjunction_margin = 1.5
+
+    def _meeting(self, options: dict[int, list[Scored]], mentions: Sequence[Mention]) -> dict[int, Scored]:
+        """One path per constant such that the paths meet: several constants on one answer are intersected in
+        the compiled SPARQL, so the best combination whose answers overlap in the KB wins ("films by D starring
+        A": the director's path and the actor's must reach the same films; with one
+        class for every node the answer class cannot tell). Without overlap, each constant's best path."""
+        best = {n: ranked[0] for n, ranked in options.items()}
+        if len(options) < 2:
+            return best
+        members = sorted(options)
+        reached: dict[tuple[int, int], set[str]] = {}
+
+        def answers(n: int, i: int) -> set[str]:
+            if (n, i) not in reached:
+                nodes = [c.iri for c in mentions[n].candidates]
+                reached[(n, i)] = self.reader.reached(nodes, options[n][i].path)
+            return reached[(n, i)]
+
+        # Fewest hops first, then the best score: a word such as "genre" in "Comedy genre films starring A" is
+        # read once, by the constant it describes, not again as a second hop from the actor.
+        combos = sorted(itertools.product(*(range(len(options[n])) for n in members)),
+                        key=lambda c: (sum(len(options[n][i].path.steps) for n, i in zip(members, c)),
+                                       -sum(options[n][i].score for n, i in zip(members, c))))
+        for combo in combos:
+            common = answers(members[0], combo[0])
+            for n, i in zip(members[1:], combo[1:]):
+                common = common & answers(n, i)
+            if common:
+                return {n: options[n][i] for n, i in zip(members, combo)}
+        return best
+
+    @staticmethod
+    def _reading(mentions: Sequence[Mention], choice: dict[int, Scored], groups: dict[frozenset, list[int]],
+                 ranked: dict[frozenset, list[Scored]]) -> list[dict]:
+        """What the explanation shows of the reading: per constant, each hop of its path with the words it was
+        read from and how (exact, synonym 0.80, similarity 0.59, not named), its score, and the paths it beat."""
+        out = []
+        for n in sorted(choice):
+            scored = choice[n]
+            group = next((ranked[t] for t, members in groups.items() if n in members), [])
+            beat = [{"path": " / ".join(s.phrases), "score": round(s.score, 2)} for s in group
+                    if s is not scored][:2]
+            out.append({"constant": mentions[n].text, "path": " / ".join(scored.phrases),
+                        "score": round(scored.score, 2), "hops": scored.why.get("hops", []), "beat": beat})
+        return out
+
+    @staticmethod
+    def _triplets(mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:
+        triplets: list[Triplet] = []
+        for n in sorted(choice):
+            mention = mentions[n]
+            steps = choice[n].path.steps
+            prev: End = End(mention.text)
+            for i, (rel, mention_is_head) in enumerate(steps):
+                nxt = End("?x") if i == len(steps) - 1 else End(f"?m{n}_{i}")
+                head, tail = (prev, nxt) if mention_is_head else (nxt, prev)
+                triplets.append(Triplet(head, rel, tail, negated=mention.negated))
+                prev = nxt
+        return triplets
+
+

@@ -1,0 +1,199 @@
+"""Step 3 of reading: the relation paths that really leave a request's constants (grounded enumeration).
+
+From the linked constants, the relations that really leave them in the KB are listed hop by hop
+(``queries/reader_first_hops.rq``, ``queries/reader_next_hops.rq``, or the hop summary stored with the KB:
+one (relation, direction, class reached) per path prefix, over at most ``cap`` nodes the prefix reaches), up
+to ``max_hops`` hops, both directions. Every path has an instance: a path the data does not have is never
+proposed. Beyond the first hop only the ``beam`` prefixes that best fit the request are extended; the
+ranking itself is :mod:`.ranking`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from string import Template
+
+from pyoxigraph import NamedNode
+
+from ....kb import queries
+from ....kb.ontology import local_name
+from ..compiler import _hierarchy
+from . import ranking
+from .ranking import Request, Scored
+from .words import RelationWords, phrase_stems
+
+
+@dataclass(frozen=True)
+class Path:
+    """A relation path from a constant: hops of (stored relation IRI, walked head → tail), and the classes
+    along it (``classes[0]`` the constant's, ``classes[-1]`` the answer's)."""
+
+    steps: tuple[tuple[str, bool], ...]
+    classes: tuple[str, ...]
+
+    @property
+    def end(self) -> str:
+        return self.classes[-1]
+
+    @property
+    def start(self) -> str:
+        return self.classes[0]
+
+
+class PathReader:
+    """Grounded relation paths from constants (this module), ranked against a request (:mod:`.ranking`)."""
+
+    def __init__(self, kb, max_hops: int = 3, beam: int = 6, cap: int = 40, hop_penalty: float = 0.25,
+                 phrase_vectors: dict | None = None) -> None:
+        self.kb = kb
+        self.max_hops = max_hops
+        self.beam = beam
+        self.cap = cap
+        self.hop_penalty = hop_penalty
+        #: Which words name which relation (:mod:`.words`).
+        self.words = RelationWords(kb, phrase_vectors)
+        self._classes = set(kb.schema.classes)
+        #: (head class, relation, tail class) the data holds beyond typing noise (a movie named like a genre).
+        self.signatures = set(kb.relation_signatures)
+
+    # ------------------------------------------------------------------ enumeration
+
+    def _hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
+        values = " ".join(str(NamedNode(n)) for n in nodes)
+        slots = {}
+        if path is not None:
+            slots = {"constants": f"VALUES ?c {{ {values} }}", "reached": str(NamedNode(reached)), "cap": self.cap,
+                     "walk": path if " . " in path or path.startswith("?") else f"?c {path} ?n"}
+        names = self.kb.names
+        if names.has_hops:
+            # The KB's hop summary says which edges leave a node; only the nodes a path reaches are asked for.
+            if path is not None:
+                text = Template(_body("reader_reached")).substitute(slots)
+                nodes = [row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)]
+            return sorted((rel, forward, cls) for rel, forward, cls in names.hops(nodes)
+                          if cls in self._classes and rel in self.kb.schema.relations)
+        if path is None:
+            text = Template(_body("reader_first_hops")).substitute(constants=f"VALUES ?n {{ {values} }}")
+        else:
+            text = Template(_body("reader_next_hops")).substitute(slots)
+        out = []
+        for row in self.kb.store.query(text, use_default_graph_as_union=True):
+            cls = row["class"].value
+            if cls in self._classes and row["relation"].value in self.kb.schema.relations:
+                out.append((row["relation"].value, row["forward"].value == "true", cls))
+        return sorted(set(out))
+
+    def _first_hops(self, nodes: Sequence[str], starts: set[str]) -> list[Path]:
+        """First hops from the constants; where the ontology has a hierarchy on a constant's class, from the
+        nodes below it too (the compiled query follows it: "seizure" finds what "focal seizure" has)."""
+        found: list[Path] = []
+        plain, rest = True, set(nodes)
+        for start in sorted(starts):
+            below = _hierarchy(self.kb.schema, start)
+            if below:
+                plain = False
+                # The hierarchy's arrays stored with the KB say which relations leave the terms below these;
+                # without them the hierarchy is walked (slow from dozens of phenotypes).
+                stored = self.kb.hierarchies.hops_below(start, nodes) if self.kb.hierarchies else None
+                if stored is not None:
+                    hops, covered = stored
+                    rest -= covered
+                else:
+                    hops = self._hops(nodes, "^" + str(NamedNode(below)) + "*", start)
+                for rel, forward, cls in hops:
+                    if self._typed(start, rel, forward, cls):
+                        found.append(Path(((rel, forward),), (start, cls)))
+        if (plain or len(starts) > 1) and rest:
+            for rel, forward, cls in self._hops(sorted(rest), None, None):
+                for start in self._start_classes(rel, forward, starts):
+                    if self._typed(start, rel, forward, cls):
+                        found.append(Path(((rel, forward),), (start, cls)))
+        return sorted(set(found), key=lambda p: (p.steps, p.classes))
+
+    def enumerate(self, nodes: Sequence[str], start_classes: Iterable[str], request: Request | None = None,
+                  positions: Sequence[tuple[int, int]] = (), max_hops: int | None = None) -> list[Path]:
+        """The relation paths (up to ``max_hops``) that really leave ``nodes``; beyond the first hop only
+        the ``beam`` prefixes that best fit ``request`` are extended."""
+        nodes = sorted(set(nodes))
+        if not nodes:
+            return []
+        starts = set(start_classes)
+        out: list[Path] = []
+        frontier = self._first_hops(nodes, starts)
+        out += frontier
+        for _hop in range(1, self.max_hops if max_hops is None else max_hops):
+            if request is not None and len(frontier) > self.beam:
+                frontier = [s.path for s in self.rank(frontier, request, positions, prefix=True)[: self.beam]]
+            nxt = []
+            for prefix in frontier:
+                for rel, forward, cls in self._hops(nodes, self._grounding_path(prefix), prefix.end):
+                    if self._typed(prefix.end, rel, forward, cls):
+                        nxt.append(Path(prefix.steps + ((rel, forward),), prefix.classes + (cls,)))
+            out += nxt
+            frontier = nxt
+        return out
+
+    def reached(self, nodes: Sequence[str], path: Path, cap: int = 20000) -> set[str]:
+        """The nodes ``path`` reaches from ``nodes`` (at most ``cap``): what the path's answer can be."""
+        text = Template(_body("reader_reached")).substitute(
+            constants="VALUES ?c { " + " ".join(str(NamedNode(n)) for n in nodes) + " }",
+            walk=walk(path.steps), reached=str(NamedNode(path.end)), cap=cap)
+        return {row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)}
+
+    def _typed(self, at: str, rel: str, forward: bool, reached: str) -> bool:
+        """Whether the hop's classes are a signature of the data (not typing noise); true without signatures."""
+        if not self.signatures:
+            return True
+        return ((at, rel, reached) if forward else (reached, rel, at)) in self.signatures
+
+    def _grounding_path(self, prefix: Path) -> str:
+        # From the constants themselves: following a hierarchy's closure from dozens of phenotypes at every
+        # hop costs seconds, and the first hop has already looked below them. Written as triple patterns,
+        # not a property path, so the LIMIT stops the walk early instead of after every node it reaches.
+        return walk(prefix.steps)
+
+    def _start_classes(self, rel: str, forward: bool, starts: set[str]) -> list[str]:
+        """The constant's class for a first hop: the one the relation's domain (range, walked backwards)
+        admits, when the constant has several."""
+        if len(starts) <= 1:
+            return sorted(starts)
+        r = self.kb.schema.relations.get(rel)
+        expected = (r.domain if forward else r.range) if r else None
+        fitting = sorted(c for c in starts if expected and c in self.kb.schema.subclasses(expected))
+        return fitting or sorted(starts)
+
+    # ------------------------------------------------------------------ ranking
+
+    def label_stems(self, cls: str) -> set[str]:
+        term = self.kb.schema.classes.get(cls)
+        return phrase_stems(term.label) if term else set()
+
+    def phrase(self, rel: str, forward: bool) -> str:
+        schema = self.kb.schema
+        if forward:
+            return schema.relations[rel].label if rel in schema.relations else local_name(rel)
+        return schema.inverse_label(rel)
+
+    def rank(self, paths: Sequence[Path], request: Request, positions: Sequence[tuple[int, int]] = (),
+             prefix: bool = False) -> list[Scored]:
+        """Paths best first (:func:`.ranking.rank`)."""
+        return ranking.rank(self, paths, request, positions, prefix)
+
+
+def walk(steps: Sequence[tuple[str, bool]], start: str = "?c", end: str = "?n") -> str:
+    """The hops as triple patterns from ``start`` to ``end`` through ``?w1``, ``?w2``, ... (IRIs serialised
+    by pyoxigraph)."""
+    names = [start] + [f"?w{i}" for i in range(1, len(steps))] + [end]
+    return " . ".join(f"{a} {NamedNode(rel)} {b}" if forward else f"{b} {NamedNode(rel)} {a}"
+                      for (rel, forward), a, b in zip(steps, names, names[1:]))
+
+
+def property_path(steps: Sequence[tuple[str, bool]]) -> str:
+    """``<p1>/^<p2>``: the hops as a SPARQL property path (IRIs serialised by pyoxigraph)."""
+    return "/".join(("" if forward else "^") + str(NamedNode(rel)) for rel, forward in steps)
+
+
+def _body(name: str) -> str:
+    return "\n".join(line for line in queries.load(name).splitlines() if not line.startswith("#")).strip()
+

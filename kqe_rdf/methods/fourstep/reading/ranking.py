@@ -1,0 +1,222 @@
+"""Step 4 of reading: grounded paths ranked by how the request names their relations.
+
+A path's score adds up the rules below, each a function that says what it reads:
+
+- :func:`hop_support`: each hop should be named by a word of the request (exactly, by a related word, or by
+  a word the encoder places near it); what is missing costs ``1 - support``;
+- :func:`further_hop_cost`: a hop beyond the first costs ``hop_penalty``, less when a word of its own names it;
+- :func:`unread_words`: a word that names a relation no hop of the path reads costs its weight, unless it is
+  the noun an adjective read by the path modifies (:func:`modified_phrase`);
+- :func:`hop_order`: the hop named nearest the constant comes first, the one nearest the wh-word last;
+- :func:`path_similarity`: the embedding similarity of the hops' phrases with the request, a tie-breaker.
+
+The answer class the wh-phrase asks for ("which films", "who", "when") must be the path's end class when the
+request names one. Nothing here names a relation or a class of a particular KB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .words import FUNCTION_WORDS, RelationWords
+
+#: What a word supports a hop with when a hop of another relation has read it already.
+REUSED = 0.5
+
+
+@dataclass
+class Scored:
+    """A path (:class:`.paths.Path`) with its score, its hops' phrases and why it scored so."""
+
+    path: object
+    score: float
+    phrases: list[str]
+    why: dict = field(default_factory=dict)
+
+
+@dataclass
+class Request:
+    """What the ranking reads from a request: its words (position, stem) outside the mentions, the word
+    positions of the mentions, the wanted answer classes and the request's vector."""
+
+    words: list[tuple[int, str]]
+    mention_positions: list[tuple[int, int]]
+    wanted: set[str]
+    vector: np.ndarray | None
+    #: Word spans of the wh-word that asks for the answer (none when the request has no wh-word).
+    answer_at: list[tuple[int, int]] = field(default_factory=list)
+    #: Words of this request that mean a relation by the encoder alone (:meth:`.RelationWords.similar`), in
+    #: the shape of :attr:`.RelationWords.related`: ``{relation: {stem: [how, weight, word]}}``.
+    similar: dict[str, dict[str, list]] = field(default_factory=dict)
+    #: The request's words as written, by position (for explanations).
+    surface: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass
+class HopReading:
+    """How one hop was named: its support (0-1), the word positions that named it, what the explanation shows."""
+
+    support: float
+    hits: list[int]
+    shown: dict
+
+
+def hop_support(words: list[tuple[int, str]], stems: set[str], related: dict[str, list], soft: dict[str, float],
+                used: dict[int, frozenset], pair: frozenset, last: bool, phrase: str,
+                surface: dict[int, str]) -> HopReading:
+    """A hop is named by a word of its relation's phrases (support 1), else by the strongest related word
+    (its weight: "dad" names ``parents`` at 0.7). A word a hop of another relation has read already counts
+    :data:`REUSED` ("works" in "works at company" and "works in city" names one of them; "share directors"
+    names both hops there and back, one relation). A wh-word asks for the answer: it names the last hop only."""
+    hits = [pos for pos, s in words if s in stems]
+    fresh = {p for p in hits if used.get(p, pair) == pair}
+    support = (1.0 if fresh else REUSED) if hits else 0.0
+    near = [(related[s][1] * (1.0 if used.get(pos, pair) == pair else REUSED), pos, s) for pos, s in words
+            if s in related and s in soft and (last or related[s][0] != "wh")]
+    weight = max((w for w, _p, _s in near), default=0.0)
+    shown = {"relation": phrase, "how": "exact", "words": [surface.get(p, s) for p, s in words if p in hits]}
+    if weight > support:
+        hits = [pos for w, pos, _s in near if w == weight]
+        support = weight
+        at, best = next((p, s) for w, p, s in near if w == weight)
+        how = related[best][2].partition(" (")[2].rstrip(")")  # "synonym of director"
+        shown = {"relation": phrase, "how": f"{how}, {weight:.2f}", "words": [surface.get(at, best)]}
+    if not hits:
+        shown = {"relation": phrase, "how": "not named", "words": []}
+    return HopReading(support, hits, shown)
+
+
+def further_hop_cost(hop_penalty: float, reading: HopReading, used: dict[int, frozenset]) -> float:
+    """A hop beyond the first costs ``hop_penalty``, less the more a word no earlier hop read names it
+    ("X's dad's offspring" is two hops because "offspring" names the second)."""
+    named = reading.support if reading.hits and not set(reading.hits) & used.keys() else 0.0
+    return hop_penalty * (1.0 - named)
+
+
+def modified_phrase(words: Sequence[tuple[int, str]], adjectives: set[str], all_stems: set[str]) -> set[int]:
+    """Positions of the words after an adjective the path reads as one of its relations (a pertainym: "national"
+    to "country"), up to the next function word or relation word: the noun phrase it modifies.
+
+    >>> sorted(modified_phrase([(0, "which"), (1, "national"), (2, "team"), (3, "play")], {"national"}, {"play"}))
+    [2]
+    """
+    out, after = set(), False
+    for pos, s in sorted(words):
+        if s in FUNCTION_WORDS or s in all_stems:
+            after = False
+        elif after:
+            out.add(pos)
+        if s in adjectives:
+            after = True
+    return out
+
+
+def unread_words(words: Sequence[tuple[int, str]], evidence: set[str], soft: dict[str, float], covered: set[str],
+                 excused: set[int]) -> float:
+    """What the request says that the path does not read: 1 for each word of a relation's own phrases, the
+    weight of each related word (never a word in the noun phrase an adjective the path reads modifies)."""
+    unread = {s: soft[s] for p, s in words if s in soft and s not in evidence and s not in covered and p not in excused}
+    return len(evidence - covered) + sum(unread.values())
+
+
+def hop_order(places: list[tuple[frozenset, list[int]]]) -> int:
+    """Hops named out of order: a hop all of whose words lie answer-side of all words of a later (different)
+    hop ("who directed the films starred by X" starts with starring).
+
+    >>> hop_order([(frozenset({"direct"}), [3]), (frozenset({"star"}), [-2])])
+    1
+    """
+    return sum(1 for i in range(len(places)) for j in range(i + 1, len(places))
+               if places[i][0] != places[j][0] and min(places[i][1]) > max(places[j][1]))
+
+
+def path_similarity(sims: dict[str, float], phrases: list[str]) -> float:
+    """The request's embedding similarity with the path: its least similar hop and the hops' joint phrase."""
+    if not sims:
+        return 0.0
+    return (min(sims[p] for p in phrases) + sims[" ".join(phrases)]) / 2
+
+
+def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[int, int]] = (),
+         prefix: bool = False) -> list[Scored]:
+    """``paths`` (:class:`.paths.Path`) best first, for ``reader`` (:class:`.paths.PathReader`). ``positions``: the
+    word spans of the constant(s) the paths leave (for the hop order); ``prefix``: the paths are beginnings, so
+    neither the answer class nor unread words count."""
+    if not paths:
+        return []
+    vocabulary: RelationWords = reader.words
+    relations = reader.kb.schema.relations
+    phrase_lists = [[reader.phrase(r, f) for r, f in p.steps] for p in paths]
+    sims: dict[str, float] = {}
+    if request.vector is not None:
+        all_phrases = sorted({x for ph in phrase_lists for x in ph} | {" ".join(ph) for ph in phrase_lists})
+        sims = dict(zip(all_phrases, (float(s) for s in vocabulary.vectors(all_phrases) @ request.vector)))
+    spans = list(positions) or request.mention_positions
+    weights = dict(vocabulary.related_weight)
+    for table in request.similar.values():
+        for st, (_how, weight, _word) in table.items():
+            weights[st] = max(weight, weights.get(st, 0.0))
+    out = []
+    for path, phrases in zip(paths, phrase_lists):
+        # The word naming the answer's class names the answer, not a relation: it need not be read, and where the
+        # wh-phrase asks for that class it supports no hop ("which disease" does not support "associated with
+        # disease").
+        own = set() if prefix else reader.label_stems(path.end)
+        asked = own if path.end in request.wanted else set()
+        words = [(pos, s) for pos, s in request.words if s not in asked]
+        evidence = {s for _, s in words if s in vocabulary.all_stems and s not in own}
+        # Words that name no relation but are related to one ("dad" to parents) are weaker evidence.
+        soft = {s: weights[s] for _, s in words if s in weights and s not in own}
+        unsupported, extra, places, covered, read, hops = 0.0, 0.0, [], set(), [], []
+        used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
+        for hop, (rel, forward) in enumerate(path.steps, 1):
+            stems = vocabulary.relation_stems.get(rel, set())
+            related = {**vocabulary.related.get(rel, {}), **request.similar.get(rel, {})}
+            covered |= (stems & evidence) | (soft.keys() & related.keys())
+            pair = frozenset({rel, relations[rel].inverse or rel}) if rel in relations else frozenset({rel})
+            reading = hop_support(words, stems, related, soft, used, pair, hop == len(path.steps),
+                                  reader.phrase(rel, forward), request.surface)
+            read += [related[s][2] for pos, s in words if s in related and s in soft
+                     and (hop == len(path.steps) or related[s][0] != "wh") and related[s][2] not in read]
+            hops.append(reading.shown)
+            if hop > 1:
+                extra += further_hop_cost(reader.hop_penalty, reading, used)
+            used.update((p, pair) for p in reading.hits if p not in used)
+            if reading.hits:
+                unsupported += 1.0 - reading.support
+                # Where the request names the hop: towards the constant (negative) or the answer's wh-word.
+                places.append((frozenset(stems) or frozenset([rel]),
+                               [_distance(p, spans) - _distance(p, request.answer_at) for p in reading.hits]))
+            else:
+                unsupported += 1
+        adjectives = {s for rel, _f in path.steps for s, (how, _w, _t) in vocabulary.related.get(rel, {}).items()
+                      if how == "pertainym" and s in covered}
+        excused = modified_phrase(words, adjectives, vocabulary.all_stems)
+        uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused)
+        inversions = hop_order(places)
+        similarity = path_similarity(sims, phrases)
+        score = -1.0 * unsupported - 1.0 * uncovered - 0.3 * inversions - extra + 0.5 * similarity
+        why = {"unsupported": round(unsupported, 2), "uncovered": round(uncovered, 2), "inversions": inversions,
+               "similarity": round(similarity, 3)}
+        if read:
+            why["related words"] = read
+        why["hops"] = hops
+        out.append(Scored(path, score, phrases, why))
+    out.sort(key=lambda s: (-s.score, len(s.path.steps), s.phrases))
+    if not prefix and request.wanted:
+        typed = [s for s in out if s.path.end in request.wanted]
+        if typed:
+            return typed
+    return out
+
+
+def _distance(position: int, spans: Sequence[tuple[int, int]]) -> int:
+    """Words between ``position`` and the nearest span (0 inside one, or without spans)."""
+    if not spans:
+        return 0
+    return min(start - position if position < start else position - end + 1 if position >= end else 0
+               for start, end in spans)
+

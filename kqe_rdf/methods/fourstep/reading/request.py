@@ -1,0 +1,177 @@
+"""Step 1 of reading: the request around its mentions — its words, the class it asks for, its wh-word.
+
+The mentions (the longest n-grams that name nodes, :meth:`kqe_rdf.kb.linking.Linker.mentions`) are taken
+out; what is left says which relations lead from them to the answer. :class:`RequestReader` reads:
+
+- :meth:`~RequestReader.answer_types`: the class the wh-phrase asks for ("which films", "who", "when"; a
+  wh-word no class cue names asks for what WordNet says it asks for: "whom" → the class labelled person);
+- :meth:`~RequestReader.leading_class` / :meth:`~RequestReader.trailing_class`: the class a noun-phrase
+  request starts or ends with ("movies starring X", "... also wrote movies");
+- :meth:`~RequestReader.request`: the words (position, stem) outside the mentions, with a common word beside
+  a proper name kept as a word ("who is the manager of Kismet", where "manager" is also a tag), and the words
+  only the encoder can read (:meth:`.words.RelationWords.similar`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ....kb.linking import _NEGATION, Mention, singular
+from ...retrieval import STOPWORDS
+from .ranking import Request
+from .words import FUNCTION_WORDS, RelationWords, stem
+
+_ARTICLES = ("the", "a", "an")
+_LIST_GAP = re.compile(r"\x00(?:(?:\s*(?:,|;|\band\b|\bor\b))+\s*\x00)*")
+WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
+#: Words that may stand between a wh-word and the class it asks for ("what are the films").
+QUESTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
+
+
+def is_name(query: str, mention: Mention) -> bool:
+    """Whether a mention is written as a proper name: capitalised ("Kismet", "Nikon D500"), and not only because
+    it starts a sentence (at a sentence start a later word must be capitalised too: "Roberto Benigni")."""
+    before = query[: mention.start].rstrip()
+    if not mention.text[:1].isupper():
+        return False
+    return (bool(before) and before[-1] not in ".!?:;") or any(w[:1].isupper() for w in mention.text.split()[1:])
+
+
+def is_common_word(mention: Mention) -> bool:
+    """A single lower-case word ("together", "heat")."""
+    return mention.text.islower() and " " not in mention.text.strip()
+
+
+
+class RequestReader:
+    """Reads a request around its mentions against one KB's schema (see the module docstring)."""
+
+    def __init__(self, kb, words: RelationWords, schema_words: set[str]) -> None:
+        self.kb = kb
+        self.words = words
+        #: Words of the ontology's class cues and relation phrases: never a request's unknown words.
+        self.schema_words = schema_words
+        #: The classes a wh-word asks for by WordNet ("whom" → the class labelled "person"), where no cue says;
+        #: read from class labels only (an alt label such as "type" has a sense that is a person).
+        self.wh_classes: dict[str, set[str]] = {}
+        from ....kb.lexicon import wh_words
+
+        for cls, term in kb.schema.classes.items():
+            for wh in wh_words(term.label.lower()) if " " not in term.label.strip() else ():
+                self.wh_classes.setdefault(wh, set()).add(cls)
+
+    def read(self, query: str, mentions: Sequence[Mention]) -> Request:
+        """The request around its mentions: the relation is read from what the query says about its positive
+        mentions, so mentions and negated sentences ("D and E were not observed") are taken out."""
+        stripped = query
+        for m in sorted(mentions, key=lambda m: -m.start):
+            stripped = stripped[: m.start] + "\x00" + stripped[m.end :]
+        marked = stripped
+        # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
+        stripped = " ".join(_LIST_GAP.sub("", stripped).split())
+        positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
+        # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
+        # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
+        # does not.
+        wanted = (self.answer_types(stripped, wh_only=True) or self.leading_class(marked)
+                  or self.trailing_class(marked))
+        return self.request(query, mentions, wanted, self.kb.embed_query(positive))
+
+    def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
+        """The class a question asks for: the class word right after its wh-word ("which years",
+        "what genre"), or the wh-word itself ("who", "when"); else (unless ``wh_only``) every class it names."""
+        words = re.findall(r"[a-z0-9]+", query.lower())
+
+        def cue_at(j: int) -> tuple[set[str], int]:
+            for n in (3, 2, 1):
+                found = self.classes_named(" ".join(words[j : j + n]))
+                if found:
+                    return found, n
+            return set(), 1
+
+        def classes_at(i: int, span: int = 3) -> set[str]:
+            """The classes of the last cue in the first run of cue words within ``span`` words of ``i``
+            ("what film genre" → genre, "what kind of film" → genre, "which movies have" → movie)."""
+            found, j = set(), i
+            while j < len(words) and (found or j < i + span):
+                here, n = cue_at(j)
+                if here and 0 < j and words[j - 1] in _ARTICLES and words[j + n :] == ["of"]:
+                    # A relation's noun before a stranded "of" names the relation, not the class asked for
+                    # ("what was E the director of" asks for films; "the genres of the films ..." for genres).
+                    break
+                if not here:
+                    # Only function words may stand between the wh-word and its class ("what are the films");
+                    # another word ends the wh-phrase ("which words describe movie X" asks for no movie).
+                    if found or (j > i and words[j] not in QUESTION_WORDS):
+                        break
+                    j += 1
+                    continue
+                found = here
+                j += n
+            return found
+
+        for i, w in enumerate(words):
+            if w in WH_WORDS:
+                found = classes_at(i, 4)
+                if found:
+                    return found
+        if wh_only:
+            return set()
+        everywhere = set()
+        for i in range(len(words)):
+            everywhere |= classes_at(i, 1)
+        return everywhere
+
+    def classes_named(self, phrase: str) -> set[str]:
+        """The classes a phrase is a cue of ("movies" → Movie), written in the plural or not; a wh-word no cue
+        names asks for the classes WordNet says it asks for ("whom" → person)."""
+        found = {c for c, cs in self.kb.schema.class_cues.items() if phrase in cs or singular(phrase) in cs}
+        return found or set(self.wh_classes.get(phrase, ()))
+
+    def _class_at_edge(self, words: Sequence[str], last: bool) -> set[str]:
+        """The classes the first (or last) one to three of ``words`` name, when other words follow (precede)."""
+        for n in (3, 2, 1):
+            edge = words[-n:] if last else words[:n]
+            if len(words) > n and "\x00" not in edge and (found := self.classes_named(" ".join(edge))):
+                return found
+        return set()
+
+    def leading_class(self, marked: str) -> set[str]:
+        """The classes named by the first words of a request that is a noun phrase ("movies starring X");
+        ``marked`` has its mentions replaced by NUL, so "X film was written by whom" starts with no class."""
+        return self._class_at_edge(re.findall(r"[a-z0-9]+|\x00", marked.lower()), last=False)
+
+    def trailing_class(self, marked: str) -> set[str]:
+        """The classes named by the last words of a request with no wh-word ("the scriptwriter of X also wrote
+        movies"); ``marked`` has its mentions replaced by NUL, so "describe movie X" ends with no class."""
+        words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
+        if any(w in WH_WORDS for w in words):
+            return set()  # "what were the release dates of X directed films" asks for dates, not films
+        return self._class_at_edge(words, last=True)
+
+    def request(self, query: str, mentions: Sequence[Mention], wanted: set[str], vector) -> Request:
+        """The request's words outside the mentions (word position, stem) and the mentions' word spans."""
+        tokens = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"[a-z0-9]+", query.lower())]
+        spans, words = [], []
+        for m in mentions:
+            inside = [i for i, (_w, a, b) in enumerate(tokens) if a >= m.start and b <= m.end]
+            if inside:
+                spans.append((inside[0], inside[-1] + 1))
+        # Beside a proper name, a common word that names a node may still be a relation word ("who is the
+        # manager of Kismet", where "manager" is also a tag): it stays among the words the paths are read from.
+        common = {spans[n] for n, m in enumerate(mentions) if n < len(spans) and is_common_word(m)} \
+            if any(is_name(query, m) for m in mentions) else set()
+        for i, (w, _a, _b) in enumerate(tokens):
+            if not any(a <= i < b for a, b in spans if (a, b) not in common):
+                words.append((i, stem(w)))
+        wh = next(([(i, i + 1)] for i, (w, _a, _b) in enumerate(tokens) if w in WH_WORDS
+                   and not any(a <= i < b for a, b in spans)), [])
+        vocabulary = self.words
+        unknown = [tokens[i][0] for i, s in words if s not in vocabulary.all_stems
+                   and s not in vocabulary.related_weight and s not in FUNCTION_WORDS
+                   and tokens[i][0] not in self.schema_words and tokens[i][0] not in QUESTION_WORDS
+                   and not self.classes_named(tokens[i][0])]
+        return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown),
+                       {i: w for i, (w, _a, _b) in enumerate(tokens)})
+

@@ -1,0 +1,159 @@
+"""Step 2 of reading: which words of a request name which relation, and how surely.
+
+Three sources, strongest first, none of them written for one KB:
+
+1. :func:`label_words`: the words of a relation's ``rdfs:label`` and ``skos:altLabel`` phrases and those of
+   its inverse, matched on their stems (:func:`stem`): "directed", "director", "directs" name ``directed by``.
+2. :func:`wordnet_words`: words WordNet relates to those (:mod:`kqe_rdf.kb.lexicon`): "manager" is a synonym
+   of "director", "dad" is below "parent", "national" pertains to "country", "where" asks for a place.
+3. :meth:`RelationWords.similar`: words of this one request that the encoder places clearly nearest to one
+   relation's phrases ("couple" 0.59 from "spouse"), where neither of the others says anything.
+
+A relation's table maps a word's stem to ``[how, weight, text]`` (``["synonym", 0.8, "manager (synonym of
+director)"]``); the ranking (:mod:`.ranking`) reads the weights, the explanation the texts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ....kb import queries
+from ....kb.lexicon import WEIGHTS
+from ....kb.phrases import stored_phrase_vectors
+
+#: Words of relation phrases and requests that say nothing about which relation is meant.
+FUNCTION_WORDS = frozenset("a an the of by in on at to for with from has have had is are was were be been "
+                           "its it this that which who what s do does did doe".split())
+#: How near a request's word must be to a relation's phrases, and how much nearer than to any other relation's,
+#: to mean it by the encoder alone (all-MiniLM-L6-v2 cosines: unrelated words sit at 0.25-0.45).
+SIMILAR = 0.55
+SIMILAR_MARGIN = 0.1
+
+_WORD = re.compile(r"[a-z0-9]+")
+_SUFFIXES = ("ings", "ing", "ers", "ors", "er", "or", "ed", "en", "es", "s")
+
+
+def stem(word: str) -> str:
+    """A light English stemmer, enough to match relation words across forms: "directed", "director",
+    "directors" → "direct"; "starred", "starring", "stars" → "star"; "written", "writer" → "writ".
+
+    >>> stem("directed") == stem("director") == stem("directs")
+    True
+    """
+    w = word.lower()
+    for suffix in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            break
+    if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
+        w = w[:-1]
+    if len(w) >= 4 and w.endswith("e"):
+        w = w[:-1]
+    return w
+
+
+def phrase_stems(phrase: str) -> set[str]:
+    """The stems of a phrase's words that can name a relation.
+
+    >>> sorted(phrase_stems("directed by"))
+    ['direct']
+    """
+    return {stem(w) for w in _WORD.findall(phrase.lower()) if w not in FUNCTION_WORDS}
+
+
+def ontology_phrases(kb) -> dict[str, set[str]]:
+    """The ontology's phrases per stored relation: its ``rdfs:label`` and ``skos:altLabel`` values
+    (``queries/relation_phrases.rq``)."""
+    phrases: dict[str, set[str]] = {}
+    for row in kb.store.query(queries.load("relation_phrases"), use_default_graph_as_union=True):
+        phrases.setdefault(row["property"].value, set()).add(row["phrase"].value)
+    return phrases
+
+
+def label_words(schema, phrases: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Rule 1. Each relation's phrases: its label and alt labels, and those of its inverse (which direction a
+    request walks is the data's business)."""
+    named: dict[str, set[str]] = {}
+    for iri, rel in schema.relations.items():
+        named[iri] = phrases.get(iri, set()) | {rel.label}
+        if rel.inverse:
+            named[iri] |= phrases.get(rel.inverse, set()) | {schema.label(rel.inverse)}
+    return named
+
+
+_LEXICONS: dict[tuple, dict] = {}
+
+
+def wordnet_words(named: dict[str, set[str]]) -> dict[str, dict[str, list]]:
+    """Rule 2. The WordNet table of :mod:`kqe_rdf.kb.lexicon` for these relation phrases (made once per
+    process): ``{relation: {stem: [how, weight, text]}}``."""
+    key = tuple(sorted((iri, tuple(sorted(ps))) for iri, ps in named.items()))
+    if key not in _LEXICONS:
+        from ....kb.lexicon import build_lexicon
+
+        _LEXICONS[key] = build_lexicon(named, stem, FUNCTION_WORDS)
+    return _LEXICONS[key]
+
+
+class RelationWords:
+    """The words that name each relation of a KB, by the three rules of this module."""
+
+    def __init__(self, kb, phrase_vectors: dict | None = None) -> None:
+        self.kb = kb
+        #: The ontology's own phrases per stored relation (label and alt labels).
+        self.relation_phrases = ontology_phrases(kb)
+        #: Each relation's phrases and its inverse's (rule 1).
+        self.named = label_words(kb.schema, self.relation_phrases)
+        #: Stems naming each relation (rule 1), and all of them.
+        self.relation_stems: dict[str, set[str]] = {iri: set().union(*map(phrase_stems, ps))
+                                                    for iri, ps in self.named.items()}
+        self.all_stems = set().union(*self.relation_stems.values()) if self.relation_stems else set()
+        #: Stems of words related to each relation's words where no relation spells the word itself (rule 2).
+        self.related = {iri: {s: v for s, v in table.items() if s not in self.all_stems}
+                        for iri, table in wordnet_words(self.named).items()}
+        #: The strongest weight each related stem has for any relation.
+        self.related_weight: dict[str, float] = {}
+        for table in self.related.values():
+            for s, (_how, weight, _word) in table.items():
+                self.related_weight[s] = max(weight, self.related_weight.get(s, 0.0))
+        self._phrase_vectors: dict[str, np.ndarray] = phrase_vectors if phrase_vectors is not None else {}
+        self._words: dict[str, np.ndarray] = {}
+
+    def vectors(self, phrases: Sequence[str]) -> np.ndarray:
+        """The encoder's vectors of phrases: those stored with the KB, the rest encoded once per process."""
+        if not self._phrase_vectors:
+            self._phrase_vectors.update(stored_phrase_vectors(self.kb))
+        missing = [p for p in phrases if p not in self._phrase_vectors]
+        if missing:
+            for p, v in zip(missing, self.kb.encoder.encode(missing)):
+                self._phrase_vectors[p] = v
+        return np.stack([self._phrase_vectors[p] for p in phrases])
+
+    def similar(self, words: Iterable[str]) -> dict[str, dict[str, list]]:
+        """Rule 3. Relations that words of a request mean by the encoder, where neither a label nor WordNet
+        says ("kid" is 0.58 from "children"): a word counts for the relation whose phrases it is nearest to
+        when it is near enough (:data:`SIMILAR`) and clearly nearer than to any other (:data:`SIMILAR_MARGIN`)."""
+        words = sorted({w for w in words if len(w) > 2})
+        if not words or not self.named:
+            return {}
+        owners = [(iri, p) for iri, ps in sorted(self.named.items()) for p in sorted(ps)]
+        phrases = self.vectors([p for _i, p in owners])
+        new = [w for w in words if w not in self._words]
+        if new:
+            self._words.update(zip(new, self.kb.encoder.encode(new)))
+        out: dict[str, dict[str, list]] = {}
+        for word in words:
+            best: dict[str, tuple[float, str]] = {}
+            for (iri, phrase), sim in zip(owners, phrases @ self._words[word]):
+                if sim > best.get(iri, (-1.0, ""))[0]:
+                    best[iri] = (float(sim), phrase)
+            ranked = sorted(best.items(), key=lambda kv: -kv[1][0])
+            (iri, (top, phrase)), second = ranked[0], (ranked[1][1][0] if len(ranked) > 1 else 0.0)
+            if top >= SIMILAR and top - second >= SIMILAR_MARGIN:
+                weight = round(min(top, WEIGHTS["synonym"]), 2)
+                out.setdefault(iri, {})[stem(word)] = ["similarity", weight,
+                                                       f"{word} (similarity {top:.2f} to {phrase})"]
+        return out
