@@ -92,7 +92,7 @@ def _importer_help() -> str:
 def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
 
-    Importers: jsonl, rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
+    Importers: jsonl, triples (head<TAB>relation<TAB>tail lines), rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
     citeseer, scifact, passages, primekg.
     """
     from .kb.build import build_kb, embed_kb
@@ -352,7 +352,7 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     """Evaluate retrieval methods on a QUERYSET read from PATHS (STaRK and TREC metrics).
 
     \b
-    Query sets: stark CSV [SPLIT_INDEX]; trec TOPICS QRELS; metaqa QUESTIONS;
+    Query sets: stark CSV [SPLIT_INDEX]; trec TOPICS QRELS; metaqa QUESTIONS; irn QUESTIONS (IRN: question, answer, path, answers);
     phenopackets CASES.jsonl[.gz]; scifact CLAIMS QRELS.
     """
     from .evaluation.runner import evaluate

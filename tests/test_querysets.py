@@ -36,10 +36,10 @@ def write(path: Path, text: str) -> Path:
 
 
 def test_every_loader_is_registered_by_name_with_a_one_line_docstring() -> None:
-    assert set(LOADERS) == {"stark", "trec", "metaqa", "phenopackets", "scifact"}
+    assert set(LOADERS) == {"stark", "trec", "metaqa", "irn", "phenopackets", "scifact"}
     for loader in LOADERS.values():
         assert loader.__doc__ and "\n" not in loader.__doc__.strip()
-    with pytest.raises(InputError, match="no query set loader named 'nope'; available: metaqa"):
+    with pytest.raises(InputError, match="no query set loader named 'nope'; available: irn, metaqa"):
         load("nope")
 
 

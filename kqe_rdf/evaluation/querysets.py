@@ -200,6 +200,43 @@ def load_metaqa(*paths: Path, limit: int | None = None) -> QuerySet:
     return result
 
 
+def load_irn(*paths: Path, limit: int | None = None) -> QuerySet:
+    """IRN ``question<TAB>answer<TAB>path<TAB>a1/a2/...`` lines; every listed answer counts; facets: path, relations."""
+    # IRN (Zhou et al. 2018: PathQuestion, WC2014); more columns may follow. The gold path (``h#r#t#...``, several
+    # joined by ``*`` for constraints on one answer) is for reports only, never shown to a method.
+    if not paths:
+        raise InputError("irn needs at least one questions file")
+    result = QuerySet("irn " + " + ".join(Path(p).name for p in paths))
+    for path in paths:
+        name, lines = source_lines(Path(path))
+        stem = Path(path).name.split(".")[0]
+        for number, line in enumerate(lines, start=1):
+            if result.full(limit):
+                return result
+            if not line.strip():
+                continue
+            columns = line.rstrip("\r\n").split("\t")
+            where = f"{name}:{number}"
+            if len(columns) < 4 or not columns[0].strip():
+                raise InputError("expected 'question<TAB>answer<TAB>path<TAB>answer1/answer2/...'", where)
+            answers = {a.strip(): 1 for a in columns[3].split("/") if a.strip()}
+            if not answers and columns[1].strip():
+                answers = {columns[1].strip(): 1}
+            if not answers:
+                result.skip("no answers")
+                continue
+            chains = [c for c in columns[2].split("*") if c.strip()]
+            relations = [r for chain in chains for r in chain.split("#")[1::2] if r and r != "<end>"]
+            facets = {"path": " / ".join(relations), "relations": f"{len(relations)}-relation"}
+            if len(chains) > 1:
+                facets["constraints"] = f"{len(chains)} constraints"
+            qid = f"{stem}-{number}" if len(paths) > 1 else str(number)
+            result.check_new(qid, where)
+            text = " ".join(columns[0].split())
+            result.queries.append(EvalQuery(qid, text, answers, None, facets))
+    return result
+
+
 # ---------------------------------------------------------------- phenopackets
 
 #: At most this many excluded phenotypes are listed, so long negative lists do not swamp the question.
@@ -302,6 +339,7 @@ LOADERS: dict[str, Callable[..., QuerySet]] = {
     "stark": load_stark,
     "trec": load_trec,
     "metaqa": load_metaqa,
+    "irn": load_irn,
     "phenopackets": load_phenopackets,
     "scifact": load_scifact,
 }

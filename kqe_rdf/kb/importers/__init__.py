@@ -21,6 +21,7 @@ from ...core.resources import ontology_path
 
 IMPORTERS: dict[str, str] = {
     "jsonl": "kqe_rdf.kb.importers.jsonl:JsonlImporter",
+    "triples": "kqe_rdf.kb.importers.triples:TriplesImporter",
     "rdf": "kqe_rdf.kb.importers.rdf:RdfImporter",
     "bio": "kqe_rdf.kb.importers.bio:BioImporter",
     "metaqa": "kqe_rdf.kb.importers.metaqa:MetaQAImporter",

@@ -188,6 +188,13 @@ class JsonlImporter(Importer):
             self._generated = self._generate_ontology()
         return [ontology_path("kqe"), self._generated]
 
+    def inverse_relations(self) -> dict[str, str]:
+        """Relations declared ``owl:inverseOf`` another, whose edges the file does not store (none here)."""
+        return {}
+
+    def inverse_label(self, relation: str) -> str:
+        return readable(relation)
+
     def _generate_ontology(self) -> Path:
         ns = f"https://w3id.org/kqe/{self.domain}#"
         types: dict[str, str] = {}
@@ -229,6 +236,16 @@ class JsonlImporter(Importer):
                 triples.append(Triple(iri, NamedNode(RDFS + "domain"), NamedNode(ns + dom)))
             if rng:
                 triples.append(Triple(iri, NamedNode(RDFS + "range"), NamedNode(ns + rng)))
+        for inverse, rel in sorted(self.inverse_relations().items()):
+            iri = NamedNode(ns + inverse)
+            triples += [Triple(iri, a, NamedNode(OWL + "ObjectProperty")), Triple(iri, sub, NamedNode(KQE + "relation")),
+                        Triple(iri, NamedNode(OWL + "inverseOf"), NamedNode(ns + rel)),
+                        Triple(iri, label, Literal(self.inverse_label(inverse)))]
+            dom, rng = relations.get(rel, ("", ""))
+            if rng:
+                triples.append(Triple(iri, NamedNode(RDFS + "domain"), NamedNode(ns + rng)))
+            if dom:
+                triples.append(Triple(iri, NamedNode(RDFS + "range"), NamedNode(ns + dom)))
         folder = tempfile.mkdtemp(prefix="kqe-jsonl-")
         weakref.finalize(self, shutil.rmtree, folder, True)  # a build copies the file into the KB
         path = Path(folder) / f"{self.domain}.ttl"

@@ -115,10 +115,12 @@ def modified_phrase(words: Sequence[tuple[int, str]], adjectives: set[str], all_
 
 
 def unread_words(words: Sequence[tuple[int, str]], evidence: set[str], soft: dict[str, float], covered: set[str],
-                 excused: set[int]) -> float:
+                 excused: set[int], asking: frozenset[str] = frozenset()) -> float:
     """What the request says that the path does not read: 1 for each word of a relation's own phrases, the
-    weight of each related word (never a word in the noun phrase an adjective the path reads modifies)."""
-    unread = {s: soft[s] for p, s in words if s in soft and s not in evidence and s not in covered and p not in excused}
+    weight of each related word (never a word in the noun phrase an adjective the path reads modifies), and 1
+    for a wh-word (``asking``) that asks for what no hop of the path is ("where" after a path to a club)."""
+    unread = {s: (1.0 if s in asking else soft[s]) for p, s in words
+              if s in soft and s not in evidence and s not in covered and p not in excused}
     return len(evidence - covered) + sum(unread.values())
 
 
@@ -159,6 +161,9 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
     for table in request.similar.values():
         for st, (_how, weight, _word) in table.items():
             weights[st] = max(weight, weights.get(st, 0.0))
+    # The request's wh-words that WordNet relates to some relation's kind ("where" to a relation of places).
+    asking = frozenset(s for _p, s in request.words
+                       if any(table.get(s, ("",))[0] == "wh" for table in vocabulary.related.values()))
     out = []
     for path, phrases in zip(paths, phrase_lists):
         # The word naming the answer's class names the answer, not a relation: it need not be read, and where the
@@ -195,7 +200,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         adjectives = {s for rel, _f in path.steps for s, (how, _w, _t) in vocabulary.related.get(rel, {}).items()
                       if how == "pertainym" and s in covered}
         excused = modified_phrase(words, adjectives, vocabulary.all_stems)
-        uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused)
+        uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused, asking)
         inversions = hop_order(places)
         similarity = path_similarity(sims, phrases)
         score = -1.0 * unsupported - 1.0 * uncovered - 0.3 * inversions - extra + 0.5 * similarity
