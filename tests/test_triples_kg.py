@@ -122,3 +122,37 @@ def test_build_and_eval_as_a_user_runs_them(kg, tmp_path):
     result = json.loads(done.stdout)
     metrics = result["results"]
     assert [m["Hit@1"] for m in metrics] == [1.0], metrics
+
+
+PLAIN = """<http://ex.org/ann> <http://www.w3.org/2000/01/rdf-schema#label> "Ann Smith" .
+<http://ex.org/bob> <http://www.w3.org/2000/01/rdf-schema#label> "Bob Smith" .
+<http://ex.org/carl> <http://www.w3.org/2000/01/rdf-schema#label> "Carl Jones" .
+<http://ex.org/lyon> <http://www.w3.org/2000/01/rdf-schema#label> "Lyon" .
+<http://ex.org/ann> <http://ex.org/vocab/parent> <http://ex.org/bob> .
+<http://ex.org/ann> <http://ex.org/vocab/spouse> <http://ex.org/carl> .
+<http://ex.org/carl> <http://ex.org/vocab/placeOfBirth> <http://ex.org/lyon> .
+"""
+
+
+def test_plain_rdf_without_classes_has_relations_and_is_read(tmp_path):
+    """Issue 23, item 2: nodes with labels and object properties but no rdf:type get the default class."""
+    from kqe_rdf.kb.importers.rdf import RdfImporter
+    from kqe_rdf.methods.fourstep.reading import OfflineTriplets
+
+    (tmp_path / "people.nt").write_text(PLAIN)
+    manifest = build_kb(RdfImporter([tmp_path / "people.nt"]), tmp_path / "kb")
+    assert manifest["counts"]["edges"] == 3
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    assert [local for local, _n in kb.info()["types"]] == ["entity"]
+    reading = OfflineTriplets(kb)("where was Ann Smith's husband born")
+    assert [t.relation.rsplit("/", 1)[-1] for t in reading.triplets] == ["spouse", "placeOfBirth"]
+
+
+def test_gold_answers_written_as_names_resolve_on_a_kb_whose_ids_are_iris(tmp_path):
+    from kqe_rdf.kb.importers.rdf import RdfImporter
+
+    (tmp_path / "people.nt").write_text(PLAIN)
+    build_kb(RdfImporter([tmp_path / "people.nt"]), tmp_path / "kb")
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    assert kb.resolve_identifiers({"Lyon"}) == {}
+    assert kb.resolve_identifiers({"Lyon"}, by_name=True) == {"Lyon": ["http://ex.org/lyon"]}

@@ -46,6 +46,8 @@ class QuerySet:
     name: str
     queries: list[EvalQuery] = field(default_factory=list)
     skipped: dict[str, int] = field(default_factory=dict)
+    #: Gold answers are written as names (MetaQA, IRN): one no node has as its id is looked up by exact name.
+    answers_are_names: bool = False
     _seen: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -175,7 +177,7 @@ def load_metaqa(*paths: Path, limit: int | None = None) -> QuerySet:
     hops = [next((f"{m.group(1)}-hop" for part in reversed(Path(p).parts) if (m := _HOP.search(part))), None)
             for p in paths]
     labels = [hop or Path(path).name for hop, path in zip(hops, paths)]
-    result = QuerySet("metaqa" if hops == [None] else "metaqa " + " + ".join(labels))
+    result = QuerySet("metaqa" if hops == [None] else "metaqa " + " + ".join(labels), answers_are_names=True)
     for path, hop, label in zip(paths, hops, labels):
         name, lines = source_lines(Path(path))
         for number, line in enumerate(lines, start=1):
@@ -206,7 +208,7 @@ def load_irn(*paths: Path, limit: int | None = None) -> QuerySet:
     # joined by ``*`` for constraints on one answer) is for reports only, never shown to a method.
     if not paths:
         raise InputError("irn needs at least one questions file")
-    result = QuerySet("irn " + " + ".join(Path(p).name for p in paths))
+    result = QuerySet("irn " + " + ".join(Path(p).name for p in paths), answers_are_names=True)
     for path in paths:
         name, lines = source_lines(Path(path))
         stem = Path(path).name.split(".")[0]

@@ -73,7 +73,7 @@ def gold_qrels(kb, queryset: QuerySet, resolved: dict[str, list[str]] | None = N
                ) -> tuple[dict[str, dict[str, int]], int]:
     """``{qid: {node IRI: relevance}}`` and the number of gold ids the KB does not have."""
     if resolved is None:
-        resolved = kb.resolve_identifiers({doc for q in queryset for doc in q.answers})
+        resolved = kb.resolve_identifiers({doc for q in queryset for doc in q.answers}, queryset.answers_are_names)
     qrels: dict[str, dict[str, int]] = {}
     missing = 0
     for q in queryset:
@@ -103,7 +103,7 @@ def evaluate(
     run_dir: Path | None = None,
 ) -> Evaluation:
     progress = progress or Progress.quiet()
-    resolved = kb.resolve_identifiers({doc for q in queryset for doc in q.answers})
+    resolved = kb.resolve_identifiers({doc for q in queryset for doc in q.answers}, queryset.answers_are_names)
     qrels, unresolved = gold_qrels(kb, queryset, resolved)
     # A query whose gold is absent from the KB still counts: give it an unmatchable gold id.
     scored_qrels = {qid: (judged or {f"urn:kqe:absent:{qid}": max(rel, 1)}) for qid, judged in qrels.items()}

@@ -260,6 +260,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             import_seconds = time.perf_counter() - started - load_seconds
             relation_counts = {r["relation"].value: int(r["count"].value) for r in
                                store.query(queries.load("count_edges_by_relation"), use_default_graph_as_union=True)}
+            report.edges = report.edges or sum(relation_counts.values())  # raw RDF: its edges are counted here
             tables = GraphTables.from_store(store, store_schema, importer.extra_text_properties)
             edges_of = None
         t0 = time.perf_counter()

@@ -186,12 +186,19 @@ class KnowledgeBase:
             out |= self.schema.subclasses(self.schema.node_class(name).iri)
         return out
 
-    def resolve_identifiers(self, identifiers: Iterable[str]) -> dict[str, list[str]]:
-        """Source ids (or cross-references) → node IRIs; unknown ids are absent from the result."""
-        ids = sorted(set(identifiers))
+    def resolve_identifiers(self, identifiers: Iterable[str], by_name: bool = False) -> dict[str, list[str]]:
+        """Source ids (or cross-references) → node IRIs; unknown ids are absent from the result. With ``by_name``
+        an id no node has is looked up as a node's exact name (QA sets that write answers as names)."""
+        out = self._nodes_by("nodes_by_identifier", identifiers)
+        if by_name:
+            out.update(self._nodes_by("nodes_by_name", set(identifiers) - out.keys()))
+        return out
+
+    def _nodes_by(self, query: str, keys: Iterable[str]) -> dict[str, list[str]]:
+        ids = sorted(set(keys))
         out: dict[str, list[str]] = {}
         for start in range(0, len(ids), 5000):
-            q = queries.with_values(queries.load("nodes_by_identifier"), id=[Literal(i) for i in ids[start:start + 5000]])
+            q = queries.with_values(queries.load(query), id=[Literal(i) for i in ids[start:start + 5000]])
             for row in self.store.query(q, use_default_graph_as_union=True):
                 out.setdefault(row["id"].value, []).append(row["node"].value)
         return out

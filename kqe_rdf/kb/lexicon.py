@@ -12,6 +12,8 @@ lists for each relation the words related to its own words, each with how it is 
 - ``narrower`` (0.7): a lemma up to two levels below one of the word's three commonest senses ("parent" → "father", "dad");
 - ``broader`` (0.7): a lemma one level above a noun sense ("child" → "offspring", "genre" → "kind");
 - ``attribute`` (0.7): an adjective that is a value of a noun sense ("age" → "old", "gender" → "male");
+- ``kind`` (0.5): a word for what the word, or the doer of a verb, is a kind of at any level ("director" is a
+  person: "which person directed X");
 - ``wh`` (0.6): the wh-word that asks for what the word is a kind of ("country" is a location: "where";
   "year" a time period: "when"; "player" a person: "who").
 
@@ -32,7 +34,7 @@ from pathlib import Path
 LEXICON = "lexicon.json"
 #: Where Debian's ``wordnet-base`` puts the WordNet 3.0 database (``$KQE_WORDNET`` overrides it).
 WORDNET_DIRS = ("/usr/share/wordnet",)
-WEIGHTS = {"synonym": 0.8, "derived": 0.8, "pertainym": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6}
+WEIGHTS = {"synonym": 0.8, "derived": 0.8, "pertainym": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6, "kind": 0.5}
 #: Verbs so general that their senses reach half the dictionary: never read as naming a relation.
 LIGHT_WORDS = frozenset("be is are was were been have has had do does did get make take give go put set come "
                         "let keep seem become use one thing entity object whole".split())
@@ -223,6 +225,32 @@ def _named_senses(wn: WordNet, names: Iterable[str]) -> set[tuple[str, int]]:
     return out
 
 
+#: Kinds so general that every word is one ("entity", "object", "whole"): never read as naming a relation.
+_TOO_GENERAL = 4
+
+
+def kinds(word: str, wn: WordNet | None = None) -> set[str]:
+    """Single-word lemmas above a noun's two commonest senses, except the most general levels ("director" →
+    "person", "supervisor", "leader"...)."""
+    wn = wn or wordnet()
+    base = wn.morphy(word, "n") if wn is not None else None
+    if base is None:
+        return set()
+    out = set()
+    for sense in wn.senses(base, "n")[:2]:
+        for path in _hypernym_paths(wn, sense):
+            out |= {w for s in path[_TOO_GENERAL:] for w in _lemmas(wn, s)}
+    return out - {word}
+
+
+def _hypernym_paths(wn: WordNet, sense: tuple[str, int]) -> list[list[tuple[str, int]]]:
+    """Paths from the root down to ``sense`` (WordNet's ``hypernym_paths``)."""
+    ups = wn.related(*sense, "hypernym")
+    if not ups:
+        return [[sense]]
+    return [path + [sense] for up in ups for path in _hypernym_paths(wn, up)]
+
+
 def wh_words(word: str, wn: WordNet | None = None) -> set[str]:
     """The wh-words that ask for a kind ``word`` names ("country" → where, "year" → when).
 
@@ -241,6 +269,29 @@ def wh_words(word: str, wn: WordNet | None = None) -> set[str]:
     return {wh for wh, kinds in WH_SENSES.items() if above & _named_senses(wn, kinds)}
 
 
+_AGENT = ("er", "or", "ist", "ant", "ent")
+
+
+def agent_nouns(word: str, wn: WordNet | None = None) -> list[str]:
+    """Nouns WordNet derives from a verb that name its doer ("direct" → "director", "play" → "player").
+
+    >>> "director" in agent_nouns("directed")
+    True
+    """
+    wn = wn or wordnet()
+    base = wn.morphy(word, "v") if wn is not None else None
+    if base is None:
+        return []
+    out = set()
+    for sense in wn.senses(base, "v")[:BROAD_SENSES]:
+        for kind, p, o, _source, target in wn.sense(*sense)[1]:
+            if kind == "derived" and p == "n":
+                lemmas = wn.sense(p, o)[0]
+                if target and target <= len(lemmas) and lemmas[target - 1].endswith(_AGENT):
+                    out.add(lemmas[target - 1])
+    return sorted(out)
+
+
 def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterable[str] = ()) -> dict:
     """``{relation: {stem: [how, weight, word]}}`` for each relation's phrases (its label, alt labels and its
     inverse's), keeping only what the phrases do not already spell; ``stem`` is the reader's stemmer."""
@@ -256,7 +307,13 @@ def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterab
         table: dict[str, list] = {}
         for word in sorted(words):
             found = {w: hw for w, hw in related_words(word, wn).items()}
-            found.update({wh: ("wh", WEIGHTS["wh"]) for wh in wh_words(word, wn)})
+            # what the word is a kind of, or, for an inflected verb, what its doer is ("directed" → "director",
+            # a person: "who")
+            agents = [word] + (agent_nouns(word, wn) if wn.morphy(word, "v") not in (None, word) else [])
+            for kind in (k for agent in agents for k in kinds(agent, wn)):
+                if kind not in found:
+                    found[kind] = ("kind", WEIGHTS["kind"])
+            found.update({wh: ("wh", WEIGHTS["wh"]) for agent in agents for wh in wh_words(agent, wn)})
             for w, (how, weight) in found.items():
                 s = stem(w)
                 if s not in own and s not in light and weight > (table.get(s) or [None, 0.0])[1]:

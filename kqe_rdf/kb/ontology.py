@@ -31,6 +31,15 @@ def local_name(iri: str) -> str:
     return iri.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
 
 
+def readable(name: str) -> str:
+    """A name as words, for a relation the source gives no label (``hasBrand`` / ``has_brand`` → ``has brand``).
+
+    >>> readable("placeOfBirth")
+    'place of birth'
+    """
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").strip().lower()
+
+
 @dataclass(frozen=True)
 class Term:
     iri: str
@@ -106,7 +115,7 @@ class Schema:
                 continue
             schema.relations[iri] = Relation(
                 iri,
-                text(row["label"]) or local_name(iri),
+                text(row["label"]) or readable(local_name(iri)),
                 text(row["comment"]),
                 domain=text(row["domain"]) or None,
                 range=text(row["range"]) or None,

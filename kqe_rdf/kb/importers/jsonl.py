@@ -27,6 +27,7 @@ from pathlib import Path
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
 from ...core.errors import InputError
+from ..ontology import readable
 from ..records import Edge, ImportReport, Node
 from ...core.resources import ontology_path
 from . import Importer
@@ -55,9 +56,6 @@ OWL = "http://www.w3.org/2002/07/owl#"
 KQE = "https://w3id.org/kqe/core#"
 
 
-def readable(name: str) -> str:
-    """``hasBrand`` / ``has_brand`` → ``has brand``."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").strip().lower()
 
 
 _NAME = re.compile(r"[\w.-]+")

@@ -24,7 +24,7 @@ from ....kb.ontology import local_name
 from ..triplets import End, Triplet, TripletQuery
 from .paths import PathReader
 from .ranking import Request, Scored
-from .request import RequestReader, is_common_word, is_name
+from .request import RequestReader, is_common_word, is_name, names_the_asked_kind
 
 
 def _own_note(mention: Mention, scored: Scored) -> str:
@@ -86,7 +86,8 @@ class OfflineTriplets:
         return self.requests.classes_named(phrase)
 
     def __call__(self, query: str) -> TripletQuery:
-        mentions = self.linker.mentions(query, skip_words=self.schema_words)
+        mentions = [m for m in self.linker.mentions(query, skip_words=self.schema_words)
+                    if not names_the_asked_kind(query, m)]
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
         request = self._request(query, mentions)
@@ -235,7 +236,7 @@ class OfflineTriplets:
             if not any(s in self.reader.words.all_stems for _p, s in words):
                 continue
             local = Request(words, [spans[n]], {answer_type}, request.vector, request.answer_at, request.similar,
-                            request.surface)
+                            request.surface, request.kinds)
             nodes = [c.iri for c in mentions[n].candidates]
             types = {t for c in mentions[n].candidates for t in self.linker.index.types.get(c.iri, ())}
             scored = [s for s in self.reader.rank(self.reader.enumerate(nodes, types, local, [spans[n]]), local,

@@ -53,6 +53,9 @@ class Request:
     similar: dict[str, dict[str, list]] = field(default_factory=dict)
     #: The request's words as written, by position (for explanations).
     surface: dict[int, str] = field(default_factory=dict)
+    #: Positions of words that say what kind of thing the answer or a constant is ("which films", "the film X"):
+    #: they may name a hop, and cost nothing when none does.
+    kinds: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -115,11 +118,13 @@ def modified_phrase(words: Sequence[tuple[int, str]], adjectives: set[str], all_
 
 
 def unread_words(words: Sequence[tuple[int, str]], evidence: set[str], soft: dict[str, float], covered: set[str],
-                 excused: set[int], asking: frozenset[str] = frozenset()) -> float:
+                 excused: set[int], asking: frozenset[str] = frozenset(), kinds: set[int] = frozenset()) -> float:
     """What the request says that the path does not read: 1 for each word of a relation's own phrases, the
-    weight of each related word (never a word in the noun phrase an adjective the path reads modifies), and 1
-    for a wh-word (``asking``) that asks for what no hop of the path is ("where" after a path to a club)."""
-    unread = {s: (1.0 if s in asking else soft[s]) for p, s in words
+    weight of each related word (never a word in the noun phrase an adjective the path reads modifies; half
+    for a word that says what kind of thing is asked for, ``kinds``: "what faith" may name the relation, "what
+    film" need not), and 1 for a wh-word (``asking``) that asks for what no hop of the path is ("where" after a
+    path to a club)."""
+    unread = {s: (1.0 if s in asking else soft[s] / 2 if p in kinds else soft[s]) for p, s in words
               if s in soft and s not in evidence and s not in covered and p not in excused}
     return len(evidence - covered) + sum(unread.values())
 
@@ -200,7 +205,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         adjectives = {s for rel, _f in path.steps for s, (how, _w, _t) in vocabulary.related.get(rel, {}).items()
                       if how == "pertainym" and s in covered}
         excused = modified_phrase(words, adjectives, vocabulary.all_stems)
-        uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused, asking)
+        uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused, asking, request.kinds)
         inversions = hop_order(places)
         similarity = path_similarity(sims, phrases)
         score = -1.0 * unsupported - 1.0 * uncovered - 0.3 * inversions - extra + 0.5 * similarity

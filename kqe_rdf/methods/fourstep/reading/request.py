@@ -44,6 +44,43 @@ def is_common_word(mention: Mention) -> bool:
 
 
 
+_ASKED = re.compile(r"\b(?:which|what)(?:\s+(?:is|are|was|were))?(?:\s+(?:a|an|the|some))?\s+$", re.I)
+_BEFORE_NAME = re.compile(r"^\s+[A-Z0-9]")
+
+
+def names_the_asked_kind(query: str, mention: Mention) -> bool:
+    """Whether a lower-case noun is the kind of thing asked for or named, not a constant: the noun after
+    "which"/"what" ("which films are about X", "what is a film directed by X") or a noun in apposition to a
+    name right after it ("the film Dream Demon"), even when a node happens to be called so (a tag "film").
+
+    >>> from kqe_rdf.kb.linking import Mention
+    >>> names_the_asked_kind("which films are about war", Mention("films", 6, 11, ()))
+    True
+    >>> names_the_asked_kind("who directed the film Dream Demon", Mention("film", 17, 21, ()))
+    True
+    >>> names_the_asked_kind("which Nikon lenses fit", Mention("Nikon", 6, 11, ()))
+    False
+    >>> names_the_asked_kind("what is the primary language of X", Mention("primary", 12, 19, ()))
+    False
+    """
+    if mention.text != mention.text.lower() or " " in mention.text.strip() or not _is_noun(mention.text.strip()):
+        return False
+    if _BEFORE_NAME.match(query[mention.end:]):
+        return True
+    if not _ASKED.search(query[: mention.start]):
+        return False
+    # "what is the primary language": a word before a noun modifies it; the noun is what is asked for.
+    following = re.match(r"\s*([a-z]+)", query[mention.end:])
+    return following is None or following.group(1) in QUESTION_WORDS or not _is_noun(following.group(1))
+
+
+def _is_noun(word: str) -> bool:
+    from ....kb.lexicon import wordnet
+
+    wn = wordnet()
+    return wn is not None and wn.morphy(word, "n") is not None
+
+
 class RequestReader:
     """Reads a request around its mentions against one KB's schema (see the module docstring)."""
 
@@ -172,6 +209,10 @@ class RequestReader:
                    and s not in vocabulary.related_weight and s not in FUNCTION_WORDS
                    and tokens[i][0] not in self.schema_words and tokens[i][0] not in QUESTION_WORDS
                    and not self.classes_named(tokens[i][0])]
+        # Words that say what kind of thing the answer or a constant is ("what is a film directed by X", "the
+        # film X") may name a relation ("what type of film") but cost nothing when no hop reads them.
+        query_tokens = [(query[a:b], a, b) for _w, a, b in tokens]
+        kinds = {i for i, (w, a, b) in enumerate(query_tokens) if names_the_asked_kind(query, Mention(w, a, b, ()))}
         return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown),
-                       {i: w for i, (w, _a, _b) in enumerate(tokens)})
+                       {i: w for i, (w, _a, _b) in enumerate(tokens)}, kinds)
 
