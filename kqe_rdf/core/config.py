@@ -133,6 +133,10 @@ class Settings:
     server_service_allow: str = ""
     #: The base IRI relative IRIs in a query or update resolve against; empty: the request's URL at the endpoint.
     server_base_iri: str = ""
+    #: Whether a query without a dataset (no FROM, no default-graph-uri) sees every graph as its default graph
+    #: (the KB's graphs together); off: only the store's default graph, as `oxigraph serve` without
+    #: --union-default-graph (what the W3C test suites expect).
+    server_union_default_graph: bool = True
     #: Size limits on every SPARQL query and update (server /sparql, /query, /update and `kqe-rdf sparql`),
     #: checked on the text's code (strings and comments aside) before Oxigraph sees it: pyoxigraph parses and
     #: evaluates recursively, and a few KB of nesting overflow its native stack and kill the process. Measured

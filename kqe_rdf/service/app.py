@@ -199,7 +199,6 @@ def service_description(request, params, kb, settings):
     me, dataset, graph = NamedNode(endpoint), BlankNode(), BlankNode()
     triples = [Triple(me, rdf_type, NamedNode(sd + "Service")), Triple(me, NamedNode(sd + "endpoint"), me),
                Triple(me, NamedNode(sd + "supportedLanguage"), NamedNode(sd + "SPARQL11Query")),
-               Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "UnionDefaultGraph")),
                Triple(me, NamedNode(sd + "defaultDataset"), dataset),
                Triple(dataset, rdf_type, NamedNode(sd + "Dataset")),
                Triple(dataset, NamedNode(sd + "defaultGraph"), graph),
@@ -207,6 +206,8 @@ def service_description(request, params, kb, settings):
                Triple(me, NamedNode(PREFIXES["dcterms"] + "description"),
                       Literal("kqe-rdf knowledge service over " + kb.path.name + "; SERVICE <urn:kqe:search> "
                               "generates candidates by text or vector search"))]
+    if settings.server_union_default_graph:
+        triples.append(Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "UnionDefaultGraph")))
     if settings.server_update_token:
         triples.append(Triple(me, NamedNode(sd + "supportedLanguage"), NamedNode(sd + "SPARQL11Update")))
     if allowed_endpoints(settings.server_service_allow):

@@ -128,7 +128,7 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     with naming("query"):
         prepared = context.prepare(payload["query"])
         run = functools.partial(execute, kb, prepared, context.functions, payload["defaults"], payload["named"],
-                                payload.get("base"))
+                                payload.get("base"), settings.server_union_default_graph)
         result = run()
     failure = None
     try:

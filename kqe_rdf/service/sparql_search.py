@@ -294,17 +294,17 @@ class SearchFunctions:
 
 
 def execute(kb, prepared: Prepared, functions: SearchFunctions, default_graphs: list[str] | None = None,
-            named_graphs: list[str] | None = None, base_iri: str | None = None):
+            named_graphs: list[str] | None = None, base_iri: str | None = None, union: bool = True):
     """Run a prepared query on the KB's store with the search functions; readable errors.
 
     The dataset is the protocol's graphs if given, else the query's ``FROM`` / ``FROM NAMED``, else every graph
-    as the default graph. Relative IRIs resolve against ``base_iri`` (the request's URL at the endpoint).
+    as the default graph (``union``; else the store's default graph). Relative IRIs resolve against ``base_iri``.
     """
     options: dict = {"prefixes": kb.prefixes, "custom_functions": functions.functions, "base_iri": base_iri}
     if default_graphs or named_graphs:
         options["default_graph"] = [NamedNode(g) for g in default_graphs or []] or None
         options["named_graphs"] = [NamedNode(g) for g in named_graphs or []] or None
-    elif not prepared.dataset:
+    elif union and not prepared.dataset:
         options["use_default_graph_as_union"] = True
     try:
         return kb.store.query(prepared.text, **options)
