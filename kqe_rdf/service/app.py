@@ -171,9 +171,10 @@ def _sparql_endpoint(kb, settings, pool, cache):
             key = (query, accept, tuple(defaults), tuple(named), base)
             rendered = cache.get(key) if cache is not None else None
             if rendered is None:
+                began = cache.identity if cache is not None else None  # the KB the answer will be computed on
                 rendered = Rendered(**await pool.run(client_of(request), "sparql", payload))
                 if cache is not None:
-                    cache.put(key, rendered)
+                    cache.put(key, rendered, began)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable answer
             return error(exc, as_json=False)
         headers = {"Vary": "Accept"}
@@ -422,6 +423,19 @@ def header_timeout_protocol(timeout: float):
     return HeaderTimeoutProtocol
 
 
+def check_writable(kb_path: Path) -> None:
+    """Refuse at once, in one line, a KB whose store another process writes (another ``serve --update-token``):
+    found later, in the first worker, it would surface as uvicorn's startup traceback."""
+    from pyoxigraph import Store
+
+    try:
+        store = Store(str(Path(kb_path) / "store"))
+    except OSError as exc:
+        raise KqeError(f"cannot open {Path(kb_path) / 'store'} for updates: another process writes it (is another "
+                       f"`kqe-rdf serve --update-token` running on this KB?): {exc}") from None
+    del store  # closed: the worker opens it for writing
+
+
 def uvicorn_config(app, settings, **options):
     """How ``kqe-rdf serve`` runs the app: uvloop and httptools, header deadlines, graceful shutdown."""
     import uvicorn
@@ -436,5 +450,8 @@ def uvicorn_config(app, settings, **options):
 def serve(kb, settings) -> None:
     """Run the app with uvicorn until interrupted (SIGINT/SIGTERM finish open requests first)."""
     import uvicorn
+
+    if settings.server_update_token and not settings.store_endpoint:
+        check_writable(kb.path)
 
     uvicorn.Server(uvicorn_config(create_app(kb, settings), settings)).run()

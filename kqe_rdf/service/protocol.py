@@ -255,9 +255,12 @@ class ResultCache:
         self.entries.move_to_end(key)
         return found[0]
 
-    def put(self, key: tuple, rendered: Rendered) -> None:
+    def put(self, key: tuple, rendered: Rendered, identity: tuple[int, int] | None) -> None:
+        """Keep an answer computed on the KB ``identity`` (the cache's when the request began): not if the KB was
+        rebuilt since, or the answer of the old KB would be served for the new one."""
         cost = len(rendered.body) + sum(map(len, key[:2])) + 200
-        if not rendered.repeatable or cost > self.budget // 16:
+        if not rendered.repeatable or cost > self.budget // 16 or identity != self.identity \
+                or identity != self._identity():
             return
         old = self.entries.pop(key, None)
         if old is not None:
