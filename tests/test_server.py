@@ -255,6 +255,19 @@ def test_relative_iris_resolve_against_the_endpoint_url_or_the_configured_base(c
         create_app(bio_kb, Settings(server_base_iri="not an iri"))
 
 
+def test_the_default_graph_is_every_graph_unless_the_union_is_off(client, bio_kb):  # noqa: F811
+    count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+
+    def n(c) -> int:
+        return int(c.get("/sparql", params={"query": count}).json()["results"]["bindings"][0]["n"]["value"])
+
+    with TestClient(create_app(bio_kb, Settings(server_union_default_graph=False))) as alone:
+        assert n(alone) < n(client)  # the KB's named graphs are not in the store's default graph
+        description = alone.get("/sparql", headers={"Accept": "application/n-triples"}).text
+        assert "UnionDefaultGraph" not in description
+    assert "UnionDefaultGraph" in client.get("/sparql", headers={"Accept": "application/n-triples"}).text
+
+
 def test_the_query_dataset_clause_is_honoured(client):
     assert client.get("/sparql", params={"query": "ASK FROM <urn:nothing> { ?s ?p ?o }"}).json()["boolean"] is False
     ontology = "https://w3id.org/kqe/graph/ontology"
