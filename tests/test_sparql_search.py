@@ -140,9 +140,12 @@ def test_load_silent_off_the_allow_list_fails_silently(bio_kb):  # noqa: F811
     "SELECT * { <http://x.example/a#b> ?p ?o SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } }",
     "SELECT *\r{ ?s ?p ?o # a comment\r SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } }",
     'SELECT * { SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } } # ' + "(" * 30,
+    'SELECT * { <http://x.example/download> ?p ?o FILTER(' + "(" * 100 + "true" + ")" * 100 + ") "
+    "SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } }",
 ])
 def test_allowed_federation_in_every_valid_shape_passes(bio_kb, query):  # noqa: F811
-    """Nested SERVICE, a '#' inside an IRI, CR-only line ends: rdflib's own quirks no longer refuse them."""
+    """Nested SERVICE, a '#' inside an IRI, CR-only line ends, 100 nested parentheses: rdflib's own quirks (and
+    Python's default recursion limit) no longer refuse them."""
     settings = Settings(server_service_allow="https://query.wikidata.org/sparql")
     assert prepare(bio_kb, query, settings).services == ["https://query.wikidata.org/sparql"]
 

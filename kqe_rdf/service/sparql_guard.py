@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -319,7 +320,8 @@ def _only_silent_loads(parsed) -> bool:
 def _service_patterns_from_their_own_text():
     """rdflib copies each SERVICE pattern's text by searching the whole query for a SERVICE pattern again: on a
     SERVICE nested in another that recurses without end, and a ``#`` inside an IRI before it reads as a comment.
-    The copy is only for rdflib's own evaluation, which the verifier never runs: it is left out while parsing."""
+    The copy is only for rdflib's own evaluation, which the verifier never runs: it is left out while parsing.
+    The recursion limit is raised meanwhile: 30 nested parentheses went past Python's default."""
     from rdflib.plugins.sparql import parser
     from rdflib.plugins.sparql.parserutils import CompValue, ParamValue
 
@@ -337,13 +339,19 @@ def _service_patterns_from_their_own_text():
 
     with _PATCH_LOCK:
         comp.postParse = post_parse
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, VERIFIER_RECURSION))
         try:
             yield
         finally:
+            sys.setrecursionlimit(limit)
             del comp.postParse
 
 
 _PATCH_LOCK = threading.Lock()
+#: Python frames rdflib's parser may use while verifying: about 35 a level of nesting, and the size limits allow
+#: 128 levels (Python-to-Python calls take no native stack, so this is safe on an 8 MiB main thread too).
+VERIFIER_RECURSION = 12_000
 
 
 def _unverified(reason: str) -> ServiceNotAllowed:
