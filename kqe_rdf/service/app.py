@@ -280,7 +280,8 @@ def _plain_endpoints(kb, settings):
 
     async def health(_request):
         return JSONResponse({"status": "ok", "kb": kb.path.name, "nodes": kb.manifest.get("counts", {}).get("nodes"),
-                             "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token)})
+                             "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token),
+                             "prefixes": kb.prefixes})
 
     async def not_found(request, exc):
         status = getattr(exc, "status_code", 404)
