@@ -2,7 +2,8 @@
 
 A person searches in natural language and reads the results with their
 provenance (as text and as a graph), opens the SPARQL behind a result in the
-editor, then runs a SPARQL query and reads the table. The run saves screenshots
+editor (YASGUI), then runs a SPARQL query and reads the table; links share a search and a query. Every request
+to anywhere but the server is aborted, and the tests fail on one. The run saves screenshots
 under tests/artifacts/ (gitignored) and prints their paths; docs/img/provenance.png
 is a copy of the provenance graph's (`cp tests/artifacts/provenance.png docs/img/`).
 """
@@ -45,6 +46,9 @@ def page(bio_kb):  # noqa: F811
         browser = p.chromium.launch(executable_path=executable, args=ARGS)
         try:
             tab = browser.new_page(viewport={"width": 1400, "height": 900})
+            tab.outside = []  # requests to anywhere but this server: aborted, and a test fails on any
+            tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url)
+                      else (tab.outside.append(route.request.url), route.abort()))
             tab.goto(url + "/")
             yield tab
         finally:
@@ -70,23 +74,65 @@ def test_search_shows_ranked_results_with_their_provenance(page):
     assert '"sparql"' in provenance and '"triplets"' in provenance
 
 
+def another_tab(page, link: str):
+    """A new tab of the same browser at ``link`` (a shared link), as local-only as the first."""
+    server = page.url.split("/")[0] + "//" + page.url.split("/")[2]
+    tab = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
+    tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server) else route.abort())
+    tab.goto(link)
+    return tab
+
+
+def run_query(page, text: str) -> None:
+    """Put a query in the YASGUI editor and press its run button."""
+    page.evaluate("text => { window.kqeYasgui.getTab().setQuery(text); }", text)
+    page.click(".yasqe .yasqe_queryButton")
+
+
+def table_rows(page) -> list[list[str]]:
+    """The rows of YASR's results table, without its row-number column."""
+    page.wait_for_selector(".yasr table.dataTable tbody tr td:nth-child(2)")
+    return [row.locator("td").all_text_contents()[1:] for row in page.locator(".yasr table.dataTable tbody tr").all()]
+
+
 def test_sparql_editor_shows_a_table_and_errors(page):
-    page.fill("#sparql-text", "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name")
-    page.click("#sparql-button")
-    page.wait_for_selector("#sparql-results tbody tr")
-    cells = page.locator("#sparql-results tbody td").all_text_contents()
-    assert cells == ["Focal epilepsy type 1", "Frontal bossing syndrome", "Generalized epilepsy with forehead anomaly"]
-    assert page.locator("#sparql-results thead th").all_text_contents() == ["name"]
+    run_query(page, "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name")
+    assert [row[0] for row in table_rows(page)] == ["Focal epilepsy type 1", "Frontal bossing syndrome",
+                                                   "Generalized epilepsy with forehead anomaly"]
+    assert "name" in page.locator(".yasr table.dataTable thead th").all_text_contents()
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "web-page.png"
     page.screenshot(path=str(shot), full_page=True)
     print(f"screenshot saved: {shot}")
     assert shot.stat().st_size > 10_000
 
-    page.fill("#sparql-text", "SELEC ?x")
-    page.click("#sparql-button")
-    page.wait_for_function("document.querySelector('#sparql-status').textContent.startsWith('error')")
-    assert "did you mean SELECT" in page.text_content("#sparql-status")
+    run_query(page, "SELEC ?x")
+    page.wait_for_selector(".yasr .errorResult")
+    assert "did you mean SELECT" in page.text_content(".yasr .errorResult")
+    assert page.outside == []
+
+
+def test_the_editor_has_the_kb_s_prefixes_and_a_shareable_link(page):
+    fresh = another_tab(page, page.url.split("#")[0])
+    fresh.wait_for_function("window.kqeYasgui.getTab().getYasqe().getValue().includes('PREFIX bio:')")
+    fresh.close()
+    query = "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name LIMIT 1"
+    page.evaluate("text => { window.kqeYasgui.getTab().setQuery(text); }", query)
+    link = page.evaluate("window.kqeYasgui.getTab().getShareableLink()")
+    assert "query=" in link
+    shared = another_tab(page, link)
+    shared.wait_for_function("window.kqeYasgui && window.kqeYasgui.getTab().getYasqe().getValue().includes('LIMIT 1')")
+    shared.close()
+
+
+def test_a_search_is_shared_by_its_link(page):
+    search_diseases(page, "Which disease has Seizure?")
+    link = page.url
+    assert "#q=" in link and "method=4step-offline" in link
+    shared = another_tab(page, link)
+    shared.wait_for_selector("#search-results li.result")
+    assert shared.input_value("#search-text") == "Which disease has Seizure?"
+    shared.close()
 
 
 def test_a_result_s_provenance_is_drawn_as_a_graph_and_its_sparql_opens_in_the_editor(page):
@@ -114,13 +160,13 @@ def test_a_result_s_provenance_is_drawn_as_a_graph_and_its_sparql_opens_in_the_e
     assert graph.locator("line.edge.misses").count() == 1
 
     page.click("#provenance-sparql")
-    query = page.input_value("#sparql-text")
+    query = page.evaluate("window.kqeYasgui.getTab().getYasqe().getValue()")
     assert query.startswith("SELECT") and "hasPhenotype" in query and "LIMIT" in query
-    page.click("#sparql-button")
-    page.wait_for_selector("#sparql-results tbody tr")
-    answers = {cells[1] for cells in (row.locator("td").all_text_contents()
-                                       for row in page.locator("#sparql-results tbody tr").all())}
-    assert "https://omim.org/entry/100003" in answers  # the first result is among what the query returns
+    page.click(".yasqe .yasqe_queryButton")
+    page.wait_for_function("document.querySelector('.yasr table.dataTable tbody') && "
+                           "document.querySelector('.yasr table.dataTable tbody').textContent.includes('100003')")
+    answers = " ".join(" ".join(row) for row in table_rows(page))
+    assert "100003" in answers  # the first result is among what the query returns
 
 
 def test_the_method_list_is_the_server_s_registry(page):

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 
 from fixtures_kb import bio_kb, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import create_app
 from live_servers import WD, oxigraph_endpoint, serving  # noqa: F401 - fixture
@@ -201,6 +202,81 @@ def test_results_over_the_cap_are_cut_and_say_so(bio_kb):  # noqa: F811
         assert len(list(parse(graph.content, format=RdfFormat.N_TRIPLES))) == 2
 
 
+def test_a_cut_result_says_so_in_its_body(bio_kb):  # noqa: F811
+    """A client that reads no headers still sees the cut: a head link (and "truncated") in JSON, a link in XML,
+    a comment first in Turtle; a whole result has neither."""
+    with TestClient(create_app(bio_kb, Settings(server_result_cap=2))) as capped:
+        cut = capped.get("/sparql", params={"query": DISEASES}).json()
+        assert cut["truncated"] is True and cut["head"]["link"] == ["urn:kqe:truncated?server_result_cap=2"]
+        xml = capped.get("/sparql", params={"query": DISEASES, "format": "xml"}).text
+        assert '<link href="urn:kqe:truncated?server_result_cap=2"/>' in xml
+        assert len(list(parse_query_results(xml.encode(), format=QueryResultsFormat.XML))) == 2
+        turtle = capped.get("/sparql", params={"query": "CONSTRUCT WHERE { ?s ?p ?o }", "format": "turtle"}).text
+        assert turtle.startswith("# results cut at server_result_cap=2\n")
+        whole = capped.get("/sparql", params={"query": DISEASES + " LIMIT 2"}).json()
+        assert "truncated" not in whole and "link" not in whole["head"]
+
+
+@pytest.mark.parametrize("params, accept, fmt", [
+    ({"format": "xml"}, "application/rdf+xml", RdfFormat.RDF_XML),   # SPARQLWrapper's default for a graph
+    ({"format": "json"}, "application/ld+json", RdfFormat.JSON_LD),
+    ({"output": "turtle"}, "text/turtle", RdfFormat.TURTLE),
+    ({"format": "application/n-triples"}, "application/n-triples", RdfFormat.N_TRIPLES),
+    ({}, "application/n-quads", RdfFormat.N_QUADS), ({}, "application/trig", RdfFormat.TRIG),
+    ({}, "application/json", RdfFormat.JSON_LD), ({}, "application/xml", RdfFormat.RDF_XML),
+])
+def test_graph_results_in_the_formats_oxigraph_serve_offers(client, params, accept, fmt):
+    construct = "CONSTRUCT { ?d rdfs:label ?n } WHERE { ?d a bio:Disease ; rdfs:label ?n }"
+    response = client.get("/sparql", params={"query": construct, **params},
+                          headers={} if params else {"Accept": accept})
+    assert response.status_code == 200 and response.headers["content-type"].startswith(accept)
+    assert len(list(parse(response.content, format=fmt))) == 3
+
+
+def test_select_as_text_plain_and_ask_as_csv_are_written_as_oxigraph_writes_them(client):
+    response = client.get("/sparql", params={"query": DISEASES}, headers={"Accept": "text/plain"})
+    assert response.status_code == 200 and response.text.startswith("d,name\r\n")
+    ask = "ASK { ?d rdfs:label 'Focal epilepsy type 1' }"
+    assert client.get("/sparql", params={"query": ask, "format": "csv"}).text == "true"
+    assert client.get("/sparql", params={"query": ask, "format": "tsv"}).text == "true"
+    for selected in ("xml", "json"):  # format= picks the results format for solutions
+        response = client.get("/sparql", params={"query": DISEASES, "format": selected})
+        assert response.headers["content-type"].startswith(f"application/sparql-results+{selected}")
+
+
+def test_relative_iris_resolve_against_the_endpoint_url_or_the_configured_base(client, bio_kb):  # noqa: F811
+    query = "SELECT ?x WHERE { BIND(<thing> AS ?x) }"
+    response = client.get("/sparql", params={"query": query})
+    assert response.json()["results"]["bindings"][0]["x"]["value"] == "http://testserver/thing"
+    with TestClient(create_app(bio_kb, Settings(server_base_iri="http://example.org/kb/"))) as based:
+        response = based.get("/sparql", params={"query": query})
+        assert response.json()["results"]["bindings"][0]["x"]["value"] == "http://example.org/kb/thing"
+    with pytest.raises(KqeError, match="server_base_iri must be an absolute IRI"):
+        create_app(bio_kb, Settings(server_base_iri="not an iri"))
+
+
+def test_the_default_graph_is_every_graph_unless_the_union_is_off(client, bio_kb):  # noqa: F811
+    count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
+
+    def n(c) -> int:
+        return int(c.get("/sparql", params={"query": count}).json()["results"]["bindings"][0]["n"]["value"])
+
+    with TestClient(create_app(bio_kb, Settings(server_union_default_graph=False))) as alone:
+        assert n(alone) < n(client)  # the KB's named graphs are not in the store's default graph
+        description = alone.get("/sparql", headers={"Accept": "application/n-triples"}).text
+        assert "UnionDefaultGraph" not in description
+    assert "UnionDefaultGraph" in client.get("/sparql", headers={"Accept": "application/n-triples"}).text
+
+
+def test_the_query_dataset_clause_is_honoured(client):
+    assert client.get("/sparql", params={"query": "ASK FROM <urn:nothing> { ?s ?p ?o }"}).json()["boolean"] is False
+    ontology = "https://w3id.org/kqe/graph/ontology"
+    count = "SELECT (COUNT(*) AS ?n) {FROM} WHERE {{ ?s ?p ?o }}"
+    every = client.get("/sparql", params={"query": count.format(FROM="")}).json()
+    only = client.get("/sparql", params={"query": count.format(FROM=f"FROM <{ontology}>")}).json()
+    assert 0 < int(only["results"]["bindings"][0]["n"]["value"]) < int(every["results"]["bindings"][0]["n"]["value"])
+
+
 def test_a_bug_is_500_without_details(client, monkeypatch):
     import kqe_rdf.service.app
 
@@ -332,6 +408,10 @@ def test_updates_need_the_token_and_then_change_the_store(bio_kb, tmp_path):  # 
         good = {**update, "Authorization": "Bearer s3cret"}
         assert writer.post("/update", content=insert, headers=good).status_code == 204
         ask = writer.get("/sparql", params={"query": 'ASK { <urn:kqe:test> rdfs:label "added" }'})
+        assert ask.json()["boolean"] is True
+        relative = writer.post("/update", content="INSERT DATA { <s> <p> 'o1', 'o2' }", headers=good)
+        assert relative.status_code == 204  # resolved against the endpoint's URL
+        ask = writer.get("/sparql", params={"query": "ASK { <http://testserver/s> <http://testserver/p> 'o2' }"})
         assert ask.json()["boolean"] is True
         bad = writer.post("/update", content="INSERT DATA { broken", headers=good)
         assert bad.status_code == 400 and "syntax" in bad.text

@@ -32,6 +32,7 @@ from kqe_rdf.core.config import Settings
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import OneWritePerStep, create_app
+from kqe_rdf.service.protocol import Rendered, ResultCache
 from live_servers import serving
 
 DISEASES = "SELECT ?d ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
@@ -109,6 +110,7 @@ def test_a_query_that_needs_too_much_memory_ends_its_worker_not_the_server(bio_k
         started = time.monotonic()
         response = ask(url, GREEDY)
         assert response.status_code == 503 and "server_worker_memory_mb" in response.text
+        assert response.headers["retry-after"]
         assert time.monotonic() - started < 30  # stopped by its memory, long before its deadline
         assert ask(url, DISEASES).status_code == 200
 
@@ -383,3 +385,54 @@ def test_a_repeated_query_is_answered_from_the_cache_until_the_kb_is_rebuilt(tmp
         extra = '{"kind": "node", "id": "B010", "type": "Product", "name": "Lens hood"}\n'
         build_kb(JsonlImporter([jsonl(products_text + extra, "more.jsonl")]), path)  # rebuilt while served
         assert nodes() == before + 1  # not the cached answer, nor the replaced store's
+
+
+def test_an_answer_that_finishes_after_a_rebuild_is_not_cached_for_the_new_kb(tmp_path):
+    """The issue's race, step by step on the cache the server keeps: a COUNT begins on the old KB, the KB is
+    rebuilt (its store folder swapped), another request makes the cache notice, then the COUNT's old answer
+    arrives: it must not be kept as the new KB's answer."""
+    (tmp_path / "store").mkdir()
+    cache = ResultCache(2**20, tmp_path)
+    key = ("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }", "", (), (), "http://testserver/sparql")
+    began = cache.identity  # the COUNT begins
+    os.rename(tmp_path / "store", tmp_path / "store.old")  # a rebuild ends by swapping the folder
+    (tmp_path / "store").mkdir()
+    assert cache.get(("ASK {}", "", (), (), "")) is None  # any other request: the cache sees the new KB
+    cache.put(key, Rendered(b"17783089", "text/csv", repeatable=True), began)  # the old answer arrives
+    assert cache.get(key) is None
+    cache.put(key, Rendered(b"4900", "text/csv", repeatable=True), cache.identity)  # computed on the new KB
+    assert cache.get(key).body == b"4900"
+
+
+def test_the_first_request_after_a_rebuild_is_answered_and_no_answer_shows_a_server_path(tmp_path, jsonl,
+                                                                                         products_text):
+    path = tmp_path / "kb"
+    build_kb(JsonlImporter([jsonl(products_text)]), path)  # no embeddings
+    app = create_app(KnowledgeBase.open(path), Settings(server_query_slots=3))
+    with serving(app) as url:
+        while len(app.state.workers.pids(busy=False)) < 3:  # three idle workers, all on the KB before the rebuild
+            time.sleep(0.05)
+        build_kb(JsonlImporter([jsonl(products_text)]), path)
+        response = ask(url, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
+        assert response.status_code == 200, response.text
+        dense = httpx.get(url + "/search", params={"q": "lens", "method": "dense"}, timeout=60)
+        assert dense.status_code == 400 and "kqe-rdf kb embed" in dense.text
+        assert str(tmp_path) not in dense.text and "kb embed --kb kb" in dense.text
+
+
+def test_a_second_writer_on_a_kb_is_refused_in_one_line_without_a_traceback(tmp_path, products_file):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from live_servers import free_port
+
+    path = tmp_path / "kb"
+    build_kb(JsonlImporter([products_file]), path)
+    with serving(create_app(KnowledgeBase.open(path), Settings(server_update_token="s3cret"))):
+        second = subprocess.run([Path(sys.executable).with_name("kqe-rdf"), "serve", "--kb", str(path),
+                                 "--update-token", "other", "--port", str(free_port())],
+                                capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0
+    assert "another process writes it" in second.stdout + second.stderr
+    assert "Traceback" not in second.stdout + second.stderr

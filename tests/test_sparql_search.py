@@ -118,12 +118,48 @@ def test_an_unclosed_search_block_is_reported(bio_kb):  # noqa: F811
     "SELECT * WHERE { VALUES ?e { <http://evil.example/> } SERVICE ?e { ?s ?p ?o } }",
     "select * where { service <http://evil.example/sparql> { ?s ?p ?o } }",
     "INSERT { ?s ?p ?o } WHERE { SERVICE <http://evil.example/sparql> { ?s ?p ?o } }",
-    "LOAD SILENT <http://169.254.169.254/latest/meta-data/> INTO GRAPH <urn:g>",
+    "LOAD <http://169.254.169.254/latest/meta-data/> INTO GRAPH <urn:g>",
+    "LOAD SILENT <http://169.254.169.254/latest/meta-data/> ; INSERT DATA { <urn:a> <urn:b> <urn:c> }",
 ])
 def test_service_to_a_host_not_on_the_allow_list_is_refused(bio_kb, query):  # noqa: F811
     settings = Settings(server_service_allow="https://query.wikidata.org/sparql")
     with pytest.raises(ServiceNotAllowed, match="refused"):
-        prepare(bio_kb, query, settings)
+        prepare(bio_kb, query, settings, update=not query.startswith(("SELECT", "select", "PREFIX")))
+
+
+def test_load_silent_off_the_allow_list_fails_silently(bio_kb):  # noqa: F811
+    """SILENT means a failed load is no error: a refused one runs as the empty update, calling nothing."""
+    settings = Settings(server_service_allow="https://query.wikidata.org/sparql")
+    prepared = prepare(bio_kb, "LOAD SILENT <http://169.254.169.254/x> INTO GRAPH <urn:g>", settings, update=True)
+    assert prepared.text == "" and prepared.services == []
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT * { SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o SERVICE <https://query.wikidata.org/sparql> "
+    "{ ?s ?p ?o } } }",
+    "SELECT * { <http://x.example/a#b> ?p ?o SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } }",
+    "SELECT *\r{ ?s ?p ?o # a comment\r SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } }",
+    'SELECT * { SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } } # ' + "(" * 30,
+    'SELECT * { <http://x.example/download> ?p ?o FILTER(' + "(" * 100 + "true" + ")" * 100 + ") "
+    "SERVICE <https://query.wikidata.org/sparql> { ?s ?p ?o } }",
+])
+def test_allowed_federation_in_every_valid_shape_passes(bio_kb, query):  # noqa: F811
+    """Nested SERVICE, a '#' inside an IRI, CR-only line ends, 100 nested parentheses: rdflib's own quirks (and
+    Python's default recursion limit) no longer refuse them."""
+    settings = Settings(server_service_allow="https://query.wikidata.org/sparql")
+    assert prepare(bio_kb, query, settings).services == ["https://query.wikidata.org/sparql"]
+
+
+def test_federation_words_in_strings_do_not_send_a_query_to_the_verifier(bio_kb):  # noqa: F811
+    query = 'SELECT ?x { BIND("download" AS ?x) FILTER(' + "(" * 30 + "true" + ")" * 30 + ") }"
+    assert prepare(bio_kb, query, SETTINGS).text == query
+
+
+@pytest.mark.parametrize("update", ["LOAD <http://x.example/a> INTO INTO", "LOAD", "INSERT DATA { } ; LOAD"])
+def test_a_malformed_update_mentioning_load_is_a_syntax_error(bio_kb, update):  # noqa: F811
+    with pytest.raises(SparqlError, match="SPARQL syntax error") as caught:
+        prepare(bio_kb, update, SETTINGS, update=True)
+    assert not isinstance(caught.value, ServiceNotAllowed)
 
 
 def test_service_words_in_strings_and_comments_are_not_calls(bio_kb):  # noqa: F811

@@ -131,9 +131,16 @@ class Settings:
     #: SERVICE endpoints a query may call, space- or comma-separated exact URLs (others are refused:
     #: SERVICE to arbitrary hosts is server-side request forgery). `urn:kqe:search` is always allowed.
     server_service_allow: str = ""
+    #: The base IRI relative IRIs in a query or update resolve against; empty: the request's URL at the endpoint.
+    server_base_iri: str = ""
+    #: Whether a query without a dataset (no FROM, no default-graph-uri) sees every graph as its default graph
+    #: (the KB's graphs together); off: only the store's default graph, as `oxigraph serve` without
+    #: --union-default-graph (what the W3C test suites expect).
+    server_union_default_graph: bool = True
     #: Size limits on every SPARQL query and update (server /sparql, /query, /update and `kqe-rdf sparql`),
-    #: checked on the raw text before Oxigraph sees it: pyoxigraph parses and evaluates recursively, and a
-    #: few KB of nesting overflow its native stack and kill the process. Measured crash points (8 MiB stack,
+    #: checked on the text's code (strings and comments aside) before Oxigraph sees it: pyoxigraph parses and
+    #: evaluates recursively, and a few KB of nesting overflow its native stack and kill the process. Measured
+    #: crash points (8 MiB stack,
     #: pyoxigraph 0.5.13) and the limits, each at least 4x below the smallest crash of its kind:
     #: characters in the text;
     server_max_query_chars: int = 1_000_000

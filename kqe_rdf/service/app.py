@@ -5,9 +5,11 @@ runs it with uvicorn. Routes:
 
 * ``/sparql`` (also ``/query``): the SPARQL 1.1 Protocol — GET, POST urlencoded
   and POST ``application/sparql-query``; ``default-graph-uri`` /
-  ``named-graph-uri``; results as SPARQL JSON, XML, CSV or TSV, graphs as
-  Turtle, N-Triples, JSON-LD or RDF/XML (``Accept``, or ``format=``); GET
-  without a query returns the service description. ``kqe:bm25``,
+  ``named-graph-uri`` (else the query's ``FROM``); relative IRIs resolve against
+  the request's URL (or ``server_base_iri``); results as SPARQL JSON, XML, CSV
+  or TSV, graphs as Turtle, N-Triples, N-Quads, TriG, N3, JSON-LD or RDF/XML
+  (``Accept``, or ``format=``/``output=``); a result cut at the cap says so in its
+  body; GET without a query returns the service description. ``kqe:bm25``,
   ``kqe:similarity`` and ``SERVICE <urn:kqe:search>`` work in every query
   (:mod:`kqe_rdf.service.sparql_search`); other SERVICE calls (and LOAD) only to allow-listed endpoints, verified
   by a real SPARQL parser, and queries over the size limits get 400 (:mod:`kqe_rdf.service.sparql_guard`).
@@ -38,8 +40,8 @@ from pyoxigraph import BlankNode, Literal, NamedNode, Triple, serialize
 
 from ..core.errors import KqeError
 from ..methods.registry import EXPANSION, METHODS
-from .protocol import FORMAT_NAMES, GRAPH_TYPES, HTTPError, Rendered, ResultCache, negotiate
-from .requests import check_graphs, client_of, error, protocol_params, rest_params
+from .protocol import GRAPH_TYPES, HTTPError, Rendered, ResultCache, accept_of, negotiate
+from .requests import base_iri, check_graphs, client_of, error, protocol_params, rest_params
 from .sparql_search import allowed_endpoints
 
 log = logging.getLogger("kqe_rdf.service.app")
@@ -57,6 +59,11 @@ def _check(settings) -> None:
                        "be positive, server_result_cap and server_query_slots at least 1, server_max_request_bytes "
                        "at least 1024, server_client_share above 0 and at most 1, server_worker_memory_mb at least "
                        "256, server_result_cache_mb not negative, server_port between 1 and 65535")
+    if settings.server_base_iri:
+        try:
+            NamedNode(settings.server_base_iri)
+        except ValueError:
+            raise KqeError(f"server_base_iri must be an absolute IRI, got {settings.server_base_iri!r}") from None
 
 
 def create_app(kb, settings, writable: bool | None = None):
@@ -156,17 +163,18 @@ def _sparql_endpoint(kb, settings, pool, cache):
                     raise HTTPError(400, "no 'query' parameter in the request")
                 return service_description(request, params, kb, settings)
             query = params["query"][0]
-            accept = FORMAT_NAMES.get(params.get("format", [""])[0].lower(), request.headers.get("accept", ""))
+            accept = accept_of(params, request.headers.get("accept", ""))
             defaults, named = params.get("default-graph-uri", []), params.get("named-graph-uri", [])
-
+            base = settings.server_base_iri or base_iri(request)
             payload = {"query": query, "accept": accept, "defaults": check_graphs("default-graph-uri", defaults),
-                       "named": check_graphs("named-graph-uri", named)}
-            key = (query, accept, tuple(defaults), tuple(named))
+                       "named": check_graphs("named-graph-uri", named), "base": base}
+            key = (query, accept, tuple(defaults), tuple(named), base)
             rendered = cache.get(key) if cache is not None else None
             if rendered is None:
+                began = cache.identity if cache is not None else None  # the KB the answer will be computed on
                 rendered = Rendered(**await pool.run(client_of(request), "sparql", payload))
                 if cache is not None:
-                    cache.put(key, rendered)
+                    cache.put(key, rendered, began)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable answer
             return error(exc, as_json=False)
         headers = {"Vary": "Accept"}
@@ -192,7 +200,6 @@ def service_description(request, params, kb, settings):
     me, dataset, graph = NamedNode(endpoint), BlankNode(), BlankNode()
     triples = [Triple(me, rdf_type, NamedNode(sd + "Service")), Triple(me, NamedNode(sd + "endpoint"), me),
                Triple(me, NamedNode(sd + "supportedLanguage"), NamedNode(sd + "SPARQL11Query")),
-               Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "UnionDefaultGraph")),
                Triple(me, NamedNode(sd + "defaultDataset"), dataset),
                Triple(dataset, rdf_type, NamedNode(sd + "Dataset")),
                Triple(dataset, NamedNode(sd + "defaultGraph"), graph),
@@ -200,17 +207,18 @@ def service_description(request, params, kb, settings):
                Triple(me, NamedNode(PREFIXES["dcterms"] + "description"),
                       Literal("kqe-rdf knowledge service over " + kb.path.name + "; SERVICE <urn:kqe:search> "
                               "generates candidates by text or vector search"))]
+    if settings.server_union_default_graph:
+        triples.append(Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "UnionDefaultGraph")))
     if settings.server_update_token:
         triples.append(Triple(me, NamedNode(sd + "supportedLanguage"), NamedNode(sd + "SPARQL11Update")))
     if allowed_endpoints(settings.server_service_allow):
         triples.append(Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "BasicFederatedQuery")))
     for name in ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
-                 "Turtle", "N-Triples", "JSON-LD", "RDF_XML"):
+                 "Turtle", "N-Triples", "N-Quads", "TriG", "N3", "JSON-LD", "RDF_XML"):
         triples.append(Triple(me, NamedNode(sd + "resultFormat"), NamedNode(fmt + name)))
     for function in ("bm25", "similarity"):
         triples.append(Triple(me, NamedNode(sd + "extensionFunction"), NamedNode(PREFIXES["kqe"] + function)))
-    accept = FORMAT_NAMES.get(params.get("format", [""])[0].lower(), request.headers.get("accept", ""))
-    media = negotiate(accept, list(GRAPH_TYPES)) or "text/turtle"
+    media = negotiate(accept_of(params, request.headers.get("accept", "")), list(GRAPH_TYPES)) or "text/turtle"
     body = serialize(triples, format=GRAPH_TYPES[media]) or b""
     return Response(body, media_type=media, headers={"Vary": "Accept"})
 
@@ -236,7 +244,8 @@ def _update_endpoint(settings, pool):
                 raise HTTPError(400, "no 'update' parameter in the request")
             text = params["update"][0]
 
-            await pool.run(client_of(request), "update", {"update": text})
+            await pool.run(client_of(request), "update",
+                           {"update": text, "base": settings.server_base_iri or base_iri(request)})
         except Exception as exc:  # noqa: BLE001
             return error(exc, as_json=False)
         return Response(status_code=204)
@@ -271,7 +280,8 @@ def _plain_endpoints(kb, settings):
 
     async def health(_request):
         return JSONResponse({"status": "ok", "kb": kb.path.name, "nodes": kb.manifest.get("counts", {}).get("nodes"),
-                             "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token)})
+                             "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token),
+                             "prefixes": kb.prefixes})
 
     async def not_found(request, exc):
         status = getattr(exc, "status_code", 404)
@@ -414,6 +424,19 @@ def header_timeout_protocol(timeout: float):
     return HeaderTimeoutProtocol
 
 
+def check_writable(kb_path: Path) -> None:
+    """Refuse at once, in one line, a KB whose store another process writes (another ``serve --update-token``):
+    found later, in the first worker, it would surface as uvicorn's startup traceback."""
+    from pyoxigraph import Store
+
+    try:
+        store = Store(str(Path(kb_path) / "store"))
+    except OSError as exc:
+        raise KqeError(f"cannot open {Path(kb_path) / 'store'} for updates: another process writes it (is another "
+                       f"`kqe-rdf serve --update-token` running on this KB?): {exc}") from None
+    del store  # closed: the worker opens it for writing
+
+
 def uvicorn_config(app, settings, **options):
     """How ``kqe-rdf serve`` runs the app: uvloop and httptools, header deadlines, graceful shutdown."""
     import uvicorn
@@ -428,5 +451,8 @@ def uvicorn_config(app, settings, **options):
 def serve(kb, settings) -> None:
     """Run the app with uvicorn until interrupted (SIGINT/SIGTERM finish open requests first)."""
     import uvicorn
+
+    if settings.server_update_token and not settings.store_endpoint:
+        check_writable(kb.path)
 
     uvicorn.Server(uvicorn_config(create_app(kb, settings), settings)).run()

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import time
 
 from ..core.errors import KqeError, SparqlError
-from .protocol import _VOLATILE, RESULT_TYPES, HTTPError, Rendered, render
+from .protocol import _VOLATILE, HTTPError, Rendered, render
 from .sparql_search import execute, prepare
 
 log = logging.getLogger(__name__)
@@ -126,11 +127,12 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     kb, settings = context.kb, context.settings
     with naming("query"):
         prepared = context.prepare(payload["query"])
-        result = execute(kb, prepared, context.functions, payload["defaults"], payload["named"])
+        run = functools.partial(execute, kb, prepared, context.functions, payload["defaults"], payload["named"],
+                                payload.get("base"), settings.server_union_default_graph)
+        result = run()
     failure = None
     try:
-        rendered = render(result, payload["accept"], settings.server_result_cap, deadline,
-                          again=lambda: execute(kb, prepared, context.functions, payload["defaults"], payload["named"]))
+        rendered = render(result, payload["accept"], settings.server_result_cap, deadline, again=run)
     except Exception as exc:  # noqa: BLE001
         if not isinstance(exc, KqeError):
             log.exception("internal error while rendering results")
@@ -141,7 +143,7 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     if failure is not None:
         raise failure
     rendered.searches = prepared.searches
-    rendered.repeatable = (rendered.media in RESULT_TYPES and not prepared.services
+    rendered.repeatable = (not rendered.graph and not prepared.services
                            and not _VOLATILE.search(prepared.text))
     return rendered
 
@@ -151,7 +153,8 @@ def update_job(context, payload: dict) -> None:
     with naming("update"):
         prepared = prepare(kb, payload["update"], settings, update=True)
         try:
-            kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions)
+            kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions,
+                            base_iri=payload.get("base"))
         except SyntaxError as exc:
             raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
         except (OSError, ValueError, RuntimeError) as exc:

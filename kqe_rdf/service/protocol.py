@@ -8,7 +8,6 @@ from __future__ import annotations
 import collections
 import csv
 import io
-import json
 import logging
 import os
 import re
@@ -27,18 +26,40 @@ log = logging.getLogger(__name__)
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
-#: Media types for SELECT/ASK results and for graphs, the first of each the default.
+#: Media types for SELECT/ASK results and for graphs, the first of each the default (as ``oxigraph serve`` reads
+#: them: text/plain is CSV for solutions and N-Triples for a graph; application/json and application/xml are
+#: SPARQL results for solutions and JSON-LD and RDF/XML for a graph).
 RESULT_TYPES = {"application/sparql-results+json": "json", "application/sparql-results+xml": "xml",
                 "text/csv": "csv", "text/tab-separated-values": "tsv", "application/json": "json",
-                "application/xml": "xml"}
+                "application/xml": "xml", "text/plain": "csv"}
 GRAPH_TYPES = {"text/turtle": RdfFormat.TURTLE, "application/n-triples": RdfFormat.N_TRIPLES,
                "application/ld+json": RdfFormat.JSON_LD, "application/rdf+xml": RdfFormat.RDF_XML,
-               "text/plain": RdfFormat.N_TRIPLES}
-#: ``format=`` short names, for links and browsers that cannot set Accept.
-FORMAT_NAMES = {"json": "application/sparql-results+json", "xml": "application/sparql-results+xml",
+               "application/n-quads": RdfFormat.N_QUADS, "application/trig": RdfFormat.TRIG,
+               "text/n3": RdfFormat.N3, "text/plain": RdfFormat.N_TRIPLES, "application/json": RdfFormat.JSON_LD,
+               "application/xml": RdfFormat.RDF_XML}
+#: Graph formats that take comments: a cut graph says so in its first line.
+COMMENTED = {RdfFormat.TURTLE, RdfFormat.N_TRIPLES, RdfFormat.N_QUADS, RdfFormat.TRIG, RdfFormat.N3}
+#: ``format=`` (also ``output=``, ``results=``) short names, for links, browsers that cannot set Accept and
+#: clients such as SPARQLWrapper; each names a results type and a graph type, and the query's kind picks one
+#: (SPARQLWrapper sends ``format=xml`` for a CONSTRUCT: RDF/XML).
+FORMAT_NAMES = {"json": "application/sparql-results+json, application/ld+json",
+                "xml": "application/sparql-results+xml, application/rdf+xml",
                 "csv": "text/csv", "tsv": "text/tab-separated-values", "turtle": "text/turtle",
-                "ttl": "text/turtle", "ntriples": "application/n-triples", "nt": "application/n-triples",
-                "jsonld": "application/ld+json", "rdfxml": "application/rdf+xml"}
+                "ttl": "text/turtle", "n3": "text/n3", "ntriples": "application/n-triples",
+                "nt": "application/n-triples", "nquads": "application/n-quads", "trig": "application/trig",
+                "jsonld": "application/ld+json", "json-ld": "application/ld+json", "rdfxml": "application/rdf+xml",
+                "rdf": "application/rdf+xml", "rdf+xml": "application/rdf+xml"}
+_FORMAT_PARAMS = ("format", "output", "results")
+
+
+def accept_of(params: dict[str, list[str]], header: str) -> str:
+    """What the client accepts: a ``format=`` parameter (short name or media type) over the Accept header."""
+    for name in _FORMAT_PARAMS:
+        values = params.get(name)
+        if values and values[0]:
+            value = values[0].strip().lower()
+            return FORMAT_NAMES.get(value, value if "/" in value else header)
+    return header
 
 
 class HTTPError(KqeError):
@@ -146,19 +167,24 @@ def _tsv_term(term) -> str:
     return "" if term is None else str(term)  # N-Triples syntax: tabs and newlines in literals are escaped
 
 
-def write_solutions(fmt: str, variables: list[str], rows: list) -> bytes:
-    """SELECT results in a SPARQL results format (json, xml, csv, tsv)."""
+def write_solutions(fmt: str, variables: list[str], rows: list, cut_at: int | None = None) -> bytes:
+    """SELECT results in a SPARQL results format (json, xml, csv, tsv). Results cut at ``cut_at`` rows say so
+    in the body: a ``link`` in the head (the format's place for metadata) and, in JSON, ``"truncated": true``."""
+    link = f"urn:kqe:truncated?server_result_cap={cut_at}" if cut_at is not None else None
     if fmt == "json":
         names = [(v, _quote(v) + ":") for v in variables]
         bindings = []
         for row in rows:
             terms = [(name, row[v]) for v, name in names]
             bindings.append("{" + ",".join(name + _json_term(t) for name, t in terms if t is not None) + "}")
-        head = '{"head":{"vars":[' + ",".join(_quote(v) for v in variables) + ']},"results":{"bindings":['
-        return (head + ",".join(bindings) + "]}}").encode()
+        head = '{"head":{"vars":[' + ",".join(_quote(v) for v in variables) + "]"
+        head += (',"link":[' + _quote(link) + "]}") if link else "}"
+        end = ',"truncated":true}' if link else "}"
+        return (head + ',"results":{"bindings":[' + ",".join(bindings) + "]}" + end).encode()
     if fmt == "xml":
         out = ['<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head>']
         out += [f"<variable name={quoteattr(v)}/>" for v in variables]
+        out += [f"<link href={quoteattr(link)}/>"] if link else []
         out.append("</head><results>")
         for row in rows:
             out.append("<result>")
@@ -178,13 +204,8 @@ def write_solutions(fmt: str, variables: list[str], rows: list) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def write_boolean(fmt: str, value: bool) -> bytes:
-    if fmt == "xml":
-        return (f'<?xml version="1.0"?>\n<sparql xmlns="http://www.w3.org/2005/sparql-results#"><head/>'
-                f"<boolean>{str(value).lower()}</boolean></sparql>\n").encode()
-    if fmt in ("csv", "tsv"):
-        return f"{'_askResult' if fmt == 'csv' else '?_askResult'}\n{str(value).lower()}\n".encode()
-    return json.dumps({"head": {}, "boolean": value}).encode()
+_BOOLEAN_FORMATS = {"json": QueryResultsFormat.JSON, "xml": QueryResultsFormat.XML, "csv": QueryResultsFormat.CSV,
+                    "tsv": QueryResultsFormat.TSV}
 
 
 class Rendered:
@@ -192,9 +213,9 @@ class Rendered:
     always gives the same body (then the server may answer it again from :class:`ResultCache`)."""
 
     def __init__(self, body: bytes, media: str, truncated: bool = False, searches: list | None = None,
-                 repeatable: bool = False) -> None:
+                 repeatable: bool = False, graph: bool = False) -> None:
         self.body, self.media, self.truncated, self.searches = body, media, truncated, searches or []
-        self.repeatable = repeatable
+        self.repeatable, self.graph = repeatable, graph
 
 
 #: Functions whose value changes from one evaluation to the next: a query using one is never answered from cache.
@@ -234,9 +255,12 @@ class ResultCache:
         self.entries.move_to_end(key)
         return found[0]
 
-    def put(self, key: tuple, rendered: Rendered) -> None:
+    def put(self, key: tuple, rendered: Rendered, identity: tuple[int, int] | None) -> None:
+        """Keep an answer computed on the KB ``identity`` (the cache's when the request began): not if the KB was
+        rebuilt since, or the answer of the old KB would be served for the new one."""
         cost = len(rendered.body) + sum(map(len, key[:2])) + 200
-        if not rendered.repeatable or cost > self.budget // 16:
+        if not rendered.repeatable or cost > self.budget // 16 or identity != self.identity \
+                or identity != self._identity():
             return
         old = self.entries.pop(key, None)
         if old is not None:
@@ -302,8 +326,8 @@ def render(result, accept: str, cap: int, deadline: float, again=None) -> Render
             raise HTTPError(406, "no acceptable format for query results: ask for application/sparql-results+json, "
                                  "application/sparql-results+xml, text/csv or text/tab-separated-values")
         fmt = RESULT_TYPES[media]
-        if isinstance(result, QueryBoolean):
-            return Rendered(write_boolean(fmt, bool(result)), media)
+        if isinstance(result, QueryBoolean):  # written as oxigraph serve writes it (CSV and TSV: a bare value)
+            return Rendered(result.serialize(format=_BOOLEAN_FORMATS[fmt]), media)
         if fmt == "json" and again is not None:
             target = _Bounded(MIN_JSON_SOLUTION * cap, deadline)
             try:
@@ -313,13 +337,16 @@ def render(result, accept: str, cap: int, deadline: float, again=None) -> Render
                 result = again()
         variables = [v.value for v in result.variables]
         rows, truncated = _take(result, cap, deadline)
-        return Rendered(write_solutions(fmt, variables, rows), media, truncated)
+        return Rendered(write_solutions(fmt, variables, rows, cap if truncated else None), media, truncated)
     media = negotiate(accept, list(GRAPH_TYPES))
     if media is None:
         raise HTTPError(406, "no acceptable format for a graph: ask for text/turtle, application/n-triples, "
-                             "application/ld+json or application/rdf+xml")
+                             "application/n-quads, application/trig, application/ld+json or application/rdf+xml")
     triples, truncated = _take(result, cap, deadline)
-    return Rendered(serialize(triples, format=GRAPH_TYPES[media]) or b"", media, truncated)
+    body = serialize(triples, format=GRAPH_TYPES[media]) or b""
+    if truncated and GRAPH_TYPES[media] in COMMENTED:
+        body = f"# results cut at server_result_cap={cap}\n".encode() + body
+    return Rendered(body, media, truncated, graph=True)
 
 
 # ---------------------------------------------------------------- jobs (run in the worker processes)

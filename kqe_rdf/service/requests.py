@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 from urllib.parse import parse_qsl
 
 from pyoxigraph import NamedNode
@@ -66,6 +67,20 @@ def check_graphs(name: str, values: list[str]) -> list[str]:
         except (ValueError, TypeError):
             raise HTTPError(400, f"parameter '{name}' must be an absolute IRI, got {value[:200]!r}") from None
     return values
+
+
+_HOST = re.compile(r"[A-Za-z0-9.\-]+(?::\d+)?|\[[0-9A-Fa-f:.]+\](?::\d+)?")
+
+
+def base_iri(request) -> str:
+    """The request's URL without its query string: the base relative IRIs in a query resolve against (SPARQL 1.1
+    Protocol), read from the ASGI scope; a Host header that is no host name is replaced by the server's address."""
+    scope = request.scope
+    host = request.headers.get("host", "")
+    if not _HOST.fullmatch(host):
+        server = scope.get("server") or ("localhost", None)
+        host = server[0] if server[1] is None else f"{server[0]}:{server[1]}"
+    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}{scope['path']}"
 
 
 def query_string(request) -> str:

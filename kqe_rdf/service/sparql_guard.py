@@ -4,9 +4,11 @@ Both guard the process that runs pyoxigraph against text from the network.
 
 **Limits.** pyoxigraph parses and evaluates recursively on the native stack,
 and a few kilobytes of nesting overflow it: the process dies (SIGSEGV), taking
-the server with it. :func:`check_limits` measures the raw text — before any
-tokenizer, so a string, comment or escape cannot hide anything; it
-over-approximates and never under-counts — and refuses a query whose nesting
+the server with it. :func:`check_limits` measures the text's code — strings and
+comments blanked by the lexer (they hold no structure, so 400 ``urn:uuid:`` IRIs
+or ISO dates in a VALUES block count nothing), IRIs kept unless they hold one
+name (an IRI read as code is a comparison, so its brackets count) — and
+refuses a query whose nesting
 of ``( { [``, run of unary ``!``, or count of operators and keywords that build
 long left-deep chains is over the limits in :class:`~kqe_rdf.core.config.Settings`.
 
@@ -24,8 +26,9 @@ fails closed:
 2. Otherwise the text that will run is the *decoded* text with comments
    blanked out, and it may hold no escape any more: rdflib and Oxigraph then
    read the very same characters (Oxigraph decodes escapes only inside
-   tokens, rdflib everywhere; and rdflib ends a comment at a line feed only,
-   Oxigraph at a carriage return too, so a bare carriage return is refused).
+   tokens, rdflib everywhere; rdflib ends a comment at a line feed only,
+   Oxigraph at a carriage return too: blanked by the lexer, which ends it as
+   Oxigraph does, no comment is left for them to disagree on).
 3. rdflib must parse it (query or update grammar), and every SERVICE pattern
    and LOAD anywhere in the algebra — EXISTS, subqueries, OPTIONAL, MINUS,
    UNION, an update's WHERE — must name a constant IRI that is exactly on the
@@ -39,13 +42,19 @@ fails closed:
    boundary: it reads ``SILENTx:sparql`` as ``SILENT`` + ``x:sparql`` where
    rdflib reads one prefixed name, so the two would call different endpoints.
 
-Anything that cannot be verified — an rdflib parse error, a RecursionError —
-is refused with :class:`ServiceNotAllowed` (HTTP 403).
+Anything that cannot be verified is refused: a text rdflib cannot parse with
+:class:`UnparsableFederation` (HTTP 400, a syntax error to the client), a
+RecursionError with :class:`ServiceNotAllowed` (HTTP 403). A ``LOAD SILENT``
+from a source off the allow-list is a load that failed silently: an update of
+only such loads runs as the empty update.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import sys
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -55,6 +64,10 @@ from .sparql_lexer import tokenize, tokenize_all
 
 class ServiceNotAllowed(SparqlError):
     """A SERVICE call or LOAD that is not on the allow-list, or that could not be verified not to be."""
+
+
+class UnparsableFederation(SparqlError):
+    """A query or update mentioning SERVICE/LOAD that the verifying parser cannot read: refused as a syntax error."""
 
 
 class QueryTooComplex(SparqlError):
@@ -94,11 +107,15 @@ def _all_decodings(text: str, rounds: int = 8) -> Iterable[str]:
 
 
 _FEDERATION_WORD = re.compile(r"service|load", re.I)
+_DATA_TOKENS = ("string", "comment", "ws")
 
 
 def mentions_federation(text: str) -> bool:
-    """Whether ``service`` or ``load`` appears anywhere in the text or in any decoding of its escapes."""
-    return any(_FEDERATION_WORD.search(t) for t in _all_decodings(text))
+    """Whether ``service`` or ``load`` appears outside strings and comments, in the text or in any decoding of its
+    escapes (a word in a string, "download", calls nothing; each decoding is lexed on its own, so an escape that
+    would end a string early only makes more text count as code)."""
+    return any(_FEDERATION_WORD.search(token.text) for t in _all_decodings(text)
+               if _FEDERATION_WORD.search(t) for token in tokenize_all(t) if token.kind not in _DATA_TOKENS)
 
 
 # ---------------------------------------------------------------- limits
@@ -122,7 +139,24 @@ _NEGATIONS = re.compile(r"!(?:\s*!)*")
 _PATTERN_WORDS = re.compile(r"union|optional|minus", re.I)
 
 
+# What an IRI token holds when Oxigraph could read it as code (``?a<x:y>1``, a comparison) and it would still
+# be one name: then none of its characters is an operator or a bracket.
+_ONE_NAME = re.compile(r"[A-Za-z_][\w.\-]*(?::[\w.\-:%]*)?")
+
+
+def code_of(text: str) -> str:
+    """The text with strings, comments and IRIs that hold one name blanked (same length): what the size limits
+    measure. Other IRIs stay, as they may be read as code (``?a<((?b>1))`` is a comparison to Oxigraph)."""
+    out = list(text)
+    for token in tokenize_all(text):
+        if token.kind in ("string", "comment") or (token.kind == "iri" and _ONE_NAME.fullmatch(token.text[1:-1])):
+            out[token.start:token.end] = " " * (token.end - token.start)
+    return "".join(out)
+
+
 def measure(text: str) -> Shape:
+    """The shape of the text's code: brackets, operators and pattern keywords outside strings and comments."""
+    text = code_of(text)
     shape = Shape()
     depth = 0
     for ch in text:
@@ -276,6 +310,50 @@ def glued_keyword(text: str) -> str | None:
     return None
 
 
+def _only_silent_loads(parsed) -> bool:
+    """Whether every operation of a parsed update is a ``LOAD SILENT``."""
+    operations = list(parsed.request)
+    return bool(operations) and all(op.name == "Load" and "silent" in op for op in operations)  # get() makes one up
+
+
+@contextlib.contextmanager
+def _service_patterns_from_their_own_text():
+    """rdflib copies each SERVICE pattern's text by searching the whole query for a SERVICE pattern again: on a
+    SERVICE nested in another that recurses without end, and a ``#`` inside an IRI before it reads as a comment.
+    The copy is only for rdflib's own evaluation, which the verifier never runs: it is left out while parsing.
+    The recursion limit is raised meanwhile: 30 nested parentheses went past Python's default."""
+    from rdflib.plugins.sparql import parser
+    from rdflib.plugins.sparql.parserutils import CompValue, ParamValue
+
+    comp = parser.ServiceGraphPattern
+
+    def post_parse(_instring, _loc, tokens):
+        out = CompValue(comp.name)
+        for t in tokens:
+            if isinstance(t, ParamValue):
+                if t.isList:
+                    out.setdefault(t.name, []).append(t.tokenList)
+                else:
+                    out[t.name] = t.tokenList
+        return out
+
+    with _PATCH_LOCK:
+        comp.postParse = post_parse
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, VERIFIER_RECURSION))
+        try:
+            yield
+        finally:
+            sys.setrecursionlimit(limit)
+            del comp.postParse
+
+
+_PATCH_LOCK = threading.Lock()
+#: Python frames rdflib's parser may use while verifying: about 35 a level of nesting, and the size limits allow
+#: 128 levels (Python-to-Python calls take no native stack, so this is safe on an 8 MiB main thread too).
+VERIFIER_RECURSION = 12_000
+
+
 def _unverified(reason: str) -> ServiceNotAllowed:
     return ServiceNotAllowed(f"the query mentions SERVICE/LOAD and could not be verified to call only "
                              f"allow-listed endpoints ({reason}); refused")
@@ -293,8 +371,6 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
     decoded = decode_escapes(text)
     if _ANY_ESCAPE.search(decoded):
         raise _unverified("a \\u escape spells another escape")
-    if re.search(r"\r(?!\n)", decoded):
-        raise _unverified("it holds a bare carriage return")
     decoded = _blank_comments(decoded)
     glued = glued_keyword(decoded)
     if glued is not None:
@@ -304,14 +380,21 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
     from rdflib.plugins.sparql.algebra import translateQuery, translateUpdate
     from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
 
+    from pyparsing import ParseBaseException
+
     try:
-        parsed = parseUpdate(decoded) if update else parseQuery(decoded)
+        with _service_patterns_from_their_own_text():
+            parsed = parseUpdate(decoded) if update else parseQuery(decoded)
         accounted = _accounted(parsed)
         translated = (translateUpdate(parsed, initNs=dict(prefixes or {})) if update
                       else translateQuery(parsed, initNs=dict(prefixes or {})))
         services, loads, base = _calls([parsed, translated])
     except RecursionError:
         raise _unverified("it is nested too deeply for the verifying parser") from None
+    except ParseBaseException as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise UnparsableFederation(f"SPARQL syntax error (in {'an update' if update else 'a query'} that mentions "
+                                   f"SERVICE or LOAD, read by the verifying parser): {detail}") from None
     except Exception as exc:  # noqa: BLE001 - any failure of the verifier refuses the query
         detail = " ".join(str(exc).split())[:200]
         raise _unverified(f"the verifying SPARQL parser rejected it: {type(exc).__name__}: {detail}") from None
@@ -322,6 +405,9 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
     if base and (services or loads):
         raise ServiceNotAllowed("BASE is not allowed in a query that uses SERVICE or LOAD: write the endpoint "
                                 "as an absolute IRI")
+    if update and loads and not services and all(type(t).__name__ == "URIRef" and str(t) not in allowed
+                                                 for t in loads) and _only_silent_loads(parsed):
+        return Verified("")  # every operation is a LOAD SILENT that may not run: they fail, silently
     listed = ", ".join(sorted(allowed)) or "none"
     ok_services, ok_loads = [], []
     for kind, terms, out in (("SERVICE", services, ok_services), ("LOAD", loads, ok_loads)):

@@ -174,6 +174,7 @@ class Prepared:
     searches: list[dict] = field(default_factory=list)
     services: list[str] = field(default_factory=list)
     uses_similarity: bool = False
+    dataset: bool = False  # the query names its dataset (FROM / FROM NAMED)
 
 
 def prepare(kb, query: str, settings, search: Callable | None = None, update: bool = False) -> Prepared:
@@ -198,6 +199,8 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
         t = tokens[i]
         if t.kind in ("pname", "iri") and resolve(t, prefixes) == SIMILARITY_FUNCTION:
             out.uses_similarity = True
+        elif t.kind == "word" and t.text.upper() == "FROM":
+            out.dataset = True
         if not (t.kind == "word" and t.text.upper() == "SERVICE"):
             i += 1
             continue
@@ -291,13 +294,17 @@ class SearchFunctions:
 
 
 def execute(kb, prepared: Prepared, functions: SearchFunctions, default_graphs: list[str] | None = None,
-            named_graphs: list[str] | None = None):
-    """Run a prepared query on the KB's store with the search functions; readable errors."""
-    options: dict = {"prefixes": kb.prefixes, "custom_functions": functions.functions}
+            named_graphs: list[str] | None = None, base_iri: str | None = None, union: bool = True):
+    """Run a prepared query on the KB's store with the search functions; readable errors.
+
+    The dataset is the protocol's graphs if given, else the query's ``FROM`` / ``FROM NAMED``, else every graph
+    as the default graph (``union``; else the store's default graph). Relative IRIs resolve against ``base_iri``.
+    """
+    options: dict = {"prefixes": kb.prefixes, "custom_functions": functions.functions, "base_iri": base_iri}
     if default_graphs or named_graphs:
         options["default_graph"] = [NamedNode(g) for g in default_graphs or []] or None
         options["named_graphs"] = [NamedNode(g) for g in named_graphs or []] or None
-    else:
+    elif union and not prepared.dataset:
         options["use_default_graph_as_union"] = True
     try:
         return kb.store.query(prepared.text, **options)

@@ -161,6 +161,17 @@ class _Context:
         return prepared
 
 
+def without_paths(message: str, kb_path: Path) -> str:
+    """A message for a client: the server's folder of the KB is named by the KB's name alone.
+
+    >>> without_paths("no dense embeddings in /srv/bio; run `kqe-rdf kb embed --kb /srv/bio`", Path("/srv/bio"))
+    'no dense embeddings in bio; run `kqe-rdf kb embed --kb bio`'
+    """
+    for path in sorted({str(kb_path.resolve()), str(kb_path), str(kb_path.absolute())}, key=len, reverse=True):
+        message = message.replace(path, kb_path.name)
+    return message
+
+
 def _serve(sock: socket.socket, init: dict) -> None:
     from .jobs import run_job  # noqa: PLC0415
     from .protocol import status_of  # noqa: PLC0415
@@ -184,7 +195,7 @@ def _serve(sock: socket.socket, init: dict) -> None:
         try:
             reply = ("ok", run_job(context, kind, payload, deadline))
         except KqeError as exc:
-            reply = ("error", status_of(exc), str(exc), getattr(exc, "headers", {}))
+            reply = ("error", status_of(exc), without_paths(str(exc), kb_path), getattr(exc, "headers", {}))
         except MemoryError:  # its heap may be in any state: it quits, and a fresh worker takes over
             _send(sock, ("failed", f"the job needed more than the {init['memory_mb']:,} MiB a worker may use "
                                    "(server_worker_memory_mb); narrow it down"))
@@ -485,12 +496,15 @@ class WorkerPool:
             reply = await self._run_once(await self._acquire(client, deadline), kind, payload)
             if reply[0] != "rebuilt":
                 break
-            # The KB was rebuilt: that worker quit; the next one (started now) opens the new KB.
+            # The KB was rebuilt: that worker quit, and the idle ones opened the old KB too: they are replaced,
+            # so the next attempt waits for a worker that opens the new KB.
+            self._renew_idle()
         if reply[0] == "error":
             _, status, message, headers = reply
             raise HTTPError(status, message, headers)
         if reply[0] != "ok":
-            raise HTTPError(503, f"the KB at {self.kb_path} is being rebuilt again and again; try again later")
+            raise HTTPError(503, "the KB was rebuilt three times while this request waited; try again",
+                            {"Retry-After": "5"})
         return reply[1]
 
     async def _run_once(self, worker: _Worker, kind: str, payload: dict) -> tuple:
@@ -507,7 +521,7 @@ class WorkerPool:
             except (ConnectionError, OSError):
                 raise self._died(worker) from None
             if reply[0] == "failed":
-                raise HTTPError(503, f"a query worker stopped: {reply[1]}")
+                raise HTTPError(503, f"a query worker stopped: {reply[1]}", {"Retry-After": "5"})
             ok = reply[0] != "rebuilt"
             return reply
         finally:
@@ -521,6 +535,15 @@ class WorkerPool:
                 if not self.closed:
                     self._grow()
 
+    def _renew_idle(self) -> None:
+        """End every idle worker and start as many new ones (after a rebuild: the idle ones serve the old KB)."""
+        for worker in self.idle:
+            self.alive -= 1
+            self._end(worker)
+        self.idle.clear()
+        while self.alive < self.size and not self.closed:
+            self._grow()
+
     def _died(self, worker: _Worker) -> HTTPError:
         code = worker.process.poll()
         if code is None:
@@ -528,7 +551,8 @@ class WorkerPool:
                 code = worker.process.wait(0.5)
         if code == -signal.SIGABRT:
             return HTTPError(503, f"the job needed more than the {self.settings.server_worker_memory_mb:,} MiB a "
-                                  "worker may use (server_worker_memory_mb) and was stopped; narrow it down")
+                                  "worker may use (server_worker_memory_mb) and was stopped; narrow it down",
+                             {"Retry-After": "5"})
         reason = f"signal {-code}" if isinstance(code, int) and code < 0 else f"status {code}"
         log.error("a query worker died (%s) while running a job", reason)
         return HTTPError(503, f"the worker running this job stopped unexpectedly ({reason}); the server goes on, "

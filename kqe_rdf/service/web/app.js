@@ -3,6 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
+const SHARED_SEARCH = location.hash.slice(1);  // read before YASGUI, which clears the fragment
 
 function element(tag, text, className) {
   const node = document.createElement(tag);
@@ -29,6 +30,7 @@ async function search(event) {
   });
   const type = $("search-type").value.trim();
   if (type) params.append("type", type);
+  history.replaceState(null, "", "#" + params.toString());  // a shareable link: the search is in the URL
   const list = $("search-results");
   list.replaceChildren();
   $("provenance-graph").replaceChildren();
@@ -273,57 +275,35 @@ async function showProvenance(explain, result) {
   open.id = "provenance-sparql";
   open.disabled = !explain.sparql;
   open.addEventListener("click", () => {
-    $("sparql-text").value = explain.sparql;
-    $("sparql-status").textContent = "the SPARQL 4StepFocus compiled for this request: press Run";
-    $("sparql-text").scrollIntoView({ block: "center" });
-    $("sparql-text").focus();
+    yasgui.getTab().setQuery(explain.sparql);
+    $("sparql-status").textContent = "the SPARQL 4StepFocus compiled for this request: press the run button";
+    $("yasgui").scrollIntoView({ block: "center" });
   });
   figure.replaceChildren(caption, drawProvenance(model), open);
   figure.hidden = false;
 }
 
-function cell(term) {
-  if (!term) return "";
-  if (term.type === "literal" && term["xml:lang"]) return `${term.value} @${term["xml:lang"]}`;
-  return term.value;
-}
+// The SPARQL editor: YASGUI (vendor/), on this server's /sparql, results as a sortable, paged table; the share
+// button gives a link with the query in it. Autocompletion that calls other sites (LOV) is off: only variables.
+const EXAMPLE = `SELECT ?node ?name ?score WHERE {
+  SERVICE <urn:kqe:search> {
+    ?node kqe:query "seizure" ; kqe:k 10 ; kqe:score ?score .
+  }
+  ?node rdfs:label ?name .
+} ORDER BY DESC(?score)`;
+const yasgui = new Yasgui($("yasgui"), {
+  requestConfig: { endpoint: new URL("/sparql", location.href).href, method: "POST" },
+  copyEndpointOnNewTab: false,
+  endpointCatalogueOptions: { getData: () => [] },
+  persistenceId: null,
+  yasqe: { value: EXAMPLE, autocompleters: ["variables"] },
+});
+window.kqeYasgui = yasgui;
 
-async function runSparql(event) {
-  event.preventDefault();
-  const table = $("sparql-results");
-  table.tHead.replaceChildren();
-  table.tBodies[0].replaceChildren();
-  $("sparql-status").textContent = "running…";
-  const response = await fetch("/sparql", {
-    method: "POST",
-    headers: { "Content-Type": "application/sparql-query", Accept: "application/sparql-results+json" },
-    body: $("sparql-text").value,
-  });
-  if (!response.ok) {
-    $("sparql-status").textContent = "error: " + (await readError(response));
-    return;
-  }
-  const kind = response.headers.get("Content-Type") || "";
-  if (!kind.includes("json")) {  // CONSTRUCT / DESCRIBE: show the graph as text
-    $("sparql-status").textContent = "graph result";
-    const row = table.tBodies[0].insertRow();
-    row.insertCell().append(element("pre", await response.text()));
-    return;
-  }
-  const data = await response.json();
-  if ("boolean" in data) {
-    $("sparql-status").textContent = `ASK: ${data.boolean}`;
-    return;
-  }
-  const vars = data.head.vars;
-  const head = table.tHead.insertRow();
-  for (const v of vars) head.append(element("th", v));
-  for (const binding of data.results.bindings) {
-    const row = table.tBodies[0].insertRow();
-    for (const v of vars) row.insertCell().textContent = cell(binding[v]);
-  }
-  const cut = response.headers.get("X-KQE-Truncated");
-  $("sparql-status").textContent = `${data.results.bindings.length} row(s)` + (cut ? ` (${cut})` : "");
+// The KB's prefixes, declared in the editor's query (the server predeclares them; the editor checks syntax).
+function preloadPrefixes(prefixes) {
+  const yasqe = yasgui.getTab().getYasqe();
+  if (yasqe && !/^\s*PREFIX/im.test(yasqe.getValue())) yasqe.addPrefixes(prefixes);
 }
 
 async function info() {
@@ -331,12 +311,24 @@ async function info() {
   if (response.ok) {
     const data = await response.json();
     $("kb-info").textContent = `KB ${data.kb}: ${data.nodes} nodes` + (data.embeddings ? ", embedded" : "");
+    if (data.prefixes) preloadPrefixes(data.prefixes);
   }
 }
 
 $("search-form").addEventListener("submit", search);
-$("sparql-form").addEventListener("submit", runSparql);
 info();
+
+// A link with a search in its fragment (#q=…&method=…&k=…&type=…) runs that search when opened.
+function searchFromLink() {
+  const shared = new URLSearchParams(SHARED_SEARCH);
+  if (!shared.get("q")) return;
+  $("search-text").value = shared.get("q");
+  if (shared.get("k")) $("search-k").value = shared.get("k");
+  if (shared.get("type")) $("search-type").value = shared.get("type");
+  const method = shared.get("method");
+  if (method && [...$("search-method").options].some((o) => o.value === method)) $("search-method").value = method;
+  $("search-form").requestSubmit();
+}
 
 // The method list comes from the server's method registry (/openapi.json); the page's own list stays when
 // that cannot be read.
@@ -360,4 +352,4 @@ async function loadMethods() {
   }
 }
 
-loadMethods();
+loadMethods().then(searchFromLink);

@@ -1,0 +1,102 @@
+"""Real SPARQL clients against a live `kqe-rdf serve` app: SPARQLWrapper with its defaults and each return
+format, and rdflib's SPARQLStore / SPARQLUpdateStore (the tiny HPO KB of tests/fixtures_kb.py)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import rdflib
+from rdflib.plugins.stores.sparqlstore import SPARQLStore, SPARQLUpdateStore
+from SPARQLWrapper import CSV, JSON, JSONLD, N3, TSV, TURTLE, XML, SPARQLWrapper
+
+from fixtures_kb import bio_kb, node  # noqa: F401 - fixtures
+from kqe_rdf.core.config import Settings
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.service.app import create_app
+from live_servers import serving
+
+PREFIXES = "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> "  # bio: is one of the KB's own prefixes
+DISEASES = PREFIXES + "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
+NAMES = ["Focal epilepsy type 1", "Frontal bossing syndrome", "Generalized epilepsy with forehead anomaly"]
+CONSTRUCT = PREFIXES + "CONSTRUCT { ?d rdfs:label ?n } WHERE { ?d a bio:Disease ; rdfs:label ?n }"
+TOKEN = "s3cret"
+
+
+@pytest.fixture(scope="module")
+def endpoint(bio_kb):  # noqa: F811
+    with serving(create_app(bio_kb, Settings())) as url:
+        yield url + "/sparql"
+
+
+def wrapper(endpoint: str, query: str, fmt: str | None = None) -> SPARQLWrapper:
+    sparql = SPARQLWrapper(endpoint)
+    sparql.setQuery(query)
+    if fmt is not None:
+        sparql.setReturnFormat(fmt)
+    return sparql
+
+
+def test_sparqlwrapper_select_with_its_defaults_reads_xml(endpoint):
+    document = wrapper(endpoint, DISEASES).queryAndConvert()  # XML, as a DOM
+    assert [n.firstChild.data for n in document.getElementsByTagName("literal")] == NAMES
+
+
+@pytest.mark.parametrize("fmt", [JSON, XML, CSV, TSV])
+def test_sparqlwrapper_select_in_each_results_format(endpoint, fmt):
+    result = wrapper(endpoint, DISEASES, fmt).queryAndConvert()
+    if fmt == JSON:
+        assert [b["name"]["value"] for b in result["results"]["bindings"]] == NAMES
+    elif fmt == XML:
+        assert len(result.getElementsByTagName("result")) == 3
+    else:
+        text = result.decode()
+        assert all(name in text for name in NAMES) and text.splitlines()[0] in ("name", "?name")
+
+
+@pytest.mark.parametrize("fmt", [JSON, XML, CSV, TSV])
+def test_sparqlwrapper_ask_in_each_format(endpoint, fmt):
+    result = wrapper(endpoint, PREFIXES + "ASK { ?d rdfs:label 'Focal epilepsy type 1' }", fmt).queryAndConvert()
+    if fmt == JSON:
+        assert result["boolean"] is True
+    elif fmt == XML:
+        assert result.getElementsByTagName("boolean")[0].firstChild.data == "true"
+    else:
+        assert result.decode().strip() == "true"
+
+
+@pytest.mark.parametrize("fmt", [None, XML, JSONLD, TURTLE, N3, JSON])
+def test_sparqlwrapper_construct_and_describe_with_each_format(endpoint, bio_kb, fmt):  # noqa: F811
+    """The default (format=xml, Accept RDF/XML) and JSON ask for a graph: RDF/XML and JSON-LD come back."""
+    for query, at_least in ((CONSTRUCT, 3), (f"DESCRIBE <{node(bio_kb, 'OMIM:100001')}>", 4)):
+        result = wrapper(endpoint, query, fmt).queryAndConvert()
+        if isinstance(result, bytes):
+            graph = rdflib.Graph().parse(data=result, format="turtle" if fmt in (TURTLE, N3) else "json-ld")
+        else:
+            graph = result
+        assert len(graph) >= at_least, (fmt, query)
+
+
+def test_rdflib_sparqlstore_reads_the_endpoint(endpoint):
+    graph = rdflib.Graph(SPARQLStore(endpoint))
+    assert sorted(str(row.name) for row in graph.query(DISEASES)) == NAMES
+    assert graph.query(PREFIXES + "ASK { ?d rdfs:label 'Focal epilepsy type 1' }").askAnswer is True
+    assert len(graph.query(CONSTRUCT).graph) == 3
+    label = rdflib.URIRef("http://www.w3.org/2000/01/rdf-schema#label")
+    assert "Frontal bossing syndrome" in {str(o) for o in graph.objects(None, label)}
+
+
+def test_rdflib_sparqlupdatestore_writes_with_the_token(bio_kb, tmp_path):  # noqa: F811
+    shutil.copytree(bio_kb.path, tmp_path / "kb")
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    with serving(create_app(kb, Settings(server_update_token=TOKEN))) as url:
+        store = SPARQLUpdateStore(url + "/sparql", url + "/update", headers={"Authorization": f"Bearer {TOKEN}"})
+        graph = rdflib.Graph(store, identifier=rdflib.URIRef("urn:kqe:graph:rdflib"))  # rdflib sends no blank node
+        added = (rdflib.URIRef("urn:kqe:test"), rdflib.RDFS.label, rdflib.Literal("added by rdflib"))
+        graph.add(added)
+        assert added in graph
+        graph.remove(added)
+        assert added not in graph
+        refused = SPARQLUpdateStore(url + "/sparql", url + "/update")
+        with pytest.raises(Exception, match="401"):
+            rdflib.Graph(refused, identifier=graph.identifier).add(added)
