@@ -32,8 +32,18 @@ class Settings:
     doc_neighbours_per_relation: int = 25
     #: Characters of a node document at most (documents are also truncated by the encoder).
     doc_max_chars: int = 6000
-    #: Embedding model: a path to an ONNX file, or "minilm-int8" for the packaged all-MiniLM-L6-v2.
+    #: Embedding model: "minilm-int8" for the default all-MiniLM-L6-v2 (int8; its bytes are verified), or a path
+    #: to a sentence-transformers-style ONNX export (inputs input_ids, attention_mask[, token_type_ids]; output
+    #: the token vectors), e.g. a biomedical or multilingual encoder. A KB records the encoder of its vectors.
     embedding_model: str = "minilm-int8"
+    #: Its tokenizer.json ("" for the one beside the model file).
+    embedding_tokenizer: str = ""
+    #: How token vectors become one: "mean" over the attention mask (sentence-transformers' default) or "cls".
+    embedding_pooling: str = "mean"
+    #: L2-normalise the vectors (dense search ranks by inner product, which is then the cosine).
+    embedding_normalize: bool = True
+    #: The dimension the model must give (0: whatever it gives); a mismatch fails when the encoder loads.
+    embedding_dimension: int = 0
     #: Tokens per text the encoder sees (the packaged tokenizer says 128; the model takes 256).
     embedding_max_tokens: int = 256
     #: Texts per encoder batch (batches are formed from texts of similar length).
@@ -232,6 +242,10 @@ class Settings:
                      "server_max_query_arithmetic_operators", "server_max_query_patterns"):
             if getattr(self, name) < 1:
                 raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
+        if self.embedding_pooling not in ("mean", "cls"):
+            raise KqeError(f"setting embedding_pooling must be 'mean' or 'cls', got {self.embedding_pooling!r}")
+        if self.embedding_dimension < 0:
+            raise KqeError(f"setting embedding_dimension must not be negative, got {self.embedding_dimension!r}")
         if self.rrf_k < 0:
             raise KqeError(f"setting rrf_k must not be negative, got {self.rrf_k!r}")
         if not 0.0 <= self.prf_original_weight <= 1.0:

@@ -320,8 +320,7 @@ def _new_store(importer: Importer, work: Path) -> tuple[Store, Schema]:
 
 def _write_phrase_vectors(schema: Schema, settings: Settings, path: Path) -> None:
     # One thread: a few dozen phrases, and ONNX Runtime's pool would spin beside the import (same vectors).
-    encoder = OnnxEncoder.from_setting(settings.embedding_model, settings.embedding_max_tokens,
-                                       settings.embedding_batch_size, threads=1)
+    encoder = OnnxEncoder.from_settings(settings, threads=1)
     write_phrase_vectors(schema, encoder, path)
 
 
@@ -502,8 +501,7 @@ def embed_kb(
         documents = [d for d in read_documents(path / DOCUMENTS) if wanted is None or wanted.intersection(d.types)]
         if not documents:
             raise KqeError(f"no documents of type {', '.join(types or [])} to embed")
-        encoder = encoder or OnnxEncoder.from_setting(settings.embedding_model, settings.embedding_max_tokens,
-                                                      settings.embedding_batch_size)
+        encoder = encoder or OnnxEncoder.from_settings(settings)
         cache = _cached_vectors(path, encoder.model_id)
         todo = [d for d in documents if d.digest not in cache]
         if stop_after is not None:
@@ -530,10 +528,10 @@ def embed_kb(
         vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
         ann = write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
                                 encoder.model_id, [d.types for d in documents], sorted(wanted) if wanted else None,
-                                settings.dense_ann_threshold)
+                                settings.dense_ann_threshold, encoder.fingerprint)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
-        info = {"model_id": encoder.model_id, "count": len(documents), "types": sorted(wanted) if wanted else None,
+        info = {"model_id": encoder.model_id, "encoder": encoder.fingerprint, "count": len(documents), "types": sorted(wanted) if wanted else None,
                 "new": len(todo), "reused": len(documents) - len(todo), "seconds": round(seconds, 2),
                 "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None,
                 "ann": ann and {k: ann[k] for k in ("library", "added", "reused", "removed", "seconds")}}

