@@ -610,17 +610,30 @@ def link(kb_path, endpoint, types, match, targets, predicate, language, min_conf
 @click.option("--neighbours", type=int, default=None, help="KAR: neighbours kept by filtering [default: 10].")
 @click.option("--expansions", type=int, default=None, help="KAR: expansions the LLM writes [default: 3].")
 @click.option("--show-context", is_flag=True, help="Also print the knowledge the expansion came from.")
+@click.option("--plain", is_flag=True, help="Print only the expanded query, on one line (the default in a pipe).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (the whole expansion).")
-def expand(text, kb_path, method, types, hops, neighbours, expansions, show_context, as_json):
-    """Expand TEXT with METHOD and print the expanded query (and, with --show-context, its knowledge)."""
+def expand(text, kb_path, method, types, hops, neighbours, expansions, show_context, plain, as_json):
+    """Expand TEXT with METHOD (TEXT '-' reads it from standard input) and print the query and its expansions,
+    one a line (with --plain or in a pipe: the expanded query alone; with --show-context also its knowledge)."""
     from .methods.expansion import expand as run_expansion
 
+    if text == "-":
+        text = sys.stdin.read()
     kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions)
     exp = run_expansion(kb, settings, text, method, list(types) or None)
     if as_json:
         click.echo(json.dumps(exp.as_dict(), indent=2))
         return
-    click.echo(exp.expanded)
+    for note in exp.notes if exp.ran_offline else ():
+        click.echo(f"note: {note}", err=True)
+    if plain or not sys.stdout.isatty():
+        click.echo(exp.expanded)
+    else:
+        click.echo(f"query ({exp.method}, {exp.llm}): {exp.query}")
+        for number, piece in enumerate(exp.expansions, start=1):
+            click.echo(f"  + {number}. {piece}")
+        if not exp.expansions:
+            click.echo("  (nothing added: the query is searched as it is)")
     if show_context:
         _print_expansion(exp.as_dict())
 

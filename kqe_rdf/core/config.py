@@ -182,6 +182,8 @@ class Settings:
     kar_hops: int = 1
     kar_neighbours: int = 10
     kar_expansions: int = 3
+    #: Longest request `expand` takes (characters): a pasted document is not a query.
+    expand_max_chars: int = 10_000
     kar_final: str = "dense"
     #: KAR: neighbours fetched per node, relation and hop (the SPARQL LIMIT that keeps hubs fast), and
     #: documents encoded per query for neighbours the KB holds no embedding of (the rest go unscored).
@@ -263,7 +265,7 @@ class Settings:
         if self.llm_base_url and not self.llm_base_url.startswith(("http://", "https://")):
             raise KqeError(f"setting llm_base_url must be an http(s) URL such as http://localhost:8000/v1, "
                            f"got {self.llm_base_url!r}")
-        for name in ("kar_neighbours", "kar_expansions", "kar_fanout", "kar_entity_nodes", "kar_max_entities",
+        for name in ("expand_max_chars", "kar_neighbours", "kar_expansions", "kar_fanout", "kar_entity_nodes", "kar_max_entities",
                      "kar_encode_tokens",
                      "expansion_context_tokens", "expansion_max_tokens", "lkqe_docs", "lkqe_sentences",
                      "lkqe_max_ratio", "lkqe_query_repeat"):

@@ -31,6 +31,20 @@ def local_name(iri: str) -> str:
     return iri.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
 
 
+#: Words that make a relation a negation ("lacks phenotype", "absent in", "not associated with"): general
+#: English, read from the relation's label.
+NEGATION_WORDS = frozenset("lacks lack lacking absent absence not no without excluded excludes never negative non".split())
+
+
+def negates(label: str) -> bool:
+    """Whether a relation's label says the fact is an absence.
+
+    >>> negates("lacks phenotype"), negates("absent in"), negates("has phenotype")
+    (True, True, False)
+    """
+    return bool(NEGATION_WORDS & set(re.findall(r"[a-z]+", label.lower())))
+
+
 def readable(name: str) -> str:
     """A name as words, for a relation the source gives no label (``hasBrand`` / ``has_brand`` → ``has brand``).
 

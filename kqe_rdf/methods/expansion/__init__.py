@@ -64,7 +64,17 @@ def expand(kb, settings, text: str, method: str = "kar", types: Sequence[str] | 
     """One query's expansion by ``method`` (what the CLI's ``expand`` and the REST server call)."""
     if not text or not text.strip():
         raise KqeError("the query is empty: give some words to expand")
-    return expander(method, kb, settings, types).expand(text)
+    if len(text) > settings.expand_max_chars:
+        raise KqeError(f"the query is {len(text):,} characters long; at most {settings.expand_max_chars:,} are "
+                       "expanded (setting expand_max_chars)")
+    stage = expander(method, kb, settings, types)
+    exp = stage.expand(text)
+    name = ALIASES.get(method, method)
+    if not METHODS[name][2] and getattr(stage, "llm", None) is None:
+        exp.ran_offline = True
+        exp.notes.insert(0, f"no LLM is configured (llm_base_url, llm_model): {name} ran offline, as "
+                            f"{name}-offline does")
+    return exp
 
 
 def expansion_pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> ExpandedSearch:

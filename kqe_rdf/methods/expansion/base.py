@@ -44,6 +44,8 @@ class Expansion:
     llm: str = "offline"
     llm_usage: dict | None = None
     notes: list[str] = field(default_factory=list)
+    #: The method asked for uses an LLM, but none is configured: it ran its offline variant (notes say so).
+    ran_offline: bool = False
 
     def finish(self, repeat: int = 1) -> Expansion:
         """Set ``expanded``: the query (``repeat`` times) followed by the expansions; the query alone if none."""
@@ -57,7 +59,7 @@ class Expansion:
                 "expansions": self.expansions, "entities": self.entities, "neighbours": self.neighbours,
                 "context": self.context, "context_tokens": self.context_tokens, "passages": self.passages,
                 "triples": self.triples, "graph": self.graph, "llm": self.llm, "llm_usage": self.llm_usage,
-                "notes": self.notes}
+                "ran_offline": self.ran_offline, "notes": self.notes}
 
 
 class Expander:

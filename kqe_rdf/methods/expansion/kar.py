@@ -33,7 +33,8 @@ from pyoxigraph import NamedNode
 
 from ...kb import queries
 from ...core.errors import KqeError
-from ...kb.linking import Candidate, Linker
+from ...kb.linking import _NEGATION, Candidate, Linker
+from ...kb.ontology import negates
 from .base import Expander, Expansion, final_retriever
 from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages
 from .text import clip, salient, share, snippet, within
@@ -223,6 +224,11 @@ class KAR(Expander):
     def propagate(self, query: str, nodes: Sequence[str]) -> list[dict]:
         """The top ``kar_neighbours`` neighbours (within ``kar_hops``) of ``nodes``, best first."""
         keep = self.settings.kar_neighbours
+        # A fact that something is absent contradicts a request that names it as present ("... with seizures"
+        # is no place for "X lacks phenotype Seizure"): such relations are followed only when the request negates.
+        schema = self.kb.schema
+        skip = set() if _NEGATION.search(query) else {iri for iri in schema.relations
+                                                       if negates(schema.label(iri))}
         seen = set(nodes)
         kept: list[dict] = []
         frontier = list(nodes)
@@ -230,7 +236,7 @@ class KAR(Expander):
             found: dict[str, dict] = {}
             for node in frontier:
                 for relation, neighbour, direction in self.neighbourhood(node):
-                    if neighbour not in seen and neighbour not in found:
+                    if relation not in skip and neighbour not in seen and neighbour not in found:
                         found[neighbour] = {"iri": neighbour, "relation_iri": relation, "direction": direction,
                                             "from": node, "hop": hop}
             scores = self.filter.scores(query, found)
@@ -241,7 +247,6 @@ class KAR(Expander):
             seen.update(found)
             kept = sorted(kept + scored[:keep], key=lambda e: (-e["score"], e["iri"]))[:keep]
             frontier = [e["iri"] for e in scored[:keep]]
-        schema = self.kb.schema
         for edge in kept:
             edge["name"] = self.kb.document(edge["iri"]).name
             edge["from_name"] = self.kb.document(edge["from"]).name

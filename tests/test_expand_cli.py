@@ -1,0 +1,59 @@
+"""`kqe-rdf expand` as a user runs it (issue 26): readable by default, one line for pipes, stdin, a size
+limit, saying when an LLM method ran offline, and never a fact that contradicts the request."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from fixtures_kb import bio_kb  # noqa: F401 - fixture
+from kqe_rdf.cli import cli
+
+
+@pytest.fixture
+def expand(bio_kb, monkeypatch):  # noqa: F811
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("KQE_", "OPENAI_")):
+            monkeypatch.delenv(name)
+
+    def run(*args: str, stdin: str | None = None):
+        result = CliRunner().invoke(cli, ["expand", *args, "--kb", str(bio_kb.path)], input=stdin)
+        return result
+
+    return run
+
+
+def test_in_a_pipe_the_expanded_query_is_one_line(expand):
+    result = expand("seizures and microcephaly", "-m", "kar-offline")
+    assert result.exit_code == 0 and len(result.stdout.strip().splitlines()) == 1
+    assert result.stdout.startswith("seizures and microcephaly")
+    assert expand("seizures and microcephaly", "-m", "kar-offline", "--plain").stdout == result.stdout
+
+
+def test_text_dash_reads_standard_input(expand):
+    result = expand("-", "-m", "kar-offline", "--json", stdin="seizures and microcephaly\n")
+    assert result.exit_code == 0 and json.loads(result.stdout)["query"].strip() == "seizures and microcephaly"
+
+
+def test_a_method_that_wants_an_llm_says_it_ran_offline(expand):
+    result = expand("seizures", "-m", "kar")
+    assert result.exit_code == 0 and "kar ran offline" in result.stderr
+    data = json.loads(expand("seizures", "-m", "kar", "--json").stdout)
+    assert data["ran_offline"] and "ran offline" in data["notes"][0]
+    assert json.loads(expand("seizures", "-m", "kar-offline", "--json").stdout)["ran_offline"] is False
+
+
+def test_an_over_long_request_is_refused_in_one_line(expand):
+    result = expand("-", "-m", "kar-offline", stdin="word " * 3000)
+    assert result.exit_code == 2 and "at most 10,000 are expanded (setting expand_max_chars)" in result.stderr
+
+
+def test_no_appended_fact_says_the_request_s_phenotype_is_absent(expand):
+    data = json.loads(expand("child with seizures", "-m", "kar-offline", "--json").stdout)
+    assert data["neighbours"] and not any("lacks" in n["relation"] for n in data["neighbours"])
+    negated = json.loads(expand("no seizures were observed", "-m", "kar-offline", "--json").stdout)
+    assert negated["query"] == "no seizures were observed"  # a negating request may follow such relations
