@@ -22,7 +22,7 @@ from click.testing import CliRunner
 from pyoxigraph import RdfFormat, parse
 
 from chat_server import chat_server, error  # noqa: F401 (fixture)
-from fixtures_kb import movie_kb  # noqa: F401 - fixture
+from fixtures_kb import bio_kb, movie_kb  # noqa: F401 - fixture
 from kqe_rdf.cli import cli
 
 SKB = "https://w3id.org/kqe/skb#"
@@ -132,7 +132,7 @@ def test_kb_build_then_info(run, products_file, tmp_path):
     assert info["path"] == str(target)
     assert info["manifest"]["importer"] == "jsonl"
     assert info["manifest"]["counts"]["nodes"] == 17
-    assert dict(info["types"]) == {"brand": 4, "category": 4, "product": 9}
+    assert dict(info["types"]) == {"Brand": 4, "Category": 4, "Product": 9}  # as --type takes them
     assert dict(info["relations"]) == {"hasBrand": 7, "inCategory": 7, "compatibleWith": 2}
 
     table = ok(run("kb", "info", "--kb", target)).stdout
@@ -433,3 +433,11 @@ def test_the_build_and_eval_help_name_every_registered_importer_and_query_set():
     evaluate = CliRunner().invoke(cli, ["eval", "--help"]).output
     assert [name for name in IMPORTERS if f" {name}" not in build] == []
     assert [name for name in LOADERS if f" {name} " not in evaluate] == []
+
+
+def test_kb_info_lists_types_as_type_takes_them_and_no_reification_helpers(run, bio_kb):  # noqa: F811
+    info = json.loads(ok(run("kb", "info", "--kb", bio_kb.path, "--json")).stdout)
+    types = dict(info["types"])
+    assert "Disease" in types and "disease" not in types
+    assert not {"subject", "object"} & set(dict(info["relations"]))
+    assert ok(run("search", "seizure", "--type", "Disease", "--kb", bio_kb.path, "--json"))

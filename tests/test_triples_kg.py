@@ -143,7 +143,7 @@ def test_plain_rdf_without_classes_has_relations_and_is_read(tmp_path):
     manifest = build_kb(RdfImporter([tmp_path / "people.nt"]), tmp_path / "kb")
     assert manifest["counts"]["edges"] == 3
     kb = KnowledgeBase.open(tmp_path / "kb")
-    assert [local for local, _n in kb.info()["types"]] == ["entity"]
+    assert [local for local, _n in kb.info()["types"]] == ["Entity"]
     reading = OfflineTriplets(kb)("where was Ann Smith's husband born")
     assert [t.relation.rsplit("/", 1)[-1] for t in reading.triplets] == ["spouse", "placeOfBirth"]
 

@@ -202,7 +202,10 @@ class KnowledgeBase:
         return out
 
     def info(self) -> dict:
-        types = [(self.schema.label(r["type"].value), int(r["count"].value))
+        # Classes by the name `--type` takes ("Disease"); relations of the ontology only (a qualifier's reification
+        # statement links nodes through rdf:subject and rdf:object, which are no relations of the KB).
+        types = [(local_name(r["type"].value), int(r["count"].value))
                  for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
-        relations = sorted(((local_name(iri), n) for iri, n in self.relation_counts.items()), key=lambda x: -x[1])
+        relations = sorted(((local_name(iri), n) for iri, n in self.relation_counts.items()
+                            if iri in self.schema.relations), key=lambda x: -x[1])
         return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations}
