@@ -140,7 +140,7 @@ def test_schema_is_read_back_from_the_store(kb):
     assert schema.field("compatibility").label == "compatibility"
     with pytest.raises(SchemaError, match="did you mean Product"):
         schema.node_class("Prodcut")
-    assert dict(kb.info()["types"]) == {"product": 9, "brand": 4, "category": 4}
+    assert dict(kb.info()["types"]) == {"Product": 9, "Brand": 4, "Category": 4}
 
 
 def test_opening_a_missing_kb_says_how_to_build_one(tmp_path):
