@@ -378,3 +378,18 @@ def test_full_import_counts(full_kb):
     else:
         assert nodes["Disease"] > 10000 and edges["hasPhenotype"] > 200000
     assert report.nodes == sum(nodes.values()) and report.edges == sum(edges.values())
+
+
+def test_the_disease_ontology_is_found_beside_the_project_from_any_directory(tmp_path, monkeypatch):
+    """Issue 26: the default DOID file is looked up beside the checkout too, not only beside the current
+    directory (a build run from elsewhere used to go without disease definitions, silently)."""
+    from kqe_rdf.kb.importers.bio import DEFAULT_DOIDS, BioImporter
+
+    beside_project = DEFAULT_DOIDS[1]
+    if not beside_project.is_file():
+        pytest.skip(f"the shared Disease Ontology file is not at {beside_project}")
+    monkeypatch.chdir(tmp_path)
+    _hpo, doid = BioImporter()._paths()
+    assert doid == beside_project
+    _hpo, none = BioImporter(doid="none")._paths()
+    assert none is None

