@@ -65,6 +65,8 @@ class HopReading:
     support: float
     hits: list[int]
     shown: dict
+    #: Every related word of the request that could name the hop, as the explanation writes it.
+    related: list[str] = field(default_factory=list)
 
 
 def hop_support(words: list[tuple[int, str]], stems: set[str], related: dict[str, list], soft: dict[str, float],
@@ -89,7 +91,7 @@ def hop_support(words: list[tuple[int, str]], stems: set[str], related: dict[str
         shown = {"relation": phrase, "how": f"{how}, {weight:.2f}", "words": [surface.get(at, best)]}
     if not hits:
         shown = {"relation": phrase, "how": "not named", "words": []}
-    return HopReading(support, hits, shown)
+    return HopReading(support, hits, shown, list(dict.fromkeys(related[s][2] for _w, _p, s in near)))
 
 
 def further_hop_cost(hop_penalty: float, reading: HopReading, used: dict[int, frozenset]) -> float:
@@ -189,8 +191,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
             pair = frozenset({rel, relations[rel].inverse or rel}) if rel in relations else frozenset({rel})
             reading = hop_support(words, stems, related, soft, used, pair, hop == len(path.steps),
                                   reader.phrase(rel, forward), request.surface)
-            read += [related[s][2] for pos, s in words if s in related and s in soft
-                     and (hop == len(path.steps) or related[s][0] != "wh") and related[s][2] not in read]
+            read += [text for text in reading.related if text not in read]
             hops.append(reading.shown)
             if hop > 1:
                 extra += further_hop_cost(reader.hop_penalty, reading, used)
