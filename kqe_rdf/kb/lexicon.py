@@ -17,21 +17,18 @@ lists for each relation the words related to its own words, each with how it is 
 - ``wh`` (0.6): the wh-word that asks for what the word is a kind of ("country" is a location: "where";
   "year" a time period: "when"; "player" a person: "who").
 
-The build computes the table once for the KB's ontology and stores it beside the KB (``lexicon.json``), so a
-request needs no WordNet. Nothing here names a dataset's relation or word: the table follows from the
+The reader computes the table once per process for the KB's ontology (about half a second). Nothing here names a dataset's relation or word: the table follows from the
 ontology's words and WordNet alone. Without WordNet the table is empty and the reader uses the labels only.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
-LEXICON = "lexicon.json"
 #: Where Debian's ``wordnet-base`` puts the WordNet 3.0 database (``$KQE_WORDNET`` overrides it).
 WORDNET_DIRS = ("/usr/share/wordnet",)
 WEIGHTS = {"synonym": 0.8, "derived": 0.8, "pertainym": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6, "kind": 0.5}
@@ -339,15 +336,3 @@ def _irregular_forms() -> dict[str, list[str]]:
                 if "_" not in form and "_" not in base:
                     out.setdefault(base, []).append(form)
     return out
-
-
-def write_lexicon(table: dict, path: Path) -> None:
-    path.write_text(json.dumps(table, sort_keys=True))
-
-
-def stored_lexicon(kb_path: Path) -> dict | None:
-    """The table stored with the KB (None when the KB was built without one)."""
-    path = Path(kb_path) / LEXICON
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())
