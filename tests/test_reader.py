@@ -20,9 +20,22 @@ from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.kb.importers.metaqa import MetaQAImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.linking import Linker
 
 M = "https://w3id.org/kqe/metaqa#"
 K = 5
+
+
+def small_kb(tmp_path, lines: str) -> KnowledgeBase:
+    """A MetaQA-shaped KB from ``head|relation|tail`` lines."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "kb.txt").write_text(lines)
+    build_kb(MetaQAImporter([tmp_path / "src"]), tmp_path / "kb")
+    return KnowledgeBase.open(tmp_path / "kb")
+
+
+def read(kb, question: str) -> list[tuple[str, str, str]]:
+    return [(t.head.text, local_name(t.relation), t.tail.text) for t in OfflineTriplets(kb)(question).triplets]
 
 
 def shown(path) -> str:
@@ -168,17 +181,11 @@ def test_a_request_without_a_wh_word_that_ends_with_a_class_asks_for_it(movie_kb
     assert reader.requests.trailing_class("what were the release dates of \x00 directed films") == set()
 
 
-
-
 def test_a_common_word_beside_a_name_is_a_constant_only_with_words_of_its_own(tmp_path):
     # "creator" is also a film; the request's relation words ("creator of the film script") are Brazil's.
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "kb.txt").write_text("Creator|written_by|Jeremy Leven\nBrazil|written_by|Charles McKeown\n"
-                                             "Brazil|has_tags|brazil\nBrazil|directed_by|Terry Gilliam\n")
-    build_kb(MetaQAImporter([tmp_path / "src"]), tmp_path / "kb")
-    reading = OfflineTriplets(KnowledgeBase.open(tmp_path / "kb"))("who is the creator of the film script for Brazil")
-    assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
-        ("Brazil", "written_by", "?x")]
+    kb = small_kb(tmp_path, "Creator|written_by|Jeremy Leven\nBrazil|written_by|Charles McKeown\n"
+                            "Brazil|has_tags|brazil\nBrazil|directed_by|Terry Gilliam\n")
+    assert read(kb, "who is the creator of the film script for Brazil") == [("Brazil", "written_by", "?x")]
 
 
 def test_constants_of_two_classes_each_read_their_own_words(movie_kb):
@@ -192,3 +199,49 @@ def test_constants_of_two_classes_each_read_their_own_words(movie_kb):
     reading = OfflineTriplets(movie_kb)("the actor Al Pacino starred together with who in the heat")
     assert [(t.head.text, local_name(t.relation), t.tail.text) for t in reading.triplets] == [
         ("?m0_0", "starred_actors", "Al Pacino"), ("?m0_0", "starred_actors", "?x")]
+
+
+def test_a_preposition_before_the_constant_says_how_the_answer_stands_to_it(movie_kb):
+    # No word names a relation: "in Alien" asks for who is in the film ("?x starred in Alien"), not its director.
+    reader = OfflineTriplets(movie_kb)
+    reading = reader("in Alien")
+    assert [local_name(t.relation) for t in reading.triplets] == ["starred_actors"]
+    assert reading.reading[0]["hops"][0]["how"] == "preposition of starred in, 0.40"
+    assert [local_name(t.relation) for t in reader("what films are in Swedish").triplets] == ["in_language"]
+    # "of" is the genitive and says nothing; a word that names a relation wins over the preposition.
+    assert [local_name(t.relation) for t in reader("who directed in Alien").triplets] == ["directed_by"]
+
+
+def test_a_relation_word_is_read_as_the_relation_not_as_a_node_so_named(tmp_path):
+    # "The Star" is a film, but in "which is the star in Heat" "star" says who is asked for.
+    kb = small_kb(tmp_path, "The Star|directed_by|Stuart Heisler\nHeat|directed_by|Michael Mann\n"
+                            "Heat|starred_actors|Al Pacino\nHeat|written_by|Michael Mann\n")
+    assert read(kb, "which is the star in Heat") == [("Heat", "starred_actors", "?x")]
+
+
+def test_an_adjective_before_the_class_asked_for_still_asks_for_it(movie_kb):
+    # "the principal language": the adjective modifies the class, it names no relation and no film
+    reader = OfflineTriplets(movie_kb)
+    for question in ["the principal language of Blade Runner", "which is the main language of Amélie"]:
+        reading = reader(question)
+        assert [local_name(t.relation) for t in reading.triplets] == ["in_language"], question
+        assert reading.answer_type == M + "Language"
+
+
+def test_a_class_word_in_apposition_to_the_name_is_not_what_is_asked(movie_kb):
+    # "the genre film Heat": "film" says what Heat is; the question asks for the genre
+    reading = OfflineTriplets(movie_kb)("what is the genre film Heat")
+    assert [local_name(t.relation) for t in reading.triplets] == ["has_genre"]
+
+
+def test_a_request_framed_by_a_verb_asks_for_what_the_verb_names(movie_kb):
+    # "can you name a film ...": "name" frames the request like a wh-word; it is not the tags' "describe"
+    reading = OfflineTriplets(movie_kb)("can you name a film directed by Clint Eastwood")
+    assert [local_name(t.relation) for t in reading.triplets] == ["directed_by"]
+    assert reading.answer_type == M + "Movie"
+
+
+def test_a_possessive_is_never_a_mention(tmp_path):
+    kb = small_kb(tmp_path, "Heat|has_tags|s\nHeat|directed_by|Michael Mann\nHeat|starred_actors|Al Pacino\n")
+    assert [m.text for m in Linker(kb).mentions("who's the director of Heat")] == ["Heat"]  # not the tag "s"
+    assert read(kb, "who's the director of Heat") == [("Heat", "directed_by", "?x")]

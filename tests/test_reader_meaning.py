@@ -32,7 +32,7 @@ def wordnet_installed():
 
 PEOPLE = {"Ann_SMITH": [("parents", "Bob_SMITH"), ("spouse", "Carl_JONES"), ("place_of_birth", "Lyon")],
           "Bob_SMITH": [("children", "Dora_SMITH"), ("children", "Ann_SMITH"), ("place_of_birth", "Paris"),
-                        ("cause_of_death", "cancer"), ("place_of_death", "Nice")],
+                        ("cause_of_death", "cancer"), ("place_of_death", "Nice"), ("gender", "male")],
           "Dora_SMITH": [("parents", "Bob_SMITH"), ("place_of_birth", "Lyon")],
           "Carl_JONES": [("place_of_birth", "Nice"), ("cause_of_death", "heart_attack"), ("religion", "Buddhism")],
           "Eve_KLEIN": [("plays_in_club", "FC_Lyon"), ("plays_position", "Defender")],
@@ -91,6 +91,7 @@ def test_a_chain_of_paraphrases_is_composed(people_kb):
     ("where was Ann_SMITH's husband born", ["spouse", "place_of_birth"]),  # a wh-frame and a verb
     ("where did Ann_SMITH's dad pass away", ["parents", "place_of_death"]),
     ("what faith did Ann_SMITH's husband follow", ["spouse", "religion"]),  # the encoder: faith ~ religion
+    ("is Ann_SMITH's dad a man or a woman", ["parents", "gender"]),  # the encoder reads the phrase whole
 ])
 def test_verbs_and_wh_frames_name_relations(people_kb, question, path):
     assert relations(people_kb, question) == path
@@ -157,3 +158,11 @@ def test_each_ranking_rule_reads_what_its_docstring_says():
     # an unread relation word costs 1, an unread related word its weight, an excused one nothing
     assert unread_words(words, {"play"}, soft, set(), set()) == 1 + 0.7 + 0.6
     assert unread_words(words, {"play"}, soft, {"play", "who"}, {3}) == 0.0
+
+
+def test_an_irregular_form_comes_only_with_its_part_of_speech():
+    # "lead" is a synonym of the noun "star" (the lead of a film) and of the verb "direct"; "led" is the verb's
+    # past tense, so it names directing and not starring.
+    table = build_lexicon({"dir": ["directed by"], "star": ["starred actors", "stars"]}, stem, FUNCTION_WORDS)
+    assert table["dir"][stem("led")][0] == "synonym"
+    assert stem("led") not in table["star"] and table["star"][stem("lead")][0] == "synonym"

@@ -89,6 +89,10 @@ class WordNet:
                 form, *bases = line.split()
                 exceptions[form] = bases
             self.exceptions[pos] = exceptions
+        #: Words WordNet knows as adjectives ("primary", "main"), for telling a modifier from a name.
+        self.adjectives = frozenset(line.split(" ", 1)[0] for line in
+                                    (folder / "index.adj").read_text(encoding="latin-1").splitlines()
+                                    if not line.startswith(" "))
 
     def morphy(self, word: str, pos: str) -> str | None:
         """The lemma of ``word`` as a ``pos`` (``n`` or ``v``), or None when WordNet has none."""
@@ -165,7 +169,8 @@ def _lemmas(wn: WordNet, sense: tuple[str, int]) -> set[str]:
     return {name for name in wn.sense(*sense)[0] if "_" not in name}
 
 
-def related_words(word: str, wn: WordNet | None = None) -> dict[str, tuple[str, float]]:
+def related_words(word: str, wn: WordNet | None = None, parts: tuple[str, ...] = ("n", "v")
+                  ) -> dict[str, tuple[str, float]]:
     """Words related to ``word`` with how and how strongly (the strongest relation where there are several).
 
     >>> found = related_words("director")
@@ -182,7 +187,7 @@ def related_words(word: str, wn: WordNet | None = None) -> dict[str, tuple[str, 
             if w != word and w not in LIGHT_WORDS and len(w) > 2 and WEIGHTS[how] > out.get(w, ("", 0.0))[1]:
                 out[w] = (how, WEIGHTS[how])
 
-    for pos in ("n", "v"):
+    for pos in parts:
         base = wn.morphy(word, pos)
         if base is None:
             continue
@@ -303,7 +308,13 @@ def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterab
         own = {stem(w) for w in words}
         table: dict[str, list] = {}
         for word in sorted(words):
-            found = {w: hw for w, hw in related_words(word, wn).items()}
+            # by part of speech, for the irregular forms below: "lead" is a synonym of the noun "star" and of the
+            # verb "direct", and only the verb's "led" is past tense
+            by_pos = {pos: related_words(word, wn, (pos,)) for pos in ("n", "v")}
+            found = {**by_pos["n"]}
+            for w, hw in by_pos["v"].items():
+                if hw[1] > found.get(w, ("", 0.0))[1]:
+                    found[w] = hw
             # what the word is a kind of, or, for an inflected verb, what its doer is ("directed" → "director",
             # a person: "who")
             agents = [word] + (agent_nouns(word, wn) if wn.morphy(word, "v") not in (None, word) else [])
@@ -316,9 +327,9 @@ def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterab
                 if s not in own and s not in light and weight > (table.get(s) or [None, 0.0])[1]:
                     table[s] = [how, weight, f"{w} ({how} of {word})"]
             # irregular forms of the relation's own words and of their related words ("led" for "lead")
-            forms = _irregular_forms()
-            for base, (how, weight) in [(word, ("form", 1.0))] + list(found.items()):
-                for form in forms.get(base, ()):
+            for pos, base, (how, weight) in [(pos, word, ("form", 1.0)) for pos in ("n", "v")] + \
+                    [(pos, w, hw) for pos, related in by_pos.items() for w, hw in related.items()]:
+                for form in _irregular_forms(pos).get(base, ()):
                     s = stem(form)
                     if s not in own and s not in light and weight > (table.get(s) or [None, 0.0])[1]:
                         table[s] = [how, weight, f"{form} ({how} of {word})"]
@@ -326,13 +337,12 @@ def build_lexicon(relation_phrases: dict[str, Iterable[str]], stem, stop: Iterab
     return out
 
 
-@lru_cache(maxsize=1)
-def _irregular_forms() -> dict[str, list[str]]:
-    """A lemma's irregular inflections (``lead`` → ``led``) from WordNet's exception lists, nouns and verbs."""
+@lru_cache(maxsize=2)
+def _irregular_forms(pos: str) -> dict[str, list[str]]:
+    """A lemma's irregular inflections as a ``pos`` (verb ``lead`` → ``led``) from WordNet's exception lists."""
     out: dict[str, list[str]] = {}
-    for table in wordnet().exceptions.values():
-        for form, bases in table.items():
-            for base in bases:
-                if "_" not in form and "_" not in base:
-                    out.setdefault(base, []).append(form)
+    for form, bases in wordnet().exceptions[pos].items():
+        for base in bases:
+            if "_" not in form and "_" not in base:
+                out.setdefault(base, []).append(form)
     return out

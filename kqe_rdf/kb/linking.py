@@ -225,7 +225,7 @@ class Linker:
         negation cue in the same sentence ("... were not observed", "no ...")
         are marked negated.
         """
-        skip = STOPWORDS | {w.lower() for w in skip_words}
+        skip = STOPWORDS | {w.lower() for w in skip_words} | {"'s", "’s"}  # a possessive names nothing
         tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(query)]
         keys = [normalise_name(t[0]) for t in tokens]
         plain = [w.lower() in skip or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]

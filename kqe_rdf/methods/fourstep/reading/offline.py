@@ -24,7 +24,7 @@ from ....kb.ontology import local_name
 from ..triplets import End, Triplet, TripletQuery
 from .paths import PathReader
 from .ranking import Request, Scored
-from .request import RequestReader, is_common_word, is_name, names_the_asked_kind
+from .request import RequestReader, is_common_word, is_name, modifies_a_noun, names_the_asked_kind
 
 
 def _own_note(mention: Mention, scored: Scored) -> str:
@@ -86,8 +86,14 @@ class OfflineTriplets:
         return self.requests.classes_named(phrase)
 
     def __call__(self, query: str) -> TripletQuery:
-        mentions = [m for m in self.linker.mentions(query, skip_words=self.schema_words)
+        # A word that names a relation is not a mention ("the star in X" is no film "The Star"), unless the
+        # request has no other ("which films can be described by play": a tag).
+        mentions = [m for m in self.linker.mentions(query, skip_words=self.schema_words
+                                                    | self.requests.relation_words(query))
+                    or self.linker.mentions(query, skip_words=self.schema_words)
                     if not names_the_asked_kind(query, m)]
+        if any(is_name(query, m) for m in mentions):  # beside a name, "the primary language" is no film "Primary"
+            mentions = [m for m in mentions if not modifies_a_noun(query, m)]
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
         request = self._request(query, mentions)

@@ -7,6 +7,8 @@ A path's score adds up the rules below, each a function that says what it reads:
 - :func:`further_hop_cost`: a hop beyond the first costs ``hop_penalty``, less when a word of its own names it;
 - :func:`unread_words`: a word that names a relation no hop of the path reads costs its weight, unless it is
   the noun an adjective read by the path modifies (:func:`modified_phrase`);
+- :func:`preposition_cue`: the preposition right before a constant ("in X", "by X") supports a first hop whose
+  phrase, read from the answer to the constant, has it ("?x starred in X"), weakly;
 - :func:`hop_order`: the hop named nearest the constant comes first, the one nearest the wh-word last;
 - :func:`path_similarity`: the embedding similarity of the hops' phrases with the request, a tie-breaker.
 
@@ -21,10 +23,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .words import FUNCTION_WORDS, RelationWords
+from .words import FUNCTION_WORDS, RelationWords, stem
 
 #: What a word supports a hop with when a hop of another relation has read it already.
 REUSED = 0.5
+#: What the preposition before a constant supports a hop with: below every word that names the relation.
+PREPOSITION = 0.4
+#: Prepositions that say how the answer stands to the constant after them. Not "of": the genitive says nothing
+#: of which relation ("the director of X", "the language of X").
+PREPOSITIONS = frozenset("in on at by for with from to into about under over after before during against among "
+                         "between through within without".split())
+#: Words that may stand between a preposition and its constant ("in the X").
+_DETERMINERS = frozenset("the a an this that these those".split())
 
 
 @dataclass
@@ -92,6 +102,25 @@ def hop_support(words: list[tuple[int, str]], stems: set[str], related: dict[str
     if not hits:
         shown = {"relation": phrase, "how": "not named", "words": []}
     return HopReading(support, hits, shown, list(dict.fromkeys(related[s][2] for _w, _p, s in near)))
+
+
+def preposition_cue(spans: Sequence[tuple[int, int]], surface: dict[int, str], kinds: set[int]) -> dict[int, str]:
+    """The preposition right before a constant, over articles and words that say what kind of thing the constant
+    is ("in the film X" → ``in``), by its position.
+
+    >>> preposition_cue([(2, 4)], {0: "in", 1: "the", 2: "white", 3: "zombie"}, set())
+    {0: 'in'}
+    >>> preposition_cue([(2, 3)], {0: "director", 1: "of", 2: "heat"}, set())
+    {}
+    """
+    out = {}
+    for start, _end in spans:
+        at = start - 1
+        while at >= 0 and (surface.get(at) in _DETERMINERS or at in kinds):
+            at -= 1
+        if surface.get(at) in PREPOSITIONS:
+            out[at] = surface[at]
+    return out
 
 
 def further_hop_cost(hop_penalty: float, reading: HopReading, used: dict[int, frozenset]) -> float:
@@ -164,6 +193,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         all_phrases = sorted({x for ph in phrase_lists for x in ph} | {" ".join(ph) for ph in phrase_lists})
         sims = dict(zip(all_phrases, (float(s) for s in vocabulary.vectors(all_phrases) @ request.vector)))
     spans = list(positions) or request.mention_positions
+    prepositions = preposition_cue(spans, request.surface, request.kinds)
     weights = dict(vocabulary.related_weight)
     for table in request.similar.values():
         for st, (_how, weight, _word) in table.items():
@@ -187,6 +217,13 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         for hop, (rel, forward) in enumerate(path.steps, 1):
             stems = vocabulary.relation_stems.get(rel, set())
             related = {**vocabulary.related.get(rel, {}), **request.similar.get(rel, {})}
+            if hop == 1 and prepositions:
+                toward = reader.phrase(rel, not forward).lower().split()  # "?x starred in X"
+                for word in prepositions.values():
+                    if word in toward and stem(word) not in related:
+                        related[stem(word)] = ["preposition", PREPOSITION,
+                                               f"{word} (preposition of {' '.join(toward)})"]
+                        soft.setdefault(stem(word), PREPOSITION)
             covered |= (stems & evidence) | (soft.keys() & related.keys())
             pair = frozenset({rel, relations[rel].inverse or rel}) if rel in relations else frozenset({rel})
             reading = hop_support(words, stems, related, soft, used, pair, hop == len(path.steps),
@@ -205,7 +242,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
                 unsupported += 1
         adjectives = {s for rel, _f in path.steps for s, (how, _w, _t) in vocabulary.related.get(rel, {}).items()
                       if how == "pertainym" and s in covered}
-        excused = modified_phrase(words, adjectives, vocabulary.all_stems)
+        excused = modified_phrase(words, adjectives, vocabulary.all_stems) | prepositions.keys()
         uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused, asking, request.kinds)
         inversions = hop_order(places)
         similarity = path_similarity(sims, phrases)

@@ -25,6 +25,9 @@ from .words import FUNCTION_WORDS, RelationWords, stem
 _ARTICLES = ("the", "a", "an")
 _LIST_GAP = re.compile(r"\x00(?:(?:\s*(?:,|;|\band\b|\bor\b))+\s*\x00)*")
 WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
+#: A request that opens with one of these verbs asks for what follows, as a wh-word does ("can you name a film
+#: directed by X", "list the players of C"): the verb frames the request, it names no relation.
+_FRAME = re.compile(r"^\W*(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(name|list|give|show|tell)\b", re.I)
 #: Words that may stand between a wh-word and the class it asks for ("what are the films").
 QUESTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
 
@@ -60,11 +63,14 @@ def names_the_asked_kind(query: str, mention: Mention) -> bool:
     True
     >>> names_the_asked_kind("which Nikon lenses fit", Mention("Nikon", 6, 11, ()))
     False
+    >>> names_the_asked_kind("who is in Heat", Mention("in", 7, 9, ()))
+    False
     >>> names_the_asked_kind("what is the primary language of X", Mention("primary", 12, 19, ()))
     False
     """
-    if mention.text != mention.text.lower() or " " in mention.text.strip() or not _is_noun(mention.text.strip()):
-        return False
+    word = mention.text.strip()
+    if mention.text != mention.text.lower() or " " in word or word in STOPWORDS or not _is_noun(word):
+        return False  # "in" is a noun too (an inch), but "in Heat" names no kind
     if _BEFORE_NAME.match(query[mention.end:]):
         return True
     if not _ASKED.search(query[: mention.start]):
@@ -72,6 +78,29 @@ def names_the_asked_kind(query: str, mention: Mention) -> bool:
     # "what is the primary language": a word before a noun modifies it; the noun is what is asked for.
     following = re.match(r"\s*([a-z]+)", query[mention.end:])
     return following is None or following.group(1) in QUESTION_WORDS or not _is_noun(following.group(1))
+
+
+def modifies_a_noun(query: str, mention: Mention) -> bool:
+    """Whether a lower-case single word is an adjective before a noun ("the primary language of X", "the main
+    actor"): it says which one of a kind, it is not a constant, even when a node is so called (a film "Primary").
+
+    >>> from kqe_rdf.kb.linking import Mention
+    >>> modifies_a_noun("what is the primary language of Raffles", Mention("primary", 12, 19, ()))
+    True
+    >>> modifies_a_noun("films about heat starring Al Pacino", Mention("heat", 12, 16, ()))
+    False
+    """
+    if not is_common_word(mention) or not _is_adjective(mention.text.strip()):
+        return False
+    following = re.match(r"\s*([a-z]+)\b", query[mention.end:])
+    return following is not None and following.group(1) not in STOPWORDS and _is_noun(following.group(1))
+
+
+def _is_adjective(word: str) -> bool:
+    from ....kb.lexicon import wordnet
+
+    wn = wordnet()
+    return wn is not None and word in wn.adjectives
 
 
 def _is_noun(word: str) -> bool:
@@ -111,14 +140,15 @@ class RequestReader:
         # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
         # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
         # does not.
-        wanted = (self.answer_types(stripped, wh_only=True) or self.leading_class(marked)
+        wanted = (self.answer_types(_LIST_GAP.sub("\x00", marked), wh_only=True) or self.leading_class(marked)
                   or self.trailing_class(marked))
         return self.request(query, mentions, wanted, self.kb.embed_query(positive))
 
     def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
         """The class a question asks for: the class word right after its wh-word ("which years",
-        "what genre"), or the wh-word itself ("who", "when"); else (unless ``wh_only``) every class it names."""
-        words = re.findall(r"[a-z0-9]+", query.lower())
+        "what genre"), or the wh-word itself ("who", "when"); else (unless ``wh_only``) every class it names.
+        A mention taken out of ``query`` (NUL) ends the wh-phrase."""
+        words = re.findall(r"[a-z0-9]+|\x00", query.lower())
 
         def cue_at(j: int) -> tuple[set[str], int]:
             for n in (3, 2, 1):
@@ -127,29 +157,38 @@ class RequestReader:
                     return found, n
             return set(), 1
 
+        def adjective_before_cue(j: int) -> bool:
+            """An adjective right before a class cue modifies it ("the primary language", "the main actor")."""
+            return _is_adjective(words[j]) and bool(cue_at(j + 1)[0])
+
         def classes_at(i: int, span: int = 3) -> set[str]:
             """The classes of the last cue in the first run of cue words within ``span`` words of ``i``
             ("what film genre" → genre, "what kind of film" → genre, "which movies have" → movie)."""
-            found, j = set(), i
-            while j < len(words) and (found or j < i + span):
+            found, j, end = set(), i, i + span
+            while j < len(words) and (found or j < end):
                 here, n = cue_at(j)
                 if here and 0 < j and words[j - 1] in _ARTICLES and words[j + n :] == ["of"]:
                     # A relation's noun before a stranded "of" names the relation, not the class asked for
                     # ("what was E the director of" asks for films; "the genres of the films ..." for genres).
                     break
+                if here and words[j + n : j + n + 1] == ["\x00"]:
+                    break  # in apposition to a name, the cue says what the constant is: "the genre film X"
                 if not here:
                     # Only function words may stand between the wh-word and its class ("what are the films");
                     # another word ends the wh-phrase ("which words describe movie X" asks for no movie).
-                    if found or (j > i and words[j] not in QUESTION_WORDS):
+                    if found or (j > i and words[j] not in QUESTION_WORDS and not adjective_before_cue(j)):
                         break
+                    end += words[j] not in QUESTION_WORDS  # "which is the primary language": one more word
                     j += 1
                     continue
                 found = here
                 j += n
             return found
 
+        frame = _FRAME.match(query)
         for i, w in enumerate(words):
-            if w in WH_WORDS:
+            if w in WH_WORDS or (frame and w == frame.group(1).lower()):
+                frame = None
                 found = classes_at(i, 4)
                 if found:
                     return found
@@ -159,6 +198,37 @@ class RequestReader:
         for i in range(len(words)):
             everywhere |= classes_at(i, 1)
         return everywhere
+
+    def relation_words(self, query: str) -> set[str]:
+        """The request's lower-case words that name a relation, by its phrases or a related word ("star",
+        "players"): the linker passes over them unless nothing else is a mention, so "which is the star in
+        Heat" reads "star" as a relation, not a film "The Star"."""
+        vocabulary = self.words
+        return {w for w in re.findall(r"[a-z0-9]+", query) if (s := stem(w)) in vocabulary.all_stems
+                or s in vocabulary.related_weight}
+
+    def unread_phrases(self, tokens: Sequence[tuple[str, int, int]], spans: Sequence[tuple[int, int]]
+                       ) -> dict[str, str]:
+        """Runs of two or more words between the mentions and the words that name relations, with a word that
+        is neither a function word nor a class cue ("is X's mother a man or a woman", "what does X's dad do for a
+        living"), each mapped to its last such word: the encoder reads them whole (:meth:`.RelationWords.similar`)."""
+        from ....kb.lexicon import LIGHT_WORDS
+
+        vocabulary = self.words
+        out: dict[str, str] = {}
+        run: list[str] = []
+        for i, (w, _a, _b) in enumerate([*tokens, ("", 0, 0)]):
+            s = stem(w) if w else ""
+            if w and not any(a <= i < b for a, b in spans) and s not in vocabulary.all_stems \
+                    and s not in vocabulary.related_weight and w not in self.schema_words:
+                run.append(w)
+                continue
+            content = [x for x in run if x not in QUESTION_WORDS and x not in FUNCTION_WORDS
+                       and x not in LIGHT_WORDS and not self.classes_named(x)]
+            if len(run) >= 2 and content:
+                out[" ".join(run)] = content[-1]
+            run = []
+        return out
 
     def classes_named(self, phrase: str) -> set[str]:
         """The classes a phrase is a cue of ("movies" → Movie), written in the plural or not; a wh-word no cue
@@ -177,7 +247,13 @@ class RequestReader:
     def leading_class(self, marked: str) -> set[str]:
         """The classes named by the first words of a request that is a noun phrase ("movies starring X");
         ``marked`` has its mentions replaced by NUL, so "X film was written by whom" starts with no class."""
-        return self._class_at_edge(re.findall(r"[a-z0-9]+|\x00", marked.lower()), last=False)
+        words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
+        start = 0  # "the principal language of X": an adjective (and articles) before the class
+        while start < len(words) - 1 and (words[start] in _ARTICLES or _is_adjective(words[start])):
+            start += 1
+        modified = any(_is_adjective(w) for w in words[:start])
+        return self._class_at_edge(words, last=False) or (
+            self._class_at_edge(words[start:], last=False) if modified else set())
 
     def trailing_class(self, marked: str) -> set[str]:
         """The classes named by the last words of a request with no wh-word ("the scriptwriter of X also wrote
@@ -199,20 +275,23 @@ class RequestReader:
         # manager of Kismet", where "manager" is also a tag): it stays among the words the paths are read from.
         common = {spans[n] for n, m in enumerate(mentions) if n < len(spans) and is_common_word(m)} \
             if any(is_name(query, m) for m in mentions) else set()
+        frame = _FRAME.match(query)
+        framing = next((i for i, (_w, a, _b) in enumerate(tokens) if frame and a == frame.start(1)), None)
         for i, (w, _a, _b) in enumerate(tokens):
-            if not any(a <= i < b for a, b in spans if (a, b) not in common):
+            if i != framing and not any(a <= i < b for a, b in spans if (a, b) not in common):
                 words.append((i, stem(w)))
         wh = next(([(i, i + 1)] for i, (w, _a, _b) in enumerate(tokens) if w in WH_WORDS
-                   and not any(a <= i < b for a, b in spans)), [])
+                   and not any(a <= i < b for a, b in spans)), [] if framing is None else [(framing, framing + 1)])
         vocabulary = self.words
         unknown = [tokens[i][0] for i, s in words if s not in vocabulary.all_stems
                    and s not in vocabulary.related_weight and s not in FUNCTION_WORDS
                    and tokens[i][0] not in self.schema_words and tokens[i][0] not in QUESTION_WORDS
                    and not self.classes_named(tokens[i][0])]
+        phrases = self.unread_phrases(tokens, spans)
         # Words that say what kind of thing the answer or a constant is ("what is a film directed by X", "the
         # film X") may name a relation ("what type of film") but cost nothing when no hop reads them.
         query_tokens = [(query[a:b], a, b) for _w, a, b in tokens]
         kinds = {i for i, (w, a, b) in enumerate(query_tokens) if names_the_asked_kind(query, Mention(w, a, b, ()))}
-        return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown),
+        return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown, phrases),
                        {i: w for i, (w, _a, _b) in enumerate(tokens)}, kinds)
 

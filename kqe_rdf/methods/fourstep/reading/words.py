@@ -132,11 +132,15 @@ class RelationWords:
                 self._phrase_vectors[p] = v
         return np.stack([self._phrase_vectors[p] for p in phrases])
 
-    def similar(self, words: Iterable[str]) -> dict[str, dict[str, list]]:
+    def similar(self, words: Iterable[str], phrases: dict[str, str] | None = None) -> dict[str, dict[str, list]]:
         """Rule 3. Relations that words of a request mean by the encoder, where neither a label nor WordNet
         says ("kid" is 0.58 from "children"): a word counts for the relation whose phrases it is nearest to
-        when it is near enough (:data:`SIMILAR`) and clearly nearer than to any other (:data:`SIMILAR_MARGIN`)."""
-        words = sorted({w for w in words if len(w) > 2})
+        when it is near enough (:data:`SIMILAR`) and clearly nearer than to any other (:data:`SIMILAR_MARGIN`).
+        ``phrases`` are read the same way, whole ("a man or a woman" is 0.63 from "gender", "man" alone 0.31),
+        each counting as the word it maps to."""
+        phrases = phrases or {}
+        anchor = {w: w for w in words if len(w) > 2} | phrases
+        words = sorted(anchor)
         if not words or not self.named:
             return {}
         owners = [(iri, p) for iri, ps in sorted(self.named.items()) for p in sorted(ps)]
@@ -154,6 +158,6 @@ class RelationWords:
             (iri, (top, phrase)), second = ranked[0], (ranked[1][1][0] if len(ranked) > 1 else 0.0)
             if top >= SIMILAR and top - second >= SIMILAR_MARGIN:
                 weight = round(min(top, WEIGHTS["synonym"]), 2)
-                out.setdefault(iri, {})[stem(word)] = ["similarity", weight,
-                                                       f"{word} (similarity {top:.2f} to {phrase})"]
+                out.setdefault(iri, {})[stem(anchor[word])] = ["similarity", weight,
+                                                               f"{word} (similarity {top:.2f} to {phrase})"]
         return out
