@@ -225,10 +225,11 @@ class Linker:
         negation cue in the same sentence ("... were not observed", "no ...")
         are marked negated.
         """
-        skip = STOPWORDS | {w.lower() for w in skip_words} | {"'s", "’s"}  # a possessive names nothing
+        skip = STOPWORDS | {w.lower() for w in skip_words}
         tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(query)]
         keys = [normalise_name(t[0]) for t in tokens]
-        plain = [w.lower() in skip or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]
+        # a possessive alone names nothing, but ends names well ("McCool's")
+        plain = [w.lower() in skip or w in ("'s", "’s") or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]
         # A lower-case stopword or schema word at an edge makes a span weak ("in Time").
         soft = [w.lower() in skip and not w[:1].isupper() for w, _a, _b in tokens]
         longest = max_words or self.index.longest
