@@ -7,8 +7,9 @@ A path's score adds up the rules below, each a function that says what it reads:
 - :func:`further_hop_cost`: a hop beyond the first costs ``hop_penalty``, less when a word of its own names it;
 - :func:`unread_words`: a word that names a relation no hop of the path reads costs its weight, unless it is
   the noun an adjective read by the path modifies (:func:`modified_phrase`);
-- :func:`preposition_cue`: the preposition right before a constant ("in X", "by X") supports a first hop whose
-  phrase, read from the answer to the constant, has it ("?x starred in X"), weakly;
+- :func:`preposition_cue`: the preposition right before a constant ("in X", "by X") supports a one-hop path whose
+  phrase, read from the answer to the constant, has it ("?x starred in X"), weakly (on a longer path it may
+  tie the constant to a thing between: "clubs of players in Mexico");
 - :func:`hop_order`: the hop named nearest the constant comes first, the one nearest the wh-word last;
 - :func:`path_similarity`: the embedding similarity of the hops' phrases with the request, a tie-breaker.
 
@@ -217,7 +218,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         for hop, (rel, forward) in enumerate(path.steps, 1):
             stems = vocabulary.relation_stems.get(rel, set())
             related = {**vocabulary.related.get(rel, {}), **request.similar.get(rel, {})}
-            if hop == 1 and prepositions:
+            if len(path.steps) == 1 and prepositions:
                 toward = reader.phrase(rel, not forward).lower().split()  # "?x starred in X"
                 for word in prepositions.values():
                     if word in toward and stem(word) not in related:
