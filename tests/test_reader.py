@@ -217,6 +217,9 @@ def test_a_relation_word_is_read_as_the_relation_not_as_a_node_so_named(tmp_path
     kb = small_kb(tmp_path, "The Star|directed_by|Stuart Heisler\nHeat|directed_by|Michael Mann\n"
                             "Heat|starred_actors|Al Pacino\nHeat|written_by|Michael Mann\n")
     assert read(kb, "which is the star in Heat") == [("Heat", "starred_actors", "?x")]
+    # a relation's word or a synonym of it, in any form; not a function word, nor a word a mere relative names
+    assert OfflineTriplets(kb).requests.relation_words("who are the players with the star in Heat") == {
+        "players", "star"}
 
 
 def test_an_adjective_before_the_class_asked_for_still_asks_for_it(movie_kb):

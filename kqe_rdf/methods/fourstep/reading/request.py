@@ -28,6 +28,9 @@ WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
 #: A request that opens with one of these verbs asks for what follows, as a wh-word does ("can you name a film
 #: directed by X", "list the players of C"): the verb frames the request, it names no relation.
 _FRAME = re.compile(r"^\W*(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(name|list|give|show|tell)\b", re.I)
+#: How strongly a related word must name a relation to be read as one rather than as a name (a synonym: "players"
+#: for actors; not "neck", a narrower word of "part").
+RELATED_NAME = 0.8
 #: Words that may stand between a wh-word and the class it asks for ("what are the films").
 QUESTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
 
@@ -94,6 +97,13 @@ def modifies_a_noun(query: str, mention: Mention) -> bool:
         return False
     following = re.match(r"\s*([a-z]+)\b", query[mention.end:])
     return following is not None and following.group(1) not in STOPWORDS and _is_noun(following.group(1))
+
+
+def _lemmas(word: str) -> list[str]:
+    from ....kb.lexicon import wordnet
+
+    wn = wordnet()
+    return [] if wn is None else [b for pos in ("n", "v") if (b := wn.morphy(word, pos))]
 
 
 def _is_adjective(word: str) -> bool:
@@ -204,8 +214,21 @@ class RequestReader:
         "players"): the linker passes over them unless nothing else is a mention, so "which is the star in
         Heat" reads "star" as a relation, not a film "The Star"."""
         vocabulary = self.words
-        return {w for w in re.findall(r"[a-z0-9]+", query) if (s := stem(w)) in vocabulary.all_stems
-                or s in vocabulary.related_weight}
+        out = set()
+        for w in set(re.findall(r"[a-z0-9]+", query.lower())) - STOPWORDS - FUNCTION_WORDS:
+            s = stem(w)
+            if s in vocabulary.all_stems:
+                out.add(w)
+            elif vocabulary.related_weight.get(s, 0.0) >= RELATED_NAME:
+                # the related word or a form of it ("players", "observed"), not another that stems alike
+                lemmas = {w, singular(w)} | set(_lemmas(w))
+                for table in vocabulary.related.values():
+                    related = table.get(s, (None, 0.0, ""))
+                    word = related[2].split(" (", 1)[0]
+                    if related[1] >= RELATED_NAME and (word in lemmas or w.startswith(word)):
+                        out.add(w)
+                        break
+        return out
 
     def unread_phrases(self, tokens: Sequence[tuple[str, int, int]], spans: Sequence[tuple[int, int]]
                        ) -> dict[str, str]:
