@@ -298,34 +298,44 @@ def sparql(query, kb_path, fmt):
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
     kb, settings = _open_kb(kb_path)
-    from .service.sparql_search import SearchFunctions, execute, prepare
+    from .service.federation import consume
+    from .service.sparql_search import SearchFunctions, prepare
+
+    formats = {"json": QueryResultsFormat.JSON, "csv": QueryResultsFormat.CSV, "tsv": QueryResultsFormat.TSV}
+
+    def read(result, _again):
+        """The whole answer, read before anything is printed (a failing SERVICE stops it with one error)."""
+        if isinstance(result, QueryBoolean):
+            return "boolean", bool(result)
+        if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
+            return "graph", (serialize(result, format=RdfFormat.TURTLE) or b"").decode()
+        if fmt != "table":
+            return "results", result.serialize(format=formats[fmt]).decode()
+        variables = [v.value for v in result.variables]
+        return "table", (variables, [[(s[v].value if s[v] is not None else "") for v in variables] for s in result])
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
-    # allow-listed endpoints, and kqe:bm25 / kqe:similarity as functions.
-    result = execute(kb, prepare(kb, query, settings), SearchFunctions(kb))
-    if isinstance(result, QueryBoolean):
-        click.echo(json.dumps({"boolean": bool(result)}) if fmt == "json" else str(bool(result)).lower())
-        return
-    if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
-        click.echo((serialize(result, format=RdfFormat.TURTLE) or b"").decode())
-        return
-    if fmt != "table":
-        formats = {"json": QueryResultsFormat.JSON, "csv": QueryResultsFormat.CSV, "tsv": QueryResultsFormat.TSV}
-        sys.stdout.write(result.serialize(format=formats[fmt]).decode())
-        return
-    from rich.console import Console
-    from rich.table import Table
+    # allow-listed endpoints (a failing one is named in one error; SILENT ones answer nothing), and kqe:bm25 /
+    # kqe:similarity as functions.
+    kind, answer = consume(kb, prepare(kb, query, settings), SearchFunctions(kb), settings, read)
+    if kind == "boolean":
+        click.echo(json.dumps({"boolean": answer}) if fmt == "json" else str(answer).lower())
+    elif kind == "graph":
+        click.echo(answer)
+    elif kind == "results":
+        sys.stdout.write(answer)
+    else:
+        from rich.console import Console
+        from rich.table import Table
 
-    variables = [v.value for v in result.variables]
-    table = Table()
-    for v in variables:
-        table.add_column(v)
-    count = 0
-    for solution in result:
-        table.add_row(*[(solution[v].value if solution[v] is not None else "") for v in variables])
-        count += 1
-    Console().print(table)
-    click.echo(f"{count} result(s)", err=True)
+        variables, rows = answer
+        table = Table()
+        for v in variables:
+            table.add_column(v, overflow="fold")  # long IRIs wrap in their cell, never cut
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        click.echo(f"{len(rows)} result(s)", err=True)
 
 
 @cli.command("eval")
