@@ -195,7 +195,7 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
-    batch = pipeline(method, kb, settings, k, list(types) or None).run(text)
+    batch = pipeline(method, kb, settings, k, list(types) or None).run(text, names=False)  # (rows read them)
     how = batch.explain.get("q")
     rows = result_rows(kb, batch.ranked("q"))
     if as_json:
@@ -634,7 +634,8 @@ def _print_links(links: list[dict]) -> None:
 @click.argument("text")
 @KB_OPTION
 @click.option("--method", "-m", default="kar", show_default=True,
-              help=f"{', '.join(EXPANSION)} (prf is prf-docs); the -offline ones run without the LLM.")
+              help=f"{', '.join(EXPANSION)}, prf (the words RM3 adds, as search -m prf uses them); "
+                   "the -offline ones run without the LLM.")
 @click.option("--type", "types", multiple=True, help="Node class the query asks for (the query pseudo-entity's).")
 @click.option("--hops", type=int, default=None, help="KAR: hops of relation propagation, 1 or 2 [default: 1].")
 @click.option("--neighbours", type=int, default=None, help="KAR: neighbours kept by filtering [default: 10].")

@@ -69,7 +69,7 @@ def search_job(kb, settings, params: dict) -> dict:
         raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
     types = _types(kb, params)
     stage = pipeline(method, kb, settings, k, types or None)
-    batch = stage.run(text)
+    batch = stage.run(text, names=False)  # (result_rows reads the names)
     return {"query": text, "method": method, "k": k, "types": types,
             "results": result_rows(kb, batch.ranked("q")),
             "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}

@@ -161,7 +161,7 @@ def _values_block(call: SearchCall, hits) -> str:
         if call.score:
             terms.append(Literal(repr(float(hit.score)), datatype=XSD_DOUBLE))
         if call.rank:
-            terms.append(Literal(str(hit.rank + 1), datatype=XSD_INTEGER))
+            terms.append(Literal(str(hit.rank), datatype=XSD_INTEGER))
         rows.append(terms)
     return values_block(variables, rows)
 

@@ -165,10 +165,10 @@ class ExpandedSearch(Stage):
         out = Batch(batch.queries, {}, dict(batch.explain))
         for q in batch.queries:
             exp = self.expander.expand(q.text)
-            hits = self.final.search(exp.expanded, q.qid)
+            hits = self.final.search(exp.expanded, q.qid, names=False)
             if not hits and exp.expanded != q.text:
                 exp.notes.append("the expanded query found nothing; results are the unexpanded query's")
-                hits = self.final.search(q.text, q.qid)
+                hits = self.final.search(q.text, q.qid, names=False)
             out.hits[q.qid] = hits[: self.k]
             out.explain[q.qid] = {"expansion": exp.as_dict()}
         return out

@@ -212,7 +212,7 @@ class KAR(Expander):
                 for c in chosen]})
             nodes += [c.iri for c in chosen if c.iri not in nodes]
         if self.settings.kar_query_nodes:
-            hits = self.query_retriever.search(exp.query)[: self.settings.kar_query_nodes]
+            hits = self.query_retriever.search(exp.query, names=False)[: self.settings.kar_query_nodes]
             exp.entities.append({"text": exp.query, "found_by": "query", "nodes": [
                 {"iri": h.iri, "name": self.kb.document(h.iri).name, "link": "retrieval", "score": round(h.score, 4)}
                 for h in hits]})
