@@ -30,7 +30,9 @@ def _settings(**overrides):
 def _console():
     from rich.console import Console
 
-    return Console(stderr=True)
+    # Messages and progress lines are never broken by rich (a long path stays whole, to copy or to grep);
+    # the terminal wraps them as it shows them.
+    return Console(stderr=True, soft_wrap=True)
 
 
 def _progress():
@@ -81,13 +83,16 @@ def _importer_help() -> str:
 @click.argument("importer")
 @click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
 @KB_OPTION
-@click.option("--limit", type=int, default=None, help="Import at most this many nodes (quick trials).")
+@click.option("--limit", type=int, default=None,
+              help="Quick trial: import only the first N records the importer reads (bio: N diseases, with the "
+                   "phenotypes and genes they name; the others: N nodes); the build says how many nodes that made.")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Importer-specific option.")
 @click.option("--text-property", "text_properties", multiple=True, metavar="IRI|CURIE",
               help="rdf importer: a property whose literals go into node documents (repeatable).")
 @click.option("--on-unknown-edge", type=click.Choice(["skip", "fail"]), default=None,
               help="Edges to nodes that do not exist: skip and count them, or fail.")
-@click.option("--embed/--no-embed", default=False, help="Embed documents for dense search after the build.")
+@click.option("--embed/--no-embed", default=False, show_default=True,
+              help="Embed documents for dense search after the build (long on large KBs: `kb embed` later resumes).")
 @click.option("--embed-type", "embed_types", multiple=True, help="Embed only nodes of this class (repeatable).")
 def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
@@ -115,6 +120,9 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
     console.print(f"built {settings.kb}: {counts['nodes']:,} nodes, {counts['edges']:,} edges, "
                   f"{counts['triples']:,} triples; {counts['skipped_edges']:,} edges skipped, "
                   f"{counts['empty_nodes']:,} empty nodes skipped")
+    if limit is not None:
+        kept = manifest.get("dataset", {}).get("limit") or f"the first {limit} records of the source"
+        console.print(f"--limit {limit}: imported {kept}, {counts['nodes']:,} nodes with what they name")
     for warning in manifest["warnings"][:5]:
         console.print(f"  warning: {warning}")
     if embed:
@@ -195,15 +203,20 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
-    batch = pipeline(method, kb, settings, k, list(types) or None).run(text, names=False)  # (rows read them)
+    stage = pipeline(method, kb, settings, k, list(types) or None)
+    batch = stage.run(text, names=False)  # (the rows read the names)
     how = batch.explain.get("q")
     rows = result_rows(kb, batch.ranked("q"))
+    notes = (how or {}).get("expansion", {}).get("notes", [])
     if as_json:
-        out = {"query": text, "method": method, "results": rows}
+        # As the server's /search answers: the results and how they were reached (an expansion with its knowledge).
+        out = {"query": text, "method": method, "results": rows, "provenance": {"pipeline": repr(stage), "explain": how}}
         if explain:
             out["explain"] = how
         click.echo(json.dumps(out, indent=2))
         return
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     _print_results(text, method, rows)
     if explain:
         _print_explain(how)
@@ -443,7 +456,7 @@ def demo(kb_path):
     from .demo import Demo
 
     settings = _settings(kb=kb_path)
-    Demo(settings, Console(), _progress(), started).run()
+    Demo(settings, Console(soft_wrap=True), _progress(), started).run()
 
 
 # ---------------------------------------------------------------- question answering (kqe_rdf.methods.answering)

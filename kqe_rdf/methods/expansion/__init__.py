@@ -72,16 +72,27 @@ def expand(kb, settings, text: str, method: str = "kar", types: Sequence[str] | 
                        "expanded (setting expand_max_chars)")
     stage = expander(method, kb, settings, types)
     exp = stage.expand(text)
-    name = method
-    if name != PRF and not METHODS[name][2] and getattr(stage, "llm", None) is None:
+    if _ran_offline(method, stage):
         exp.ran_offline = True
-        exp.notes.insert(0, f"no LLM is configured (llm_base_url, llm_model): {name} ran offline, as "
-                            f"{name}-offline does")
+        exp.notes.insert(0, _offline_note(method))
     return exp
+
+
+def _ran_offline(method: str, stage: Expander) -> bool:
+    """Whether a method that asks an LLM had none configured, and so ran its offline variant."""
+    return method != PRF and not METHODS[method][2] and getattr(stage, "llm", None) is None
+
+
+def _offline_note(method: str) -> str:
+    return f"no LLM is configured (llm_base_url, llm_model): {method} ran offline, as {method}-offline does"
 
 
 def expansion_pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> ExpandedSearch:
     """Expansion then the final retriever (BM25 for LKQE, as in its paper; ``kar_final`` for the rest)."""
     exp = expander(method, kb, settings, types)
-    kind = "bm25" if METHODS[method][0] == "lkqe" else None
-    return ExpandedSearch(exp, final_retriever(kb, settings, k, types, kind), k)
+    kind = "bm25" if METHODS[method][0] == "lkqe" else settings.kar_final
+    notes = [_offline_note(method)] if _ran_offline(method, exp) else []
+    if kind != "bm25" and not kb.has_embeddings:
+        notes.append(f"the KB has no vectors (`kqe-rdf kb embed`): the expanded query was searched with BM25, not "
+                     f"{kind} (kar_final)")
+    return ExpandedSearch(exp, final_retriever(kb, settings, k, types, kind), k, notes)
