@@ -196,6 +196,11 @@ class Settings:
     kar_encode: int = 32
     #: KAR: tokens of a document encoded on the fly (the stored embeddings keep embedding_max_tokens).
     kar_encode_tokens: int = 128
+    #: kar-namefilter: a hop that reaches more than `kar_name_hub` names (a hub term: Seizure leads to 3,800
+    #: diseases, 20 s of encoding) scores only `kar_encode_names` of them, those whose names share most words
+    #: with the request, then whose documents BM25 ranks first for it; smaller hops are scored whole.
+    kar_name_hub: int = 400
+    kar_encode_names: int = 128
     #: KAR: nodes each entity resolves to, nodes the query itself (a pseudo-entity) resolves to by the
     #: final retriever, and entities taken from a query at most.
     kar_entity_nodes: int = 1
@@ -281,7 +286,7 @@ class Settings:
                      "lkqe_max_ratio", "lkqe_query_repeat"):
             if getattr(self, name) < 1:
                 raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("kar_encode", "kar_query_nodes", "expansion_docs"):
+        for name in ("kar_encode", "kar_query_nodes", "expansion_docs", "kar_encode_names", "kar_name_hub"):
             if getattr(self, name) < 0:
                 raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
         if self.kar_hops not in (1, 2):
