@@ -30,7 +30,9 @@ def _settings(**overrides):
 def _console():
     from rich.console import Console
 
-    return Console(stderr=True)
+    # Messages and progress lines are never broken by rich (a long path stays whole, to copy or to grep);
+    # the terminal wraps them as it shows them.
+    return Console(stderr=True, soft_wrap=True)
 
 
 def _progress():
@@ -81,13 +83,16 @@ def _importer_help() -> str:
 @click.argument("importer")
 @click.argument("sources", nargs=-1, type=click.Path(path_type=Path))
 @KB_OPTION
-@click.option("--limit", type=int, default=None, help="Import at most this many nodes (quick trials).")
+@click.option("--limit", type=int, default=None,
+              help="Quick trial: import only the first N records the importer reads (bio: N diseases, with the "
+                   "phenotypes and genes they name; the others: N nodes); the build says how many nodes that made.")
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Importer-specific option.")
 @click.option("--text-property", "text_properties", multiple=True, metavar="IRI|CURIE",
               help="rdf importer: a property whose literals go into node documents (repeatable).")
 @click.option("--on-unknown-edge", type=click.Choice(["skip", "fail"]), default=None,
               help="Edges to nodes that do not exist: skip and count them, or fail.")
-@click.option("--embed/--no-embed", default=False, help="Embed documents for dense search after the build.")
+@click.option("--embed/--no-embed", default=False, show_default=True,
+              help="Embed documents for dense search after the build (long on large KBs: `kb embed` later resumes).")
 @click.option("--embed-type", "embed_types", multiple=True, help="Embed only nodes of this class (repeatable).")
 def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
@@ -115,6 +120,9 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
     console.print(f"built {settings.kb}: {counts['nodes']:,} nodes, {counts['edges']:,} edges, "
                   f"{counts['triples']:,} triples; {counts['skipped_edges']:,} edges skipped, "
                   f"{counts['empty_nodes']:,} empty nodes skipped")
+    if limit is not None:
+        kept = manifest.get("dataset", {}).get("limit") or f"the first {limit} records of the source"
+        console.print(f"--limit {limit}: imported {kept}, {counts['nodes']:,} nodes with what they name")
     for warning in manifest["warnings"][:5]:
         console.print(f"  warning: {warning}")
     if embed:
@@ -195,15 +203,20 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
-    batch = pipeline(method, kb, settings, k, list(types) or None).run(text)
+    stage = pipeline(method, kb, settings, k, list(types) or None)
+    batch = stage.run(text, names=False)  # (the rows read the names)
     how = batch.explain.get("q")
     rows = result_rows(kb, batch.ranked("q"))
+    notes = (how or {}).get("expansion", {}).get("notes", [])
     if as_json:
-        out = {"query": text, "method": method, "results": rows}
+        # As the server's /search answers: the results and how they were reached (an expansion with its knowledge).
+        out = {"query": text, "method": method, "results": rows, "provenance": {"pipeline": repr(stage), "explain": how}}
         if explain:
             out["explain"] = how
         click.echo(json.dumps(out, indent=2))
         return
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
     _print_results(text, method, rows)
     if explain:
         _print_explain(how)
@@ -298,34 +311,44 @@ def sparql(query, kb_path, fmt):
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
     kb, settings = _open_kb(kb_path)
-    from .service.sparql_search import SearchFunctions, execute, prepare
+    from .service.federation import consume
+    from .service.sparql_search import SearchFunctions, prepare
+
+    formats = {"json": QueryResultsFormat.JSON, "csv": QueryResultsFormat.CSV, "tsv": QueryResultsFormat.TSV}
+
+    def read(result, _again):
+        """The whole answer, read before anything is printed (a failing SERVICE stops it with one error)."""
+        if isinstance(result, QueryBoolean):
+            return "boolean", bool(result)
+        if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
+            return "graph", (serialize(result, format=RdfFormat.TURTLE) or b"").decode()
+        if fmt != "table":
+            return "results", result.serialize(format=formats[fmt]).decode()
+        variables = [v.value for v in result.variables]
+        return "table", (variables, [[(s[v].value if s[v] is not None else "") for v in variables] for s in result])
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
-    # allow-listed endpoints, and kqe:bm25 / kqe:similarity as functions.
-    result = execute(kb, prepare(kb, query, settings), SearchFunctions(kb))
-    if isinstance(result, QueryBoolean):
-        click.echo(json.dumps({"boolean": bool(result)}) if fmt == "json" else str(bool(result)).lower())
-        return
-    if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
-        click.echo((serialize(result, format=RdfFormat.TURTLE) or b"").decode())
-        return
-    if fmt != "table":
-        formats = {"json": QueryResultsFormat.JSON, "csv": QueryResultsFormat.CSV, "tsv": QueryResultsFormat.TSV}
-        sys.stdout.write(result.serialize(format=formats[fmt]).decode())
-        return
-    from rich.console import Console
-    from rich.table import Table
+    # allow-listed endpoints (a failing one is named in one error; SILENT ones answer nothing), and kqe:bm25 /
+    # kqe:similarity as functions.
+    kind, answer = consume(kb, prepare(kb, query, settings), SearchFunctions(kb), settings, read)
+    if kind == "boolean":
+        click.echo(json.dumps({"boolean": answer}) if fmt == "json" else str(answer).lower())
+    elif kind == "graph":
+        click.echo(answer)
+    elif kind == "results":
+        sys.stdout.write(answer)
+    else:
+        from rich.console import Console
+        from rich.table import Table
 
-    variables = [v.value for v in result.variables]
-    table = Table()
-    for v in variables:
-        table.add_column(v)
-    count = 0
-    for solution in result:
-        table.add_row(*[(solution[v].value if solution[v] is not None else "") for v in variables])
-        count += 1
-    Console().print(table)
-    click.echo(f"{count} result(s)", err=True)
+        variables, rows = answer
+        table = Table()
+        for v in variables:
+            table.add_column(v, overflow="fold")  # long IRIs wrap in their cell, never cut
+        for row in rows:
+            table.add_row(*row)
+        Console().print(table)
+        click.echo(f"{len(rows)} result(s)", err=True)
 
 
 @cli.command("eval")
@@ -433,7 +456,7 @@ def demo(kb_path):
     from .demo import Demo
 
     settings = _settings(kb=kb_path)
-    Demo(settings, Console(), _progress(), started).run()
+    Demo(settings, Console(soft_wrap=True), _progress(), started).run()
 
 
 # ---------------------------------------------------------------- question answering (kqe_rdf.methods.answering)
@@ -558,43 +581,63 @@ def serve(kb_path, host, port, query_timeout, result_cap, update_token, service_
 @click.option("--match", type=click.Choice(["label", "label+type"]), default="label", show_default=True,
               help="Match by label alone, or require the external item to have a --target-type class.")
 @click.option("--target-type", "targets", multiple=True, metavar="IRI",
-              help="External class a good match has, e.g. http://www.wikidata.org/entity/Q12136 (repeatable).")
+              help="External class a good match is of, directly or through subclasses (P31/P279*), e.g. "
+                   "http://www.wikidata.org/entity/Q12136 (repeatable).")
 @click.option("--predicate", type=click.Choice(["exactMatch", "sameAs"]), default="exactMatch", show_default=True,
               help="Write links as skos:exactMatch or owl:sameAs.")
 @click.option("--language", default="en", show_default=True, help="Language tag of external labels ('' for none).")
-@click.option("--min-confidence", type=float, default=None, help="Confidence a link needs [default: 0.8].")
+@click.option("--id-property", "id_properties", multiple=True, metavar="PROPERTY=PREFIX",
+              help="Match identifiers first: the endpoint's PROPERTY holds the KB's PREFIX ids, e.g. P492=OMIM "
+                   "(wdt:P492 \"154700\" for OMIM:154700); repeatable.")
+@click.option("--min-confidence", type=float, default=None,
+              help="Confidence a link needs [default: 0.8, which accepts an identifier, label or alias match].")
 @click.option("--rate", type=float, default=None, help="Requests per second to the endpoint [default: 2].")
+@click.option("--timeout", type=float, default=None, help="Seconds a request may take [default: 30].")
 @click.option("--limit", type=int, default=None, help="Look up at most N more nodes in this run.")
 @click.option("--restart", is_flag=True, help="Forget earlier progress for this endpoint and start over.")
 @click.option("--write/--no-write", default=True, show_default=True,
               help="Write the accepted links into the KB's links graph (one transaction).")
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def link(kb_path, endpoint, types, match, targets, predicate, language, min_confidence, rate, limit, restart, write,
-         as_json):
-    """Find owl:sameAs / skos:exactMatch links from KB nodes to an external SPARQL endpoint (resumable)."""
-    from datetime import datetime, timezone
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (every accepted link).")
+def link(kb_path, endpoint, types, match, targets, predicate, language, id_properties, min_confidence, rate, timeout,
+         limit, restart, write, as_json):
+    """Find owl:sameAs / skos:exactMatch links from KB nodes to an external SPARQL endpoint (resumable).
 
-    from .service.links import PREDICATES, accepted_links, find_links, link_quads, write_links
+    Confidence: shared identifier 1.0, label as written 0.95, label up to case/punctuation/Unicode 0.9, alias
+    0.85; times 0.9 for an item with no class and 0.6 for one of another class than --target-type (followed
+    through subclasses); ties share it.
+    """
+    from .service.links import link as run_link
 
-    started = datetime.now(timezone.utc)
-    kb, settings = _open_kb(kb_path, link_rate=rate, link_min_confidence=min_confidence)
-    run = find_links(kb, endpoint, types, match, targets, language, limit, settings, restart)
-    accepted = accepted_links(Path(run.progress_file), settings.link_min_confidence)
-    run.accepted = len(accepted)
-    run.examples = [{"node": n, **best} for n, best in accepted[:5]]
-    if write and accepted:
-        command = " ".join(["kqe-rdf link --endpoint", endpoint, "--match", match, *(f"--type {t}" for t in types),
-                            *(f"--target-type {t}" for t in targets), "--predicate", predicate])
-        write_links(kb.path, run.graph, link_quads(run.graph, endpoint, accepted, PREDICATES[predicate], started,
-                                                   command))
-        run.written = True
+    kb, settings = _open_kb(kb_path, link_rate=rate, link_min_confidence=min_confidence, link_timeout=timeout)
+    progress = _progress()
+    progress.note(f"linking to {endpoint}")
+    run = run_link(kb, endpoint, types, match, targets, id_properties, predicate, language, limit, restart, write,
+                   progress)
     if as_json:
-        click.echo(json.dumps(run.as_dict(), indent=2))
+        click.echo(json.dumps(run.as_dict(), indent=2, ensure_ascii=False))
         return
+    _print_links(run.links)
     click.echo(f"{run.looked_up} node(s) looked up in {run.requests} request(s) ({run.done_before} done earlier, "
                f"{run.nodes} in all); {run.with_candidates} with candidates; {run.accepted} link(s) accepted"
                + (f", written to graph <{run.graph}>" if run.written else ""))
     click.echo(f"progress (resumable): {run.progress_file}")
+
+
+def _print_links(links: list[dict]) -> None:
+    """The accepted links as a table whose IRIs are never cut (a narrow terminal wraps the names instead)."""
+    if not links:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="accepted links", title_justify="left")
+    table.add_column("node")
+    table.add_column("item", no_wrap=True, min_width=max(len(link["remote"]) for link in links))
+    table.add_column("confidence", justify="right", no_wrap=True)
+    table.add_column("matched by")
+    for link in links:
+        table.add_row(link["name"], link["remote"], f"{link['confidence']:.2f}", f"{link['how']}: {link['label']}")
+    Console().print(table, crop=False)
 
 
 # ---------------------------------------------------------------- query expansion (kqe_rdf.methods.expansion)
@@ -604,7 +647,8 @@ def link(kb_path, endpoint, types, match, targets, predicate, language, min_conf
 @click.argument("text")
 @KB_OPTION
 @click.option("--method", "-m", default="kar", show_default=True,
-              help=f"{', '.join(EXPANSION)} (prf is prf-docs); the -offline ones run without the LLM.")
+              help=f"{', '.join(EXPANSION)}, prf (the words RM3 adds, as search -m prf uses them); "
+                   "the -offline ones run without the LLM.")
 @click.option("--type", "types", multiple=True, help="Node class the query asks for (the query pseudo-entity's).")
 @click.option("--hops", type=int, default=None, help="KAR: hops of relation propagation, 1 or 2 [default: 1].")
 @click.option("--neighbours", type=int, default=None, help="KAR: neighbours kept by filtering [default: 10].")

@@ -110,17 +110,17 @@ class Demo:
         for hit in hits[:SHOWN]:
             doc = kb.document(hit.iri)
             more = [values.get(hit.iri, "") for values in (extra or {}).values()]
-            table.add_row(str(hit.rank + 1), doc.name, doc.identifier, f"{hit.score:.3f}", *more)
+            table.add_row(str(hit.rank), doc.name, doc.identifier, f"{hit.score:.3f}", *more)
         self.console.print(table)
 
     def structural(self, kb) -> None:
         self.heading(1, "A phenotype list, answered by the structural method (4step-offline)")
         self.console.print(f"request: {PHENOTYPES}", highlight=False)
-        batch = pipeline("4step-offline", kb, self.settings, 10, ["Disease"]).run(PHENOTYPES)
+        batch = pipeline("4step-offline", kb, self.settings, 10, ["Disease"]).run(PHENOTYPES, names=False)
         hits = batch.ranked("q")
         why = summary(batch.explain.get("q"), self.name)
         # The first `candidates` hits satisfy the triplets' paths; the rest topped the list up from BM25.
-        self.results(kb, hits, {"how": {h.iri: "paths" if h.rank < why["candidates"] else "top-up" for h in hits}})
+        self.results(kb, hits, {"how": {h.iri: "paths" if h.rank <= why["candidates"] else "top-up" for h in hits}})
         self.console.print(f"[bold]first answer {self.seconds():.1f} s after start[/]")
         self.console.print(f"[bold]triplets[/] (read {why['reader']}, answer type {why['answer_type']}): "
                            + "; ".join(why["triplets"]), highlight=False)
@@ -162,7 +162,7 @@ class Demo:
         text, types = EXPANSION
         self.heading(3, "Query expansion with KG knowledge (kar-offline)")
         self.console.print(f"request: {text} (type {', '.join(types)})", highlight=False)
-        batch = pipeline("kar-offline", kb, self.settings, 10, types).run(text)
+        batch = pipeline("kar-offline", kb, self.settings, 10, types).run(text, names=False)
         self.results(kb, batch.ranked("q"))
         exp = batch.explain["q"]["expansion"]
         for entity in exp["entities"]:
@@ -182,7 +182,7 @@ class Demo:
         text, types = HYBRID
         started = time.perf_counter()
         try:
-            candidates = [h.iri for h in BM25(kb, DENSE_CANDIDATES, types).search(text)]
+            candidates = [h.iri for h in BM25(kb, DENSE_CANDIDATES, types).search(text, names=False)]
             vectors = kb.encoder.encode([kb.document(i).text for i in candidates]) if candidates else \
                 np.zeros((0, kb.encoder.dimension), dtype=np.float32)
             self.candidates = (candidates, vectors, time.perf_counter() - started)
@@ -207,8 +207,8 @@ class Demo:
                                highlight=False)
             dense = CandidateDense(kb, candidates, vectors, depth)
         fused = RRFusion([bm25, dense], self.settings.rrf_k, depth) % 10
-        hits = fused.search(text)
-        ranks = {name: {h.iri: f"#{h.rank + 1}" for h in stage.search(text)} for name, stage in
+        hits = fused.search(text, names=False)
+        ranks = {name: {h.iri: f"#{h.rank}" for h in stage.search(text, names=False)} for name, stage in
                  (("bm25 rank", bm25), ("dense rank", dense))}
         self.results(kb, hits, ranks)
         self.console.print("provenance: each result's score is the sum of 1/(60 + rank) over the two rankings "

@@ -194,13 +194,20 @@ def bio_kb(tmp_path_factory) -> KnowledgeBase:
     """The disease KB: a folder of hp.obo, phenotype.hpoa and genes_to_phenotype.txt, read by the bio importer."""
 
     def write(folder: Path) -> BioImporter:
-        (folder / "hp.obo").write_text(HP_OBO, encoding="utf-8")
-        (folder / "phenotype.hpoa").write_text(HPOA_HEADER + "\n".join(HPOA_ROWS) + "\n", encoding="utf-8")
-        g2p_header = G2P.splitlines()[0]
-        (folder / "genes_to_phenotype.txt").write_text("\n".join([g2p_header, *G2P_ROWS]) + "\n", encoding="utf-8")
+        write_hpo(folder)
         return BioImporter([folder], doid="none")
 
     return _once("diseases", tmp_path_factory, write)
+
+
+def write_hpo(folder: Path) -> Path:
+    """The disease KB's source files, as HPO ships them (hp.obo, phenotype.hpoa, genes_to_phenotype.txt)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hp.obo").write_text(HP_OBO, encoding="utf-8")
+    (folder / "phenotype.hpoa").write_text(HPOA_HEADER + "\n".join(HPOA_ROWS) + "\n", encoding="utf-8")
+    g2p_header = G2P.splitlines()[0]
+    (folder / "genes_to_phenotype.txt").write_text("\n".join([g2p_header, *G2P_ROWS]) + "\n", encoding="utf-8")
+    return folder
 
 
 def node(kb: KnowledgeBase, identifier: str) -> str:

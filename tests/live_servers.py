@@ -35,12 +35,14 @@ DISEASE, FILM, SYMPTOM = WD + "Q12136", WD + "Q11424", WD + "Q169872"
 # Items named like the nodes of the tiny HPO KB (tests/fixtures_kb.py): an exact label, one that differs
 # only in case, a film named like a disease (wrong type), a symptom with an alternative label, and a
 # second "Seizure" (a film), which makes that name ambiguous.
-WIKIDATA_SAMPLE = f"""\
+#: The prefixes of Wikidata-shaped Turtle: items (wd:), direct properties (wdt:), labels and alt labels.
+WIKIDATA_PREFIXES = f"""\
 @prefix wd: <{WD}> .
 @prefix wdt: <http://www.wikidata.org/prop/direct/> .
 @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
 @prefix skos: <http://www.w3.org/2004/02/skos/core#> .
-
+"""
+WIKIDATA_SAMPLE = WIKIDATA_PREFIXES + """
 wd:Q900001 rdfs:label "Focal epilepsy type 1"@en ; wdt:P31 wd:Q12136 .
 wd:Q900002 rdfs:label "frontal bossing syndrome"@en ; rdfs:label "syndrome de la bosse frontale"@fr ;
     wdt:P31 wd:Q12136 .

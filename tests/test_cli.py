@@ -152,6 +152,44 @@ def test_kb_build_with_limit_and_an_unknown_importer_or_bad_option(run, products
     assert not (tmp_path / "x").exists() and not (tmp_path / "z" / "manifest.json").exists()
 
 
+def test_kb_build_help_shows_the_embed_default_and_what_limit_limits(run):
+    text = " ".join(ok(run("kb", "build", "--help")).stdout.split())
+    assert "--embed / --no-embed" in text and "[default: no-embed]" in text
+    assert "import only the first N records the importer reads (bio: N diseases, with the phenotypes" in text
+
+
+def test_a_limited_bio_build_says_what_it_kept_and_how_many_nodes_that_made(run, tmp_path):
+    from fixtures_kb import write_hpo
+
+    source = write_hpo(tmp_path / "hpo")
+    built = ok(run("kb", "build", "bio", source, "--kb", tmp_path / "kb", "--limit", "1", "--option", "doid=none"))
+    nodes = json.loads(ok(run("kb", "info", "--kb", tmp_path / "kb", "--json")).stdout)["manifest"]["counts"]["nodes"]
+    assert nodes > 1  # the disease, and the phenotypes (with their ancestors) it names
+    assert f"--limit 1: imported first 1 diseases of phenotype.hpoa, {nodes} nodes with what they name" in built.stderr
+
+
+def test_messages_with_long_paths_are_not_broken_across_lines(run, products_file, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "40")
+    target = tmp_path / ("a-rather-long-folder-name-for-the-knowledge-base-" * 2) / "products"
+    built = ok(run("kb", "build", "jsonl", products_file, "--kb", target))
+    lines = built.stderr.splitlines()
+    assert f"building jsonl KB at {target} …" in lines
+    assert any(line.startswith(f"built {target}: 17 nodes") for line in lines)
+
+
+def test_search_with_an_expansion_on_a_kb_without_vectors_says_so_and_keeps_the_expansion(run, products_file,
+                                                                                          tmp_path):
+    ok(run("kb", "build", "jsonl", products_file, "--kb", tmp_path / "kb"))  # no vectors
+    shown = ok(run("search", "camera for wildlife photography", "-m", "kar-offline", "--kb", tmp_path / "kb"))
+    assert "note: the KB has no vectors (`kqe-rdf kb embed`): the expanded query was searched with BM25" \
+        in shown.stderr
+    data = search(run, tmp_path / "kb", "camera for wildlife photography", "-m", "kar-offline")
+    expansion = data["provenance"]["explain"]["expansion"]
+    assert data["provenance"]["pipeline"].startswith("Expand(kar-offline, offline) >> BM25")
+    assert expansion["method"] == "kar-offline" and expansion["expanded_query"] and expansion["entities"]
+    assert any("no vectors" in note for note in expansion["notes"])
+
+
 def test_a_missing_kb_is_refused_with_the_build_hint(run, tmp_path):
     for args in (["kb", "info"], ["search", "tripod"], ["sparql", "ASK {}"], ["triplets", "who directed Kismet"]):
         refused(run(*args, "--kb", tmp_path / "nowhere"), f"no knowledge base at {tmp_path / 'nowhere'}",

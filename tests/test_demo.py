@@ -8,20 +8,14 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from fixtures_kb import HP_OBO, HPOA_ROWS, G2P_ROWS
+from fixtures_kb import write_hpo
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
 from kqe_rdf.kb.importers.bio import BioImporter
-from test_importer_bio import G2P, HPOA_HEADER
 
 
 def test_the_demo_shows_each_method_with_its_provenance_in_order(tmp_path, monkeypatch):
-    source = tmp_path / "hpo"
-    source.mkdir()
-    (source / "hp.obo").write_text(HP_OBO, encoding="utf-8")
-    (source / "phenotype.hpoa").write_text(HPOA_HEADER + "\n".join(HPOA_ROWS) + "\n", encoding="utf-8")
-    (source / "genes_to_phenotype.txt").write_text("\n".join([G2P.splitlines()[0], *G2P_ROWS]) + "\n",
-                                                   encoding="utf-8")
+    source = write_hpo(tmp_path / "hpo")
     build_kb(BioImporter([source]), tmp_path / "kb")  # no `kb embed`: the demo must not need one
     monkeypatch.setenv("COLUMNS", "200")
 

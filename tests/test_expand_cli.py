@@ -57,3 +57,20 @@ def test_no_appended_fact_says_the_request_s_phenotype_is_absent(expand):
     assert data["neighbours"] and not any("lacks" in n["relation"] for n in data["neighbours"])
     negated = json.loads(expand("no seizures were observed", "-m", "kar-offline", "--json").stdout)
     assert negated["query"] == "no seizures were observed"  # a negating request may follow such relations
+
+
+def test_prf_is_rm3_for_expand_as_for_search_and_readme(expand, bio_kb):  # noqa: F811
+    from pathlib import Path
+
+    from kqe_rdf.methods.retrieval import RM3
+    from kqe_rdf.kb.words import terms
+
+    data = json.loads(expand("high forehead", "-m", "prf", "--json").stdout)
+    weights = RM3(bio_kb).expansion("high forehead")
+    added = [t for t, w in sorted(weights.items(), key=lambda tw: (-tw[1], tw[0])) if t not in terms("high forehead")]
+    assert data["method"] == "prf" and data["expansions"] == added and data["expansions"]
+    assert data["context"][0].split()[0] == max(weights, key=weights.get)  # the weights search -m prf uses
+    help_text = " ".join(CliRunner().invoke(cli, ["expand", "--help"]).output.split())
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert "prf (the words RM3 adds, as search -m prf uses them)" in help_text and "prf is prf-docs" not in help_text
+    assert "`prf` (RM3 on BM25" in readme and "prf-docs" in readme

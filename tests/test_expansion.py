@@ -88,6 +88,40 @@ def test_the_fanout_limit_caps_neighbours_per_node_and_relation(movie_kb):
     assert len(capped) == len({r for r, _, _ in everything})
 
 
+@pytest.fixture(scope="module")
+def hub_kb(tmp_path_factory):
+    """A symptom shared by 40 diseases (a hub, as HPO's Seizure is), six of them named after what a request says."""
+    folder = tmp_path_factory.mktemp("hub")
+    named = ["Fever seizures syndrome", "Seizures with fever and rash", "Febrile seizures, familial",
+             "Rash and fever of childhood", "Seizure disorder with fever", "Fever-induced seizures"]
+    lines = [{"kind": "node", "id": "seizure", "type": "Symptom", "name": "Seizure"}]
+    for i in range(40):
+        name = named[i] if i < len(named) else f"Disorder number {i} of the kidney"
+        lines += [{"kind": "node", "id": f"d{i}", "type": "Disease", "name": name},
+                  {"kind": "edge", "head": f"d{i}", "relation": "hasSymptom", "tail": "seizure"}]
+    (folder / "hub.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    build_kb(get_importer("jsonl")([folder / "hub.jsonl"]), folder / "kb")
+    return KnowledgeBase.open(folder / "kb")
+
+
+def test_name_filtering_a_hub_scores_only_the_names_that_share_the_requests_words(hub_kb):
+    query = "seizure with fever and rash"
+    whole = Settings(kar_query_nodes=0, kar_neighbours=3)
+    bounded = Settings(kar_query_nodes=0, kar_neighbours=3, kar_name_hub=20, kar_encode_names=6)
+    scored_whole = expander("kar-namefilter-offline", hub_kb, whole)
+    scored_bounded = expander("kar-namefilter-offline", hub_kb, bounded)
+    all_names, few_names = scored_whole.expand(query), scored_bounded.expand(query)
+    assert scored_whole.filter.encoded == 40 and scored_bounded.filter.encoded == 6  # a hop of 40 > 20: a hub
+    assert few_names.neighbours == all_names.neighbours and few_names.expanded == all_names.expanded
+    assert {n["name"] for n in few_names.neighbours} <= {"Fever seizures syndrome", "Seizures with fever and rash",
+                                                        "Febrile seizures, familial", "Rash and fever of childhood",
+                                                        "Seizure disorder with fever", "Fever-induced seizures"}
+    # Below the hub size every name is scored, as before.
+    small = expander("kar-namefilter-offline", hub_kb, Settings(kar_query_nodes=0, kar_name_hub=40))
+    small.expand(query)
+    assert small.filter.encoded == 40
+
+
 def test_filtering_scores_neighbours_by_their_documents_not_their_names(kb, iri):
     """The D500's *name* says nothing of birds; its document does, and document filtering ranks it first."""
     query = "a Nikon camera for photographing birds in flight"
@@ -191,7 +225,7 @@ def test_kar_offline_search_finds_the_answer_the_graph_points_to_and_explains_it
 
 
 def test_prf_docs_appends_the_top_documents_of_the_final_retriever(movie_kb):
-    exp = expand(movie_kb, Settings(expansion_docs=2), "Blade Runner", "prf")
+    exp = expand(movie_kb, Settings(expansion_docs=2), "Blade Runner", "prf-docs")
     top = [h.iri for h in pipeline("dense", movie_kb, OFFLINE, 2).search("Blade Runner")]
     assert exp.method == "prf-docs" and exp.passages == top
     assert exp.expansions[0].startswith(movie_kb.document(top[0]).name + ": ")

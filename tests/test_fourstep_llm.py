@@ -296,7 +296,7 @@ def test_a_scripted_ranking_reorders_the_top_results(movie_kb, chat_server, sett
     batch = rerank(movie_kb, chat_server, settings, '{"ranking": [3, 1]}')
     hits = batch.ranked("q")
     assert [h.iri for h in hits] == [unranked[i].iri for i in (2, 0, 1, 3, 4)]  # named first, the rest in order
-    assert [h.rank for h in hits] == list(range(K))
+    assert [h.rank for h in hits] == list(range(1, K + 1))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert batch.explain["q"]["rerank"] == "reranked the top 5 by scripted"
     assert len(chat_server.requests) == 2

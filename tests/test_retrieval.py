@@ -27,7 +27,7 @@ QUERIES = {
 def test_each_method_ranks_the_right_product_first(kb, ids, method, text, expected):
     hits = pipeline(method, kb, Settings(), k=5).search(text)
     assert ids(hits)[0] == expected
-    assert [h.rank for h in hits] == list(range(len(hits)))
+    assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
     assert all(h.qid == "q" for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
@@ -119,7 +119,7 @@ def test_a_stage_called_with_something_else_than_a_batch_says_what_to_do():
 
 def test_ties_are_ranked_by_iri():
     hits = ranking("q", [("b", 1.0), ("c", 2.0), ("a", 1.0)])
-    assert hits == [Hit("q", "c", 2.0, 0), Hit("q", "a", 1.0, 1), Hit("q", "b", 1.0, 2)]
+    assert hits == [Hit("q", "c", 2.0, 1), Hit("q", "a", 1.0, 2), Hit("q", "b", 1.0, 3)]
 
 
 @pytest.mark.parametrize("method", ["bm25", "dense"])

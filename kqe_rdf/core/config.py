@@ -166,11 +166,16 @@ class Settings:
     server_max_query_patterns: int = 500
     #: Origins allowed by CORS, space- or comma-separated ("*" for any); empty: CORS off.
     server_cors_origins: str = ""
-    #: `kqe-rdf link`: requests per second to the external endpoint, seconds per request, and the
-    #: confidence a candidate needs to be written as a link.
+    #: `kqe-rdf link`: requests per second to the external endpoint, seconds a request may take, retries of a
+    #: request that timed out or got 429/5xx (each said on stderr), the confidence a candidate needs to be
+    #: written as a link (0.8: an identifier, label or alias match of an item of the expected class; see
+    #: kqe_rdf/service/links.py), and the subclass steps (P279, rdfs:subClassOf) followed from an item's class
+    #: to an expected one.
     link_rate: float = 2.0
     link_timeout: float = 30.0
+    link_retries: int = 3
     link_min_confidence: float = 0.8
+    link_class_depth: int = 4
     #: A remote SPARQL 1.1 query URL holding the KB's triples instead of the embedded store (indexes stay
     #: local; see kqe_rdf/kb/store.py), and seconds per request to it. Empty: the embedded Oxigraph store.
     store_endpoint: str = ""
@@ -191,6 +196,11 @@ class Settings:
     kar_encode: int = 32
     #: KAR: tokens of a document encoded on the fly (the stored embeddings keep embedding_max_tokens).
     kar_encode_tokens: int = 128
+    #: kar-namefilter: a hop that reaches more than `kar_name_hub` names (a hub term: Seizure leads to 3,800
+    #: diseases, 20 s of encoding) scores only `kar_encode_names` of them, those whose names share most words
+    #: with the request, then whose documents BM25 ranks first for it; smaller hops are scored whole.
+    kar_name_hub: int = 400
+    kar_encode_names: int = 128
     #: KAR: nodes each entity resolves to, nodes the query itself (a pseudo-entity) resolves to by the
     #: final retriever, and entities taken from a query at most.
     kar_entity_nodes: int = 1
@@ -252,6 +262,11 @@ class Settings:
             raise KqeError(f"setting rrf_k must not be negative, got {self.rrf_k!r}")
         if not 0.0 <= self.prf_original_weight <= 1.0:
             raise KqeError(f"setting prf_original_weight must be between 0 and 1, got {self.prf_original_weight!r}")
+        for name in ("link_retries", "link_class_depth"):
+            if getattr(self, name) < 0:
+                raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
+        if not self.link_timeout > 0:
+            raise KqeError(f"setting link_timeout must be a positive number of seconds, got {self.link_timeout!r}")
         if self.on_unknown_edge not in ("skip", "fail"):
             raise KqeError(f"setting on_unknown_edge must be 'skip' or 'fail', got {self.on_unknown_edge!r}")
         for name in ("llm_max_retries", "llm_max_output_tokens", "llm_max_calls_per_query",
@@ -271,7 +286,7 @@ class Settings:
                      "lkqe_max_ratio", "lkqe_query_repeat"):
             if getattr(self, name) < 1:
                 raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
-        for name in ("kar_encode", "kar_query_nodes", "expansion_docs"):
+        for name in ("kar_encode", "kar_query_nodes", "expansion_docs", "kar_encode_names", "kar_name_hub"):
             if getattr(self, name) < 0:
                 raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
         if self.kar_hops not in (1, 2):

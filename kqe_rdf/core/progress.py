@@ -21,6 +21,14 @@ class Progress:
     def quiet(cls) -> Progress:
         return cls(enabled=False)
 
+    def note(self, message: str) -> None:
+        """A line about the work (a retry, a slow answer) on the console, above any bar; nothing when quiet."""
+        if self.enabled:
+            if self.console is not None:
+                self.console.print(message, markup=False, highlight=False, soft_wrap=True)
+            else:
+                print(message, file=sys.stderr, flush=True)
+
     @contextlib.contextmanager
     def task(self, description: str, total: int | None = None, unit: str = "") -> Iterator[Callable[[int], None]]:
         if not self.enabled:

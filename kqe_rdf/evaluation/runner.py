@@ -121,7 +121,7 @@ def evaluate(
             for start in range(0, len(queries), batch_size):
                 batch = stage(Batch(queries[start : start + batch_size]))
                 for q in batch.queries:
-                    run += [ScoredHit(h.qid, h.iri, h.score, h.rank) for h in batch.ranked(q.qid)]
+                    run += [ScoredHit(h.qid, h.iri, h.score, h.rank - 1) for h in batch.ranked(q.qid)]  # (ScoredHit counts from 0)
                     if q.qid in batch.explain:
                         explain[q.qid] = batch.explain[q.qid]
                 tick(len(batch.queries))

@@ -33,7 +33,12 @@ class KnowledgeBase:
         self.settings = settings
 
     @classmethod
-    def open(cls, path: Path | str, settings: Settings | None = None) -> KnowledgeBase:
+    def open(cls, path: Path | str | None = None, settings: Settings | None = None) -> KnowledgeBase:
+        """The KB at ``path``; without one, where ``$KQE_KB`` (or ``kqe-rdf.toml``) says, else at the default
+        ``data/kb/bio``, with the settings read as the command line reads them."""
+        if path is None:
+            settings = settings or Settings.load()
+            path = settings.kb
         path = Path(path)
         if not path.exists() and (path.parent / f".{path.name}.old").is_dir():
             try:  # finish a swap cut short by a crash, unless a build holds the lock right now

@@ -3,10 +3,13 @@
 Every stage has one method, ``transform(batch) -> batch``: a batch holds the
 queries and, after the first stage, a ranked list of hits per query. Stages
 compose like PyTerrier's: ``a >> b`` runs b on a's output, ``a + b`` fuses
-both rankings by reciprocal rank fusion, ``a % 20`` keeps the top 20.
+both rankings by reciprocal rank fusion, ``a % 20`` keeps the top 20. Ranks
+count from 1, as ``kqe-rdf search`` shows them; ``stage.search(text)`` gives
+one query's hits with their nodes' names, ``stage.run(text)`` the whole
+:class:`Batch` (``.to_dataframe()`` with pandas installed).
 
->>> Cutoff(1).transform(Batch([Query("q1", "x")], {"q1": [Hit("q1", "a", 2.0, 0), Hit("q1", "b", 1.0, 1)]})).hits["q1"]
-[Hit(qid='q1', iri='a', score=2.0, rank=0)]
+>>> Cutoff(1).transform(Batch([Query("q1", "x")], {"q1": [Hit("q1", "a", 2.0, 1), Hit("q1", "b", 1.0, 2)]})).hits["q1"]
+[Hit(qid='q1', iri='a', score=2.0, rank=1, name='')]
 """
 
 from __future__ import annotations
@@ -24,19 +27,32 @@ from ..kb.words import STOPWORDS, terms  # noqa: F401 - STOPWORDS re-exported
 
 
 class Query(NamedTuple):
+    """One request of a batch: its id (the key of its hits) and its text."""
+
     qid: str
     text: str
 
 
 class Hit(NamedTuple):
+    """One ranked node for one query; ``rank`` counts from 1, ``name`` is filled by ``search``/``run``."""
+
     qid: str
     iri: str
     score: float
     rank: int
+    name: str = ""
+
+
+#: The columns of :meth:`Batch.to_dataframe`, PyTerrier's result shape with the node's IRI and name.
+COLUMNS = ("qid", "query", "iri", "name", "score", "rank")
 
 
 @dataclass
 class Batch:
+    """What stages pass on: the queries and, per query id, its ranked hits.
+
+    ``stage.transform(Batch([Query("q1", "seizures"), Query("q2", "long fingers")]))`` ranks several at once."""
+
     queries: list[Query]
     hits: dict[str, list[Hit]] = field(default_factory=dict)
     #: Per query, how a stage reached its results (triplets, SPARQL, bindings), for ``--explain``.
@@ -45,11 +61,22 @@ class Batch:
     def ranked(self, qid: str) -> list[Hit]:
         return self.hits.get(qid, [])
 
+    def to_dataframe(self):
+        """One row per hit with the :data:`COLUMNS`, as a pandas DataFrame (pandas is optional: install it, or
+        ``pip install 'kqe-rdf[dataframe]'``)."""
+        try:
+            import pandas
+        except ImportError:
+            raise KqeError("to_dataframe() needs pandas, which is not installed: pip install pandas "
+                           "(or pip install 'kqe-rdf[dataframe]')") from None
+        rows = [(q.qid, q.text, h.iri, h.name, h.score, h.rank) for q in self.queries for h in self.ranked(q.qid)]
+        return pandas.DataFrame(rows, columns=list(COLUMNS))
+
 
 def ranking(qid: str, scored: Sequence[tuple[str, float]]) -> list[Hit]:
-    """Hits ranked by score (desc), ties by IRI, so equal scores never reorder between runs."""
+    """Hits ranked by score (desc), ties by IRI, so equal scores never reorder between runs; ranks from 1."""
     ordered = sorted(scored, key=lambda p: (-p[1], p[0]))
-    return [Hit(qid, iri, float(score), rank) for rank, (iri, score) in enumerate(ordered)]
+    return [Hit(qid, iri, float(score), rank) for rank, (iri, score) in enumerate(ordered, start=1)]
 
 
 class Stage:
@@ -63,14 +90,28 @@ class Stage:
             raise TypeError(f"transform() takes a Batch, not {type(batch).__name__}; use .search(text) for one query")
         return self.transform(batch)
 
-    def search(self, text: str, qid: str = "q") -> list[Hit]:
-        return self.run(text, qid).ranked(qid)
+    def search(self, text: str, qid: str = "q", names: bool = True) -> list[Hit]:
+        """One query's hits, best first, with their nodes' names (``names=False``: without, for stages built on
+        this one, which need only the ranking)."""
+        return self.run(text, qid, names).ranked(qid)
 
-    def run(self, text: str, qid: str = "q") -> Batch:
-        """One query through the stage, keeping the explanation."""
+    def run(self, text: str, qid: str = "q", names: bool = True) -> Batch:
+        """One query through the stage, keeping the explanation; hits carry their nodes' names unless ``names``
+        is False."""
         if not text or not text.strip():
             raise KqeError("the query is empty: give some words to search for")
-        return self(Batch([Query(qid, text)]))
+        batch = self(Batch([Query(qid, text)]))
+        return self.named(batch) if names else batch
+
+    def named(self, batch: Batch) -> Batch:
+        """``batch`` with each hit's node name, read from the KB the stage searches (ranking needs no names, so
+        stages leave them out and results for people get them here)."""
+        kb = knowledge_base(self)
+        if kb is None:
+            return batch
+        hits = {qid: [h._replace(name=h.name or kb.document(h.iri).name) for h in ranked]
+                for qid, ranked in batch.hits.items()}
+        return Batch(batch.queries, hits, batch.explain)
 
     def __rshift__(self, other: Stage) -> Stage:
         return Pipeline([self, other])
@@ -88,6 +129,16 @@ class Stage:
         clone = copy.copy(self)
         clone.k = min(self.k, k)
         return clone
+
+
+def knowledge_base(stage: Stage):
+    """The KB a stage searches: its own, or that of the first of its parts that has one (None for neither)."""
+    if getattr(stage, "kb", None) is not None:
+        return stage.kb
+    for part in getattr(stage, "stages", ()):
+        if (kb := knowledge_base(part)) is not None:
+            return kb
+    return None
 
 
 class Pipeline(Stage):
@@ -117,7 +168,7 @@ class Cutoff(Stage):
 
 
 class RRFusion(Stage):
-    """Reciprocal rank fusion (Cormack et al. 2009): score = Σ 1/(k + rank + 1)."""
+    """Reciprocal rank fusion (Cormack et al. 2009): score = Σ 1/(k + rank), ranks from 1."""
 
     def __init__(self, stages: Sequence[Stage], k: int = 60, depth: int | None = None) -> None:
         self.stages = list(stages)
@@ -130,7 +181,7 @@ class RRFusion(Stage):
             out = stage(Batch(batch.queries, dict(batch.hits)))
             for q in batch.queries:
                 for hit in out.ranked(q.qid)[: self.depth]:
-                    fused[q.qid][hit.iri] += 1.0 / (self.constant + hit.rank + 1)
+                    fused[q.qid][hit.iri] += 1.0 / (self.constant + hit.rank)
         return Batch(batch.queries, {qid: ranking(qid, list(c.items())) for qid, c in fused.items()})
 
     def __repr__(self) -> str:
@@ -235,7 +286,7 @@ def result_rows(kb, hits) -> list[dict]:
     rows = []
     for hit in hits:
         doc = kb.document(hit.iri)
-        rows.append({"rank": hit.rank + 1, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
+        rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
                      "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
                      "snippet": doc.text[:200]})
     return rows

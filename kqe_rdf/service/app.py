@@ -325,7 +325,7 @@ def openapi_description(settings) -> dict:
     types = {"name": "type", "in": "query", "schema": {"type": "array", "items": {"type": "string"}}, "explode": True}
     expand = op("Expand a query (KAR, its baselines, LKQE) and show the knowledge the expansion came from",
                 [text, {"name": "method", "in": "query",
-                         "schema": {"type": "string", "default": "kar", "enum": list(EXPANSION)}}, types],
+                         "schema": {"type": "string", "default": "kar", "enum": [*EXPANSION, "prf"]}}, types],
                 {"type": "object"})
     answer = op("Answer a question from KG facts, node text and registered tables, with the evidence it cites",
                 [text, {"name": "source", "in": "query", "explode": True,

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import logging
 import time
 
 from ..core.errors import KqeError, SparqlError
 from .protocol import _VOLATILE, HTTPError, Rendered, render
-from .sparql_search import execute, prepare
+from .federation import ServiceFailed, consume, service_failure
+from .sparql_search import prepare
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def search_job(kb, settings, params: dict) -> dict:
         raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
     types = _types(kb, params)
     stage = pipeline(method, kb, settings, k, types or None)
-    batch = stage.run(text)
+    batch = stage.run(text, names=False)  # (result_rows reads the names)
     return {"query": text, "method": method, "k": k, "types": types,
             "results": result_rows(kb, batch.ranked("q")),
             "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
@@ -117,29 +117,30 @@ def naming(parameter: str):
     try:
         yield
     except KqeError as exc:
-        if not isinstance(exc, HTTPError) and "parameter '" not in str(exc):
+        if not isinstance(exc, (HTTPError, ServiceFailed)) and "parameter '" not in str(exc):
             exc.args = (f"parameter '{parameter}': {exc}", *exc.args[1:])
         raise
 
 
 def sparql_job(context, payload: dict, deadline: float) -> Rendered:
-    """A SPARQL query evaluated and rendered in the negotiated format."""
+    """A SPARQL query evaluated and rendered in the negotiated format (a failing SERVICE endpoint: 502)."""
     kb, settings = context.kb, context.settings
     with naming("query"):
         prepared = context.prepare(payload["query"])
-        run = functools.partial(execute, kb, prepared, context.functions, payload["defaults"], payload["named"],
-                                payload.get("base"), settings.server_union_default_graph)
-        result = run()
+    options = {"default_graphs": payload["defaults"], "named_graphs": payload["named"], "base_iri": payload.get("base"),
+               "union": settings.server_union_default_graph}
     failure = None
     try:
-        rendered = render(result, payload["accept"], settings.server_result_cap, deadline, again=run)
+        with naming("query"):  # (a SyntaxError surfaces when the query is first evaluated)
+            rendered = consume(kb, prepared, context.functions, settings,
+                               lambda result, again: render(result, payload["accept"], settings.server_result_cap,
+                                                            deadline, again=again), **options)
     except Exception as exc:  # noqa: BLE001
         if not isinstance(exc, KqeError):
             log.exception("internal error while rendering results")
+        # pyoxigraph results may only be freed on the thread that made them: drop every reference here (the
+        # traceback's frames hold one) before the answer leaves this function.
         failure = exc.with_traceback(None)
-    # pyoxigraph results may only be freed on the thread that made them: drop every reference here
-    # (the traceback's frames hold one) before the answer leaves this function.
-    del result
     if failure is not None:
         raise failure
     rendered.searches = prepared.searches
@@ -158,7 +159,7 @@ def update_job(context, payload: dict) -> None:
         except SyntaxError as exc:
             raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
         except (OSError, ValueError, RuntimeError) as exc:
-            raise SparqlError(f"SPARQL Update failed: {exc}") from None
+            raise service_failure(prepared, exc) or SparqlError(f"SPARQL Update failed: {exc}") from None
 
 
 def run_job(context, kind: str, payload: dict, deadline: float):

@@ -161,7 +161,7 @@ def _values_block(call: SearchCall, hits) -> str:
         if call.score:
             terms.append(Literal(repr(float(hit.score)), datatype=XSD_DOUBLE))
         if call.rank:
-            terms.append(Literal(str(hit.rank + 1), datatype=XSD_INTEGER))
+            terms.append(Literal(str(hit.rank), datatype=XSD_INTEGER))
         rows.append(terms)
     return values_block(variables, rows)
 
@@ -299,7 +299,18 @@ def execute(kb, prepared: Prepared, functions: SearchFunctions, default_graphs: 
 
     The dataset is the protocol's graphs if given, else the query's ``FROM`` / ``FROM NAMED``, else every graph
     as the default graph (``union``; else the store's default graph). Relative IRIs resolve against ``base_iri``.
+    Results are read lazily: a query that calls SERVICE endpoints is read through
+    :func:`kqe_rdf.service.federation.consume`, which reports their failures.
     """
+    try:
+        return evaluate(kb, prepared, functions, default_graphs, named_graphs, base_iri, union)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise SparqlError(f"SPARQL evaluation failed: {exc}") from None
+
+
+def evaluate(kb, prepared: Prepared, functions: SearchFunctions, default_graphs: list[str] | None = None,
+             named_graphs: list[str] | None = None, base_iri: str | None = None, union: bool = True):
+    """:func:`execute` without its reading of evaluation errors (pyoxigraph's own exceptions pass)."""
     options: dict = {"prefixes": kb.prefixes, "custom_functions": functions.functions, "base_iri": base_iri}
     if default_graphs or named_graphs:
         options["default_graph"] = [NamedNode(g) for g in default_graphs or []] or None
@@ -310,5 +321,3 @@ def execute(kb, prepared: Prepared, functions: SearchFunctions, default_graphs: 
         return kb.store.query(prepared.text, **options)
     except SyntaxError as exc:
         raise SparqlError(explain_syntax_error(prepared.text, str(exc))) from None
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise SparqlError(f"SPARQL evaluation failed: {exc}") from None

@@ -86,8 +86,8 @@ class FocusCandidates:
         return [self.evidence(h.iri, h.rank, max(h.score - floor, 0.0) / unit, explain, set(seeds)) for h in shown]
 
     def evidence(self, iri: str, rank: int, weighted: float, explain: dict, seeds: set[str] = frozenset()) -> Evidence:
-        """One hit as a piece; ``weighted``: its specificity-weighted count of satisfied paths beyond the best
-        hit not shown (its prior).
+        """One hit (``rank`` from 1) as a piece; ``weighted``: its specificity-weighted count of satisfied paths
+        beyond the best hit not shown (its prior).
         Satisfied *negated* paths ("… was not observed") count against the hit: they stay in ``origin``
         but are not written as support."""
         name = self._name(iri)
@@ -101,9 +101,9 @@ class FocusCandidates:
                 constants.update(bound)
         text = "; ".join(paths) or f"{name} (4StepFocus candidate)"
         entities = (EntityRef(name, (iri,)), *(EntityRef(n, (i,)) for i, n in constants.items() if i in seeds))
-        origin = {"method": "4StepFocus (offline triplets)", "node": iri, "rank": rank + 1,
+        origin = {"method": "4StepFocus (offline triplets)", "node": iri, "rank": rank,
                   "weighted_paths_margin": round(weighted, 4), "bindings": bindings, "triplets": frame.get("triplets", [])}
-        return Evidence(f"focus-{rank}", self.source, text, entities, origin, hop=1, prior=weighted)
+        return Evidence(f"focus-{rank - 1}", self.source, text, entities, origin, hop=1, prior=weighted)
 
     def verbalise(self, binding: dict, frame: dict, linked: dict, answer_name: str) -> tuple[str, dict[str, str], bool]:
         """One satisfied path as a sentence (its triplets with the hit and the bound constants' names filled

@@ -1,4 +1,4 @@
-"""Query expansion: KAR, its baselines (PRF, HyDE, Query2doc, RAR, AGR) and LKQE, by name.
+"""Query expansion: KAR, its baselines (PRF: RM3 and prf-docs, HyDE, Query2doc, RAR, AGR) and LKQE, by name.
 
 ``expand(kb, settings, text, method)`` returns an :class:`Expansion` — the
 expanded query and the knowledge it came from (``.as_dict()`` for JSON) — and
@@ -25,18 +25,21 @@ __all__ = ["METHODS", "Expander", "ExpandedSearch", "Expansion", "expand", "expa
 
 #: Method name → (family, KAR variant or None, always offline), from the one registry of methods.
 METHODS = EXPANSION
-#: Short names ``kqe-rdf expand --method`` accepts besides the method names.
-ALIASES = {"prf": "prf-docs"}
+#: ``kqe-rdf expand --method prf`` shows the words RM3 adds, as ``search --method prf`` (RM3 on BM25) uses them.
+PRF = "prf"
 NEEDS_LLM = ("hyde", "q2d", "rar", "agr")
 
 
 def expander(method: str, kb, settings, types: Sequence[str] | None = None, llm=None) -> Expander:
     """The expander of a method, with the configured LLM unless the method is an offline one."""
-    method = ALIASES.get(method, method)
+    if method == PRF:
+        from .baselines import RM3Terms
+
+        return RM3Terms(kb, settings, None, types)
     try:
         family, variant, offline = METHODS[method]
     except KeyError:
-        raise KqeError(f"no expansion method {method!r}; available: {', '.join(METHODS)}") from None
+        raise KqeError(f"no expansion method {method!r}; available: {', '.join(METHODS)}, prf (RM3)") from None
     if not offline and llm is None:
         from ...llm.client import LLM
 
@@ -69,16 +72,27 @@ def expand(kb, settings, text: str, method: str = "kar", types: Sequence[str] | 
                        "expanded (setting expand_max_chars)")
     stage = expander(method, kb, settings, types)
     exp = stage.expand(text)
-    name = ALIASES.get(method, method)
-    if not METHODS[name][2] and getattr(stage, "llm", None) is None:
+    if _ran_offline(method, stage):
         exp.ran_offline = True
-        exp.notes.insert(0, f"no LLM is configured (llm_base_url, llm_model): {name} ran offline, as "
-                            f"{name}-offline does")
+        exp.notes.insert(0, _offline_note(method))
     return exp
+
+
+def _ran_offline(method: str, stage: Expander) -> bool:
+    """Whether a method that asks an LLM had none configured, and so ran its offline variant."""
+    return method != PRF and not METHODS[method][2] and getattr(stage, "llm", None) is None
+
+
+def _offline_note(method: str) -> str:
+    return f"no LLM is configured (llm_base_url, llm_model): {method} ran offline, as {method}-offline does"
 
 
 def expansion_pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> ExpandedSearch:
     """Expansion then the final retriever (BM25 for LKQE, as in its paper; ``kar_final`` for the rest)."""
     exp = expander(method, kb, settings, types)
-    kind = "bm25" if METHODS[ALIASES.get(method, method)][0] == "lkqe" else None
-    return ExpandedSearch(exp, final_retriever(kb, settings, k, types, kind), k)
+    kind = "bm25" if METHODS[method][0] == "lkqe" else settings.kar_final
+    notes = [_offline_note(method)] if _ran_offline(method, exp) else []
+    if kind != "bm25" and not kb.has_embeddings:
+        notes.append(f"the KB has no vectors (`kqe-rdf kb embed`): the expanded query was searched with BM25, not "
+                     f"{kind} (kar_final)")
+    return ExpandedSearch(exp, final_retriever(kb, settings, k, types, kind), k, notes)

@@ -152,23 +152,26 @@ class ExpandedSearch(Stage):
     unexpanded query's results are returned: expansion never empties a result list.
     """
 
-    def __init__(self, expander: Expander, final: Stage, k: int) -> None:
+    def __init__(self, expander: Expander, final: Stage, k: int, notes: Sequence[str] = ()) -> None:
         self.expander = expander
         self.final = final
         self.k = k
         self.llm = expander.llm
+        #: What every query's expansion notes about the search (the final retriever the KB allowed).
+        self.notes = list(notes)
 
     def with_depth(self, k: int) -> Stage:
-        return ExpandedSearch(self.expander, self.final.with_depth(k) or self.final, min(self.k, k))
+        return ExpandedSearch(self.expander, self.final.with_depth(k) or self.final, min(self.k, k), self.notes)
 
     def transform(self, batch: Batch) -> Batch:
         out = Batch(batch.queries, {}, dict(batch.explain))
         for q in batch.queries:
             exp = self.expander.expand(q.text)
-            hits = self.final.search(exp.expanded, q.qid)
+            exp.notes += self.notes
+            hits = self.final.search(exp.expanded, q.qid, names=False)
             if not hits and exp.expanded != q.text:
                 exp.notes.append("the expanded query found nothing; results are the unexpanded query's")
-                hits = self.final.search(q.text, q.qid)
+                hits = self.final.search(q.text, q.qid, names=False)
             out.hits[q.qid] = hits[: self.k]
             out.explain[q.qid] = {"expansion": exp.as_dict()}
         return out

@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 
@@ -33,13 +34,22 @@ from pyoxigraph import NamedNode
 
 from ...kb import queries
 from ...core.errors import KqeError
-from ...kb.linking import _NEGATION, Candidate, Linker
+from ...kb.linking import _NEGATION, Candidate, Linker, singular
 from ...kb.ontology import negates
+from ...kb.words import terms
 from .base import Expander, Expansion, final_retriever
 from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages
 from .text import clip, salient, share, snippet, within
 
 VARIANTS = ("kg", "nokg", "namefilter")
+
+
+@functools.lru_cache(maxsize=4)
+def _encoder(settings, max_tokens: int):
+    """One ONNX session per model and length for every scorer (loading one takes a quarter of a second)."""
+    from ...kb.embeddings import OnnxEncoder
+
+    return OnnxEncoder.from_settings(settings, max_tokens=max_tokens)
 
 
 class NodeScorer:
@@ -50,17 +60,20 @@ class NodeScorer:
     the cost of a full document on a CPU) — at most ``encode_limit`` new ones per
     query, among those whose documents are in BM25's top ``bm25_depth`` for the
     query, best first — and cached; nodes left unencoded get no score. Names are
-    short and always encoded.
+    short: all are scored, unless there are more than ``hub`` (a hub's
+    neighbours); then the ``name_limit`` whose names share most words with the
+    query (then whose documents BM25 ranks first) are, whatever the cache holds.
     """
 
     bm25_depth = 500
 
     def __init__(self, kb, encode_limit: int = 32, by: str = "document", encode_tokens: int = 128,
-                 cache_size: int = 200_000) -> None:
+                 cache_size: int = 200_000, name_limit: int = 128, hub: int = 400) -> None:
         if by not in ("document", "name"):
             raise ValueError("NodeScorer scores by 'document' or 'name'")
         self.kb = kb
         self.encode_limit = encode_limit
+        self.name_limit, self.hub = name_limit, hub
         self.by = by
         self.encode_tokens = encode_tokens
         self.cache_size = cache_size
@@ -72,9 +85,7 @@ class NodeScorer:
     @property
     def encoder(self):
         if self._encoder is None:
-            from ...kb.embeddings import OnnxEncoder
-
-            self._encoder = OnnxEncoder.from_settings(self.kb.settings, max_tokens=self.encode_tokens)
+            self._encoder = _encoder(self.kb.settings, self.encode_tokens)
         return self._encoder
 
     def _stored(self, iris: Sequence[str]) -> dict[str, np.ndarray]:
@@ -88,16 +99,29 @@ class NodeScorer:
             return
         if len(self._vectors) + len(iris) > self.cache_size:
             self._vectors.clear()
-        texts = [self.kb.document(i).text if self.by == "document" else self.kb.document(i).name for i in iris]
+        texts = [self.kb.document(i).text if self.by == "document" else self._name(i) for i in iris]
         for iri, vector in zip(iris, self.encoder.encode(texts)):
             self._vectors[iri] = vector
         self.encoded += len(iris)
+
+    def _name(self, iri: str) -> str:
+        """A node's name from the name index (reading documents for thousands of names would read them all)."""
+        return self.kb.names.labels.get(iri) or self.kb.document(iri).name
+
+    def _likeliest_names(self, query: str, iris: list[str]) -> list[str]:
+        """The ``name_limit`` nodes whose names share most words with the query, then ranked first by BM25."""
+        words = {singular(w) for w in terms(query)}
+        rank = {iri: r for r, (iri, _) in enumerate(self.kb.text_index.search(query, self.bm25_depth))}
+        shared = {iri: len(words.intersection(map(singular, terms(self._name(iri))))) for iri in iris}
+        return sorted(iris, key=lambda i: (-shared[i], rank.get(i, len(rank)), i))[: self.name_limit]
 
     def scores(self, query: str, iris: Iterable[str]) -> dict[str, float]:
         """Scores of the nodes that could be scored (see the class docstring for those that cannot)."""
         iris = list(dict.fromkeys(iris))
         if not iris:
             return {}
+        if self.by == "name" and len(iris) > self.hub:
+            iris = self._likeliest_names(query, iris)
         vectors = self._stored(iris)
         missing = [i for i in iris if i not in vectors and i not in self._vectors]
         if self.by == "document" and len(missing) > self.encode_limit:
@@ -154,7 +178,8 @@ class KAR(Expander):
             "" if llm else "-offline")
         self.linker = Linker(kb)
         self.documents = NodeScorer(kb, settings.kar_encode, "document", settings.kar_encode_tokens)
-        self.filter = (NodeScorer(kb, settings.kar_encode, "name", settings.kar_encode_tokens)
+        self.filter = (NodeScorer(kb, settings.kar_encode, "name", settings.kar_encode_tokens,
+                                  name_limit=settings.kar_encode_names, hub=settings.kar_name_hub)
                        if variant == "namefilter" else self.documents)
         self.neighbourhood = Neighbourhood(kb, settings.kar_fanout)
         self.query_retriever = final_retriever(kb, settings, max(settings.kar_query_nodes, 1), types)
@@ -212,7 +237,7 @@ class KAR(Expander):
                 for c in chosen]})
             nodes += [c.iri for c in chosen if c.iri not in nodes]
         if self.settings.kar_query_nodes:
-            hits = self.query_retriever.search(exp.query)[: self.settings.kar_query_nodes]
+            hits = self.query_retriever.search(exp.query, names=False)[: self.settings.kar_query_nodes]
             exp.entities.append({"text": exp.query, "found_by": "query", "nodes": [
                 {"iri": h.iri, "name": self.kb.document(h.iri).name, "link": "retrieval", "score": round(h.score, 4)}
                 for h in hits]})

@@ -131,7 +131,7 @@ class LKQE(Expander):
         return " ".join(words[:limit])
 
     def read(self, exp: Expansion) -> list[str]:
-        hits = self.first.search(exp.query)
+        hits = self.first.search(exp.query, names=False)
         exp.passages = [h.iri for h in hits]
         texts = [self.kb.document(h.iri).text for h in hits]
         if self.llm is None:  # offline, every sentence of a passage may be a key sentence

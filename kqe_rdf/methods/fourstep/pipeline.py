@@ -143,8 +143,8 @@ class LLMReranker:
         reranked = [top[i] for i in order] + rest
         qid = hits[0].qid
         top_score = max(h.score for h in hits)
-        out = [Hit(qid, h.iri, top_score + (len(reranked) - r) if r < len(top) else h.score, r)
-               for r, h in enumerate(reranked)]
+        out = [Hit(qid, h.iri, top_score + (len(reranked) - r + 1) if r <= len(top) else h.score, r)
+               for r, h in enumerate(reranked, start=1)]
         return out, f"reranked the top {len(top)} by {self.llm.model}"
 
 
@@ -334,7 +334,7 @@ class FourStep(Stage):
         # Hierarchy matching has fused the text already; exact paths break their ties by similarity.
         sims = {} if used.notes.get("matcher") == "hierarchy" else self.similarity(text, list(scores))
         ordered = sorted(scores, key=lambda i: (-round(scores[i], 9), -sims.get(i, 0.0), i))[: self.k]
-        hits = [Hit(qid, iri, scores[iri] + sims.get(iri, 0.0) * 1e-3, rank) for rank, iri in enumerate(ordered)]
+        hits = [Hit(qid, iri, scores[iri] + sims.get(iri, 0.0) * 1e-3, rank) for rank, iri in enumerate(ordered, start=1)]
         explain.setdefault("candidates", len(scores))
         explain["support"] = {iri: used.support.get(iri, [])[:5] for iri in ordered[:20]}
         if self.fallback is not None and len(hits) < self.k:
@@ -356,7 +356,7 @@ class FourStep(Stage):
             allowed = None  # the caller's type restriction overrides the reading's answer type
         index = self.linker.index
         seen, have = {h.iri for h in hits}, len(hits)
-        extra = [h for h in self.fallback.search(text, qid) if h.iri not in seen and h.iri not in own
+        extra = [h for h in self.fallback.search(text, qid, names=False) if h.iri not in seen and h.iri not in own
                  and (allowed is None or index.types.get(h.iri, frozenset()) & allowed)][: self.k - have]
         if len(extra) < self.k - have:
             # Too few of the fallback's results are left (of the answer type, other than the request's own
@@ -366,13 +366,13 @@ class FourStep(Stage):
                 typed = sorted(allowed & set(self.types)) if self.types else sorted(allowed)
             else:
                 typed = sorted(self.types or ())
-            more = [h for h in self._typed_fallback(tuple(typed)).search(text, qid) if h.iri not in taken]
+            more = [h for h in self._typed_fallback(tuple(typed)).search(text, qid, names=False) if h.iri not in taken]
             extra += more[: self.k - have - len(extra)]
         floor = min((h.score for h in hits), default=0.0) - 1.0
         explain["topped_up"] = len(extra)
         if allowed is not None:
             explain["top_up_type"] = local_name(tq.answer_type)
-        return [Hit(qid, h.iri, floor - (j + 1) / (len(extra) + 1), have + j) for j, h in enumerate(extra)]
+        return [Hit(qid, h.iri, floor - (j + 1) / (len(extra) + 1), have + j + 1) for j, h in enumerate(extra)]
 
     def _typed_fallback(self, types: tuple[str, ...]) -> Stage:
         cache = self.__dict__.setdefault("_typed_fallbacks", {})

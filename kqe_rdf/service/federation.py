@@ -1,0 +1,116 @@
+"""What a query does when one of its ``SERVICE`` endpoints fails.
+
+Oxigraph calls the endpoints of a federated query itself, while the results are
+read, and reports a failure as whatever its HTTP client or results parser said
+("Connection reset by peer", "Parser error at line 1 column 94"). Results are
+therefore read here, through :func:`consume`, so that:
+
+- a failure is one :class:`ServiceFailed` error naming the endpoint and what
+  went wrong in plain words (the CLI prints it on one line; the server answers
+  502, the status of a gateway whose upstream failed);
+- ``SERVICE SILENT`` is honoured as SPARQL 1.1 Federated Query (§4) says: "the
+  failed SERVICE clause is treated as if it had a result of a single solution
+  with no bindings". Oxigraph does that when the endpoint cannot be reached or
+  does not answer SPARQL results, but not when the answer breaks off or turns
+  invalid part-way; then the query is evaluated again with the failed endpoint's
+  ``SERVICE SILENT`` blocks replaced by ``{}`` (that single empty solution), the
+  new text verified against the allow-list as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..core.errors import SparqlError
+from .sparql_guard import verify_federation
+from .sparql_lexer import declared_prefixes, resolve, tokenize
+from .sparql_search import Prepared, _closing_brace, allowed_endpoints, evaluate
+
+T = TypeVar("T")
+
+
+class ServiceFailed(SparqlError):
+    """A SERVICE endpoint that could not be reached or did not answer SPARQL results."""
+
+    status = 502
+
+
+def consume(kb, prepared: Prepared, functions, settings, use: Callable[[object, Callable[[], object]], T],
+            **options) -> T:
+    """``use(result, again)`` on the query's result (``again()`` evaluates it anew), with SERVICE failures
+    handled as the module docstring says; ``options`` are :func:`~.sparql_search.execute`'s."""
+    query = prepared
+    while True:
+        failure = None
+        try:
+            result = evaluate(kb, query, functions, **options)
+            return use(result, lambda: evaluate(kb, query, functions, **options))
+        except (OSError, RuntimeError, ValueError) as exc:  # what pyoxigraph raises while it evaluates
+            failure = service_failure(query, exc) or SparqlError(f"SPARQL evaluation failed: {exc}")
+        # Raised here, outside the except block, so that no traceback keeps the result alive (pyoxigraph results
+        # may only be freed on the thread that made them).
+        result = None
+        endpoint = getattr(failure, "endpoint", None)
+        repaired = without_silent_calls(query, endpoint, kb.prefixes, settings) if endpoint else None
+        if repaired is None:
+            raise failure
+        query = repaired
+
+
+def service_failure(prepared: Prepared, exc: BaseException) -> ServiceFailed | None:
+    """The error to report for ``exc`` when the query calls SERVICE endpoints (None when it calls none)."""
+    services = list(dict.fromkeys(prepared.services))
+    if not services:
+        return None
+    said = " ".join(str(exc).split()) or type(exc).__name__
+    named = [url for url in services if f"<{url}>" in said]
+    if named or len(services) == 1:
+        endpoint = (named or services)[0]
+        error = ServiceFailed(f"the SERVICE endpoint <{endpoint}> failed: {_plain(exc, said)}")
+        error.endpoint = endpoint
+        return error
+    return ServiceFailed(f"one of the SERVICE endpoints {', '.join(f'<{u}>' for u in services)} failed: "
+                         f"{_plain(exc, said)}")
+
+
+def _plain(exc: BaseException, said: str) -> str:
+    """What went wrong, in words, with what the HTTP client or parser said."""
+    if isinstance(exc, ConnectionRefusedError):
+        what = "the connection was refused (is a SPARQL server running there?)"
+    elif isinstance(exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) or "closed" in said:
+        what = "it closed the connection without a complete answer"
+    elif isinstance(exc, TimeoutError) or "timed out" in said.lower():
+        what = "it did not answer in time"
+    elif "Content-Type" in said:
+        what = "it did not answer with SPARQL results"
+    elif "Parser error" in said or "expected" in said or "Unexpected" in said:
+        what = "its answer is not valid SPARQL results"
+    else:
+        what = "the request failed"
+    return f"{what} ({said[:300]})"
+
+
+def without_silent_calls(prepared: Prepared, endpoint: str, prefixes: dict[str, str], settings) -> Prepared | None:
+    """The query with every ``SERVICE SILENT <endpoint> { … }`` replaced by ``{}``; None when it has none."""
+    text = prepared.text
+    tokens = tokenize(text)
+    known = {**prefixes, **declared_prefixes(tokens)}
+    edits: list[tuple[int, int]] = []
+    i = 0
+    while i < len(tokens) - 3:
+        first, silent, name, brace = tokens[i:i + 4]
+        if (first.kind == "word" and first.text.upper() == "SERVICE" and silent.kind == "word"
+                and silent.text.upper() == "SILENT" and resolve(name, known) == endpoint and brace.text == "{"):
+            close = _closing_brace(tokens, i + 3)
+            edits.append((first.start, tokens[close].end))
+            i = close + 1
+        else:
+            i += 1
+    if not edits:
+        return None
+    for start, end in reversed(edits):
+        text = text[:start] + "{}" + text[end:]
+    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), prefixes)
+    return dataclasses.replace(prepared, text=verified.text, services=verified.services + verified.loads)
