@@ -215,7 +215,7 @@ class RequestReader:
         Heat" reads "star" as a relation, not a film "The Star"."""
         vocabulary = self.words
         out = set()
-        for w in set(re.findall(r"[a-z0-9]+", query.lower())) - STOPWORDS - FUNCTION_WORDS:
+        for w in set(re.findall(r"\b[a-z][a-z0-9]*\b", query)) - STOPWORDS - FUNCTION_WORDS:  # "Players" is a name
             s = stem(w)
             if s in vocabulary.all_stems:
                 out.add(w)
