@@ -123,9 +123,10 @@ class Settings:
     #: Most of the workers one client (IP address) may hold at once, as a share (at least one worker), so
     #: one client's expensive queries never take every worker.
     server_client_share: float = 0.5
-    #: Whether a client's address may come from the X-Forwarded-For header of a loopback peer (a reverse proxy
-    #: on this machine). Off: the socket's address, which a client cannot forge to pass for many clients.
-    server_trust_proxy: bool = False
+    #: Reverse proxies whose X-Forwarded-For (and X-Forwarded-Proto) name the client: their IP addresses or
+    #: networks, space- or comma-separated (e.g. "127.0.0.1" for a proxy on this machine). Empty (the default):
+    #: the header is never read and a client is its socket's address, which it cannot forge to pass for many.
+    server_trusted_proxies: str = ""
     #: Memory one worker may allocate (MiB, RLIMIT_DATA); a job that needs more is stopped with 503. A worker
     #: serving every route of the bio KB (store, BM25, documents, encoder) uses about 450.
     server_worker_memory_mb: int = 2048

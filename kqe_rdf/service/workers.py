@@ -19,7 +19,8 @@ a fresh worker takes its place. Each worker:
   has room, and a crash kills only this worker.
 
 The pool (:class:`WorkerPool`, in the server's event loop) hands jobs to idle
-workers in arrival order, but never lets one client (IP address) hold more than
+workers in arrival order, but never lets one client (its credentials, else its address:
+:func:`~kqe_rdf.service.requests.client_of`) hold more than
 ``server_client_share`` of the workers: a client sending expensive queries
 waits behind its own jobs, while everyone else still finds a free worker.
 
@@ -445,9 +446,10 @@ class WorkerPool:
         if not self._may_take(client):
             held = self.held[client]
             jobs = f"{held} job" + ("s" if held != 1 else "")
-            raise QueryTimeout(f"you already have {jobs} running, the most one client may have (server_client_share "
-                               f"of {self.size} workers), and they did not finish within {self.timeout:g} s; "
-                               "try again later")
+            raise QueryTimeout(f"your share of the query workers stayed full: you have {jobs} running, the most one "
+                               f"client may have (server_client_share of {self.size} workers; a client is its "
+                               f"Authorization credentials, else its address), and none finished within "
+                               f"{self.timeout:g} s; try again later")
         raise QueryTimeout(f"the server is busy: all {self.size} query workers stayed taken for {self.timeout:g} s; "
                            "try again later")
 
@@ -487,13 +489,14 @@ class WorkerPool:
 
     # -- jobs
 
-    async def run(self, client: str, kind: str, payload: dict):
-        """The job's result; :class:`HTTPError` with its status when it fails, waits or runs too long."""
+    async def run(self, client, kind: str, payload: dict):
+        """The job's result for ``client`` (a :class:`~kqe_rdf.service.requests.Client`); :class:`HTTPError` with its
+        status when it fails, waits or runs too long."""
         deadline = time.monotonic() + self.timeout
         for _attempt in range(3):
             if self.closed:
                 raise HTTPError(503, "the server is shutting down")
-            reply = await self._run_once(await self._acquire(client, deadline), kind, payload)
+            reply = await self._run_once(await self._acquire(client.key, deadline), kind, payload)
             if reply[0] != "rebuilt":
                 break
             # The KB was rebuilt: that worker quit, and the idle ones opened the old KB too: they are replaced,
@@ -557,6 +560,11 @@ class WorkerPool:
         log.error("a query worker died (%s) while running a job", reason)
         return HTTPError(503, f"the worker running this job stopped unexpectedly ({reason}); the server goes on, "
                               "simplify the request or try again")
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a worker."""
+        return sum(not waiter.future.done() for waiter in list(self.waiters))
 
     def pids(self, busy: bool | None = None) -> list[int]:
         """Process ids of the workers: all, or only the busy (``True``) or idle (``False``) ones."""
