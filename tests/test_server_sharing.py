@@ -19,7 +19,7 @@ from kqe_rdf.core.config import Settings
 from kqe_rdf.service.app import create_app
 from kqe_rdf.service.requests import client_of
 from live_servers import serving
-from test_server_workers import DISEASES, ENDLESS, busy_worker, in_background
+from test_server_workers import DISEASES, ENDLESS, busy_worker, in_background, values
 
 
 def ask(url: str, query: str, headers: dict | None = None) -> httpx.Response:
@@ -49,6 +49,15 @@ def waiting(app, count: int) -> None:
     while app.state.workers.waiting < count:
         assert time.monotonic() < deadline, f"{app.state.workers.waiting} requests wait, not {count}"
         time.sleep(0.02)
+
+
+def busy_counts(pool, samples: int = 0) -> list[int]:
+    """How many workers are busy, every 20 ms: ``samples`` times, or (0) for as long as requests wait."""
+    counts = []
+    while len(counts) < samples if samples else pool.waiting:
+        counts.append(len(pool.pids(busy=True)))
+        time.sleep(0.02)
+    return counts
 
 
 def latency(fn) -> tuple[httpx.Response, float]:
@@ -95,9 +104,62 @@ def test_clients_behind_one_address_are_told_apart_by_their_tokens(bio_kb):  # n
         (first, _), (refused, refused_at) = stuck.result(), second.result()
     assert first.status_code == 503 and "server_query_timeout" in first.text
     assert refused.status_code == 503 and "your share" in refused.text, refused.text
+    assert "server_client_workers: 1 of 2" in refused.text
     assert refused.headers["retry-after"]
     assert refused_at - sent >= 2.0  # it waited for its share, it was not refused at once
     assert not any("alpha" in r.text or "alpha" in str(r.headers) for r in (first, refused))
+
+
+# ---------------------------------------------------------------- who gets a freed worker
+
+
+#: About 0.7 s of one CPU (8 million rows counted): long enough to queue behind, short enough to wait for.
+SLOW = f"SELECT (COUNT(*) AS ?n) WHERE {{ {values(200)} }}"
+
+
+def from_address(address: str) -> httpx.Client:
+    return httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=60)
+
+
+@pytest.mark.parametrize("tokens", [False, True], ids=["one client", "a new token per request"])
+def test_a_freed_worker_goes_to_the_client_holding_fewest_not_to_the_longest_queue(bio_kb, tokens):  # noqa: F811
+    """A (127.0.0.2) sends six slow queries to two workers, with no cap in the way: two run, four wait. B's quick
+    query, sent after them, takes the first worker that frees up, not the fifth. With a new token per request
+    each of A's queries is a client of its own that holds nothing, but their address holds both workers: B,
+    from another address, still goes first."""
+    settings = Settings(server_query_timeout=60, server_query_slots=2, server_client_workers=2)
+    app = create_app(bio_kb, settings)
+    with serving(app, settings) as url, from_address("127.0.0.2") as a:
+        started(app, 2)
+        flood = [timed(lambda n=n: a.get(url + "/sparql", params={"query": SLOW},
+                                          headers=bearer(f"a{n}") if tokens else {})) for n in range(6)]
+        waiting(app, 4)
+        b, b_at = timed(lambda: ask(url, DISEASES)).result()
+        answers = [f.result() for f in flood]
+    assert b.status_code == 200, b.text
+    assert [r.status_code for r, _ in answers] == [200] * 6
+    before_b = sum(at < b_at for _, at in answers)
+    assert before_b <= 2, f"{before_b} of A's queries were answered before B's (first come, first served: 5)"
+
+
+def test_one_client_holds_all_workers_but_one_and_gets_them_back_when_the_other_is_idle(bio_kb):  # noqa: F811
+    """Three workers, the default share: A's flood runs two at a time, never three; B's query takes the third at
+    once; once B is idle, A runs two at a time again."""
+    settings = Settings(server_query_timeout=60, server_query_slots=3)
+    app = create_app(bio_kb, settings)
+    pool = app.state.workers
+    with serving(app, settings) as url, from_address("127.0.0.2") as a:
+        started(app, 3)
+        flood = [timed(lambda: a.get(url + "/sparql", params={"query": SLOW})) for _ in range(6)]
+        waiting(app, 4)
+        alone = busy_counts(pool, samples=20)
+        b, seconds = latency(lambda: ask(url, DISEASES))
+        after = busy_counts(pool)
+        answers = [f.result()[0] for f in flood]
+    assert max(alone) == 2 and alone.count(2) > len(alone) / 2, alone
+    assert b.status_code == 200 and seconds < 1.0, (b.text, seconds)
+    assert max(after) == 2 and after.count(2) > len(after) / 2, after
+    assert [r.status_code for r in answers] == [200] * 6
 
 
 # ---------------------------------------------------------------- X-Forwarded-For

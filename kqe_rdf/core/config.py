@@ -120,9 +120,10 @@ class Settings:
     #: Jobs evaluated at once: worker processes, each with the store open read-only (one worker, read-write,
     #: with an update token); further requests wait, then get 503 when all stay busy.
     server_query_slots: int = 4
-    #: Most of the workers one client (IP address) may hold at once, as a share (at least one worker), so
-    #: one client's expensive queries never take every worker.
-    server_client_share: float = 0.5
+    #: Most workers one client may hold at once (a client is its Authorization credentials, else its address);
+    #: 0, the default: all but one (server_query_slots - 1, at least 1), so one client's expensive queries never
+    #: take every worker. A freed worker goes to the waiting client that holds the fewest.
+    server_client_workers: int = 0
     #: Reverse proxies whose X-Forwarded-For (and X-Forwarded-Proto) name the client: their IP addresses or
     #: networks, space- or comma-separated (e.g. "127.0.0.1" for a proxy on this machine). Empty (the default):
     #: the header is never read and a client is its socket's address, which it cannot forge to pass for many.
