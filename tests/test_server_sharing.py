@@ -9,6 +9,8 @@ VALUES, whatever the KB holds.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import httpx
@@ -160,6 +162,24 @@ def test_one_client_holds_all_workers_but_one_and_gets_them_back_when_the_other_
     assert b.status_code == 200 and seconds < 1.0, (b.text, seconds)
     assert max(after) == 2 and after.count(2) > len(after) / 2, after
     assert [r.status_code for r in answers] == [200] * 6
+
+
+def test_a_client_whose_job_was_killed_takes_an_idle_worker_at_once(bio_kb):  # noqa: F811
+    """A's job crashes its worker while A's next query waits (A is at its share, the other worker idle): the next
+    query runs on the idle worker at once, not on the replacement once that has started."""
+    settings = Settings(server_query_timeout=30, server_query_slots=2)
+    app = create_app(bio_kb, settings)
+    with serving(app, settings) as url:
+        started(app, 2)
+        crashed = timed(lambda: ask(url, ENDLESS))
+        pid = busy_worker(app)
+        following = timed(lambda: ask(url, DISEASES))
+        waiting(app, 1)
+        killed_at = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        (first, _), (second, second_at) = crashed.result(), following.result()
+    assert first.status_code == 503 and second.status_code == 200, (first.text, second.text)
+    assert second_at - killed_at < 0.15, second_at - killed_at  # a new worker took 0.28 s to start here
 
 
 # ---------------------------------------------------------------- X-Forwarded-For

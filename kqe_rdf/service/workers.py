@@ -492,6 +492,12 @@ class WorkerPool:
         else:
             waiter.future.set_result(self._hand(worker, waiter.client))
 
+    def _hand_idle(self) -> None:
+        """Idle workers to the waiters that may take one now: a client whose job ended without freeing its worker
+        (killed at its deadline, crashed) is below its share again, and need not wait for the new worker."""
+        while self.idle and (waiter := self._next_waiter()) is not None:
+            waiter.future.set_result(self._hand(self.idle.pop(), waiter.client))
+
     def _next_waiter(self) -> _Waiter | None:
         """The longest-waiting request of the client that holds the fewest workers (below its share), taken out of
         the queue; on a tie, of the client whose address holds the fewest: a client that sends a new token with
@@ -585,6 +591,7 @@ class WorkerPool:
                 self._end(worker)
                 if not self.closed:
                     self._grow()
+                    self._hand_idle()
 
     def _renew_idle(self) -> None:
         """End every idle worker and start as many new ones (after a rebuild: the idle ones serve the old KB)."""
