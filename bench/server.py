@@ -455,8 +455,9 @@ def main() -> None:
             f"the server's processes (main and workers) per request. /search: {search_per} requests per client per "
             f"run, every request a different HPO phenotype name as text.")
     attack_lines = [
-        f"A second `kqe-rdf serve` with `--query-timeout {ATTACK_TIMEOUT:g}` and its result cache off (default 4 "
-        "workers, one client at most half of them). One client sends the simple query back to back; the adversary, "
+        f"A second `kqe-rdf serve` with `--query-timeout {ATTACK_TIMEOUT:g}` and its result cache off (default "
+        f"{WORKERS} workers, one client at most {WORKERS - 1} of them, `server_client_workers`' default: all but "
+        "one). One client sends the simple query back to back; the adversary, "
         "from another loopback address, keeps 4 adversarial queries in flight:", "",
         table(["adversarial queries", "simple query p50 ms", "p95 ms", "failed", "adversaries' answers"],
               attack_latency), "",

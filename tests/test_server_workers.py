@@ -116,7 +116,7 @@ def test_a_query_that_needs_too_much_memory_ends_its_worker_not_the_server(bio_k
 
 
 def test_one_client_cannot_take_every_worker_and_cheap_queries_are_answered_meanwhile(bio_kb):  # noqa: F811
-    settings = Settings(server_query_timeout=3.0, server_query_slots=2, server_client_share=0.5)
+    settings = Settings(server_query_timeout=3.0, server_query_slots=2)  # one worker per client at most
     app = create_app(bio_kb, settings)
     attacker = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=60)
     with serving(app) as url, attacker:
@@ -134,18 +134,18 @@ def test_one_client_cannot_take_every_worker_and_cheap_queries_are_answered_mean
         answers = [a.result().text for a in attacks]
         # One attack was stopped at its deadline; the other never got a second worker.
         assert sorted("server_query_timeout" in a for a in answers) == [False, True], answers
-        assert sorted("server_client_share" in a for a in answers) == [False, True], answers
+        assert sorted("server_client_workers" in a for a in answers) == [False, True], answers
 
 
 def test_a_forged_forwarded_for_header_does_not_make_one_client_many(bio_kb):  # noqa: F811
-    settings = Settings(server_query_timeout=2.0, server_query_slots=2, server_client_share=0.5)
+    settings = Settings(server_query_timeout=2.0, server_query_slots=2)
     app = create_app(bio_kb, settings)
     with serving(app, settings) as url:
         attacks = [in_background(lambda n=n: httpx.get(url + "/sparql", params={"query": ENDLESS}, timeout=60,
                                                        headers={"X-Forwarded-For": f"10.0.0.{n}"}))
                    for n in range(2)]
         answers = [a.result().text for a in attacks]
-        assert sorted("server_client_share" in a for a in answers) == [False, True], answers
+        assert sorted("server_client_workers" in a for a in answers) == [False, True], answers
 
 
 def test_a_worker_that_dies_is_replaced_and_its_request_is_answered(bio_kb):  # noqa: F811
@@ -174,7 +174,7 @@ def test_stopping_the_server_stops_a_query_still_running(bio_kb):  # noqa: F811
         pass
 
 
-@pytest.mark.parametrize("setting, value", [("server_client_share", 0.0), ("server_client_share", 1.5),
+@pytest.mark.parametrize("setting, value", [("server_client_workers", -1),
                                             ("server_worker_memory_mb", 100), ("server_header_timeout", 0),
                                             ("server_body_timeout", -1), ("server_result_cache_mb", -1)])
 def test_impossible_worker_settings_are_refused(bio_kb, setting, value):  # noqa: F811

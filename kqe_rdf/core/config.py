@@ -120,12 +120,14 @@ class Settings:
     #: Jobs evaluated at once: worker processes, each with the store open read-only (one worker, read-write,
     #: with an update token); further requests wait, then get 503 when all stay busy.
     server_query_slots: int = 4
-    #: Most of the workers one client (IP address) may hold at once, as a share (at least one worker), so
-    #: one client's expensive queries never take every worker.
-    server_client_share: float = 0.5
-    #: Whether a client's address may come from the X-Forwarded-For header of a loopback peer (a reverse proxy
-    #: on this machine). Off: the socket's address, which a client cannot forge to pass for many clients.
-    server_trust_proxy: bool = False
+    #: Most workers one client may hold at once (a client is its Authorization credentials, else its address);
+    #: 0, the default: all but one (server_query_slots - 1, at least 1), so one client's expensive queries never
+    #: take every worker. A freed worker goes to the waiting client that holds the fewest.
+    server_client_workers: int = 0
+    #: Reverse proxies whose X-Forwarded-For (and X-Forwarded-Proto) name the client: their IP addresses or
+    #: networks, space- or comma-separated (e.g. "127.0.0.1" for a proxy on this machine). Empty (the default):
+    #: the header is never read and a client is its socket's address, which it cannot forge to pass for many.
+    server_trusted_proxies: str = ""
     #: Memory one worker may allocate (MiB, RLIMIT_DATA); a job that needs more is stopped with 503. A worker
     #: serving every route of the bio KB (store, BM25, documents, encoder) uses about 450.
     server_worker_memory_mb: int = 2048

@@ -21,7 +21,8 @@ runs it with uvicorn. Routes:
 Every query, update and REST call runs in a worker process (:mod:`kqe_rdf.service.workers`,
 ``server_query_slots`` of them): a job past ``server_query_timeout`` gets 503 and its
 worker is killed, so it stops using CPU and memory at once; a worker has a memory
-limit; one client (IP address) holds at most ``server_client_share`` of the workers.
+limit. The workers are shared fairly: one client (its credentials, else its address) holds at most
+``server_client_workers`` of them, and a freed worker goes to the waiting client holding the fewest.
 A request that finds no worker for a whole timeout also gets 503: no request hangs
 and nothing runs on after its answer. Headers must arrive within
 ``server_header_timeout`` and a body within ``server_body_timeout``. Clients never
@@ -41,7 +42,8 @@ from pyoxigraph import BlankNode, Literal, NamedNode, Triple, serialize
 from ..core.errors import KqeError
 from ..methods.registry import EXPANSION, METHODS
 from .protocol import GRAPH_TYPES, HTTPError, Rendered, ResultCache, accept_of, negotiate
-from .requests import base_iri, check_graphs, client_of, error, protocol_params, rest_params
+from .requests import (base_iri, check_graphs, client_of, error, protocol_params, rest_params,
+                       trusted_proxies)
 from .sparql_search import allowed_endpoints
 
 log = logging.getLogger("kqe_rdf.service.app")
@@ -52,13 +54,14 @@ WEB = Path(__file__).parent / "web"
 def _check(settings) -> None:
     if settings.server_query_timeout <= 0 or settings.server_result_cap < 1 or settings.server_query_slots < 1 \
             or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536 \
-            or not 0 < settings.server_client_share <= 1 or settings.server_worker_memory_mb < 256 \
+            or settings.server_client_workers < 0 or settings.server_worker_memory_mb < 256 \
             or settings.server_header_timeout <= 0 or settings.server_body_timeout <= 0 \
             or settings.server_result_cache_mb < 0:
         raise KqeError("server settings: server_query_timeout, server_header_timeout and server_body_timeout must "
                        "be positive, server_result_cap and server_query_slots at least 1, server_max_request_bytes "
-                       "at least 1024, server_client_share above 0 and at most 1, server_worker_memory_mb at least "
+                       "at least 1024, server_client_workers not negative, server_worker_memory_mb at least "
                        "256, server_result_cache_mb not negative, server_port between 1 and 65535")
+    trusted_proxies(settings.server_trusted_proxies)
     if settings.server_base_iri:
         try:
             NamedNode(settings.server_base_iri)
@@ -441,9 +444,10 @@ def uvicorn_config(app, settings, **options):
     """How ``kqe-rdf serve`` runs the app: uvloop and httptools, header deadlines, graceful shutdown."""
     import uvicorn
 
+    proxies = trusted_proxies(settings.server_trusted_proxies)
     options = {"host": settings.server_host, "port": settings.server_port, "log_level": "info",
                "timeout_graceful_shutdown": 10, "server_header": False, "access_log": False,
-               "proxy_headers": settings.server_trust_proxy,
+               "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies,
                "http": header_timeout_protocol(settings.server_header_timeout), **options}
     return uvicorn.Config(app, **options)
 

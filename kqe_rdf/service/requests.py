@@ -5,10 +5,14 @@ parameters, and turning any failure into an answer that says what was wrong (nev
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import ipaddress
 import json
 import logging
 import math
+import os
 import re
+from typing import NamedTuple
 from urllib.parse import parse_qsl
 
 from pyoxigraph import NamedNode
@@ -34,8 +38,49 @@ def error(exc: Exception, as_json: bool = True):
     return PlainTextResponse(message + "\n", status, headers=headers)
 
 
-def client_of(request) -> str:
-    return request.client.host if request.client else "unknown"
+class Client(NamedTuple):
+    """Who a request is from, for sharing the query workers (:class:`~kqe_rdf.service.workers.WorkerPool`).
+
+    ``key`` names the client: ``credentials <hash>`` when the request sends an
+    ``Authorization`` header (a bearer token, the update token), so clients behind
+    one address (a NAT, a proxy) each get their own share, else ``address <ip>``.
+    ``address`` is the peer's IP address, or the client that X-Forwarded-For names
+    when the peer is one of ``server_trusted_proxies``.
+    """
+
+    key: str
+    address: str
+
+
+#: A secret of this process: a client's key hashes its credentials with it, so the key (which a test or a
+#: debugger may see; no message or log line shows it) cannot be matched to a guessed token.
+_KEY_SECRET = os.urandom(16)
+
+
+def client_of(request) -> Client:
+    """The :class:`Client` a request is from; its credentials are never kept, only their keyed hash."""
+    address = request.client.host if request.client else "unknown"
+    credentials = request.headers.get("authorization", "").strip()
+    if not credentials:
+        return Client("address " + address, address)
+    digest = hashlib.blake2b(credentials.encode("latin-1"), key=_KEY_SECRET, digest_size=12).hexdigest()
+    return Client("credentials " + digest, address)
+
+
+def trusted_proxies(text: str) -> list[str]:
+    """The proxies whose X-Forwarded-For a server believes: IP addresses or networks, space- or comma-separated.
+
+    >>> trusted_proxies("127.0.0.1, 10.0.0.0/8 ::1")
+    ['127.0.0.1', '10.0.0.0/8', '::1']
+    """
+    proxies = [item for item in re.split(r"[\s,]+", text) if item]
+    for proxy in proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise KqeError(f"server_trusted_proxies: {proxy!r} is not an IP address or network (such as 127.0.0.1 "
+                           "or 10.0.0.0/8); a proxy is named by its address") from None
+    return proxies
 
 
 async def body_of(request, settings) -> bytes:

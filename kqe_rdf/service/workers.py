@@ -18,10 +18,15 @@ a fresh worker takes its place. Each worker:
 * runs its jobs on a thread with a 64 MiB stack, so deep recursion in pyoxigraph
   has room, and a crash kills only this worker.
 
-The pool (:class:`WorkerPool`, in the server's event loop) hands jobs to idle
-workers in arrival order, but never lets one client (IP address) hold more than
-``server_client_share`` of the workers: a client sending expensive queries
-waits behind its own jobs, while everyone else still finds a free worker.
+The pool (:class:`WorkerPool`, in the server's event loop) shares the workers
+between clients (a client is its credentials, else its address:
+:func:`~kqe_rdf.service.requests.client_of`). A worker that frees up goes to the
+waiting request of the client that holds the fewest workers (then of the address
+that holds the fewest, then the one that has waited longest), not to the next in
+line: a client that sends a hundred expensive queries waits behind its own, and
+another client's query takes the next free worker. And no client holds more than
+``server_client_workers`` (all but one by default) at once, so while one client
+keeps every worker it may have busy, another finds one free.
 
 Jobs and replies cross a private socket pair as length-prefixed pickles.
 """
@@ -32,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import itertools
 import logging
 import os
 import pickle
@@ -47,6 +53,7 @@ from pathlib import Path
 
 from ..core.errors import KqeError
 from .protocol import HTTPError, QueryTimeout
+from .requests import Client
 
 log = logging.getLogger("kqe_rdf.service.workers")
 _FRAME = struct.Struct("!Q")
@@ -302,17 +309,28 @@ class _Channel(asyncio.Protocol):
             self.transport.close()
 
 
+def client_workers(setting: int, size: int) -> int:
+    """How many of ``size`` workers one client may hold at once: ``server_client_workers``, or by default (0) all
+    but one (at least one), so one client never takes every worker while another waits.
+
+    >>> client_workers(0, 4), client_workers(0, 1), client_workers(2, 4), client_workers(9, 4)
+    (3, 1, 2, 4)
+    """
+    return min(size, setting or max(1, size - 1))
+
+
 @dataclass(eq=False)
 class _Worker:
     process: subprocess.Popen
     channel: _Channel
-    client: str | None = None
+    client: Client | None = None  # whose job it runs
 
 
 @dataclass(eq=False)
 class _Waiter:
-    client: str
+    client: Client
     future: asyncio.Future
+    arrival: int  # ties go to the request that has waited longest
 
 
 class WorkerPool:
@@ -324,13 +342,15 @@ class WorkerPool:
         self.settings = settings
         self.writable = writable
         self.size = 1 if writable else settings.server_query_slots
-        self.per_client = max(1, int(self.size * settings.server_client_share))
+        self.per_client = client_workers(settings.server_client_workers, self.size)
         self.timeout = settings.server_query_timeout
         self.idle: list[_Worker] = []
         self.busy: set[_Worker] = set()
         self.alive = 0  # workers starting, idle or busy
-        self.held: collections.Counter[str] = collections.Counter()
-        self.waiters: collections.deque[_Waiter] = collections.deque()
+        self.held: collections.Counter[str] = collections.Counter()  # busy workers by client key ...
+        self.held_by_address: collections.Counter[str] = collections.Counter()  # ... and by address
+        self.waiters: dict[str, collections.deque[_Waiter]] = {}  # by client key, each in arrival order
+        self._arrivals = itertools.count()
         self.closed = False
         self.killed = 0  # workers ended for a deadline, or found dead
         self.jobs = 0  # jobs handed to workers
@@ -388,10 +408,7 @@ class WorkerPool:
                 self.alive -= 1
                 log.error("%s", exc)
                 failure = exc if isinstance(exc, KqeError) else KqeError(f"a query worker could not start: {exc}")
-                for waiter in self.waiters:
-                    if not waiter.future.done():
-                        waiter.future.set_exception(HTTPError(503, str(failure)))
-                self.waiters.clear()
+                self._refuse_waiters(HTTPError(503, str(failure)))
                 return
             self._release(worker)
 
@@ -414,19 +431,19 @@ class WorkerPool:
 
     # -- scheduling
 
-    def _may_take(self, client: str) -> bool:
-        return self.held[client] < self.per_client
+    def _may_take(self, key: str) -> bool:
+        return self.held[key] < self.per_client
 
-    async def _acquire(self, client: str, deadline: float) -> _Worker:
-        if self._may_take(client):
-            if self.idle:
+    async def _acquire(self, client: Client, deadline: float) -> _Worker:
+        if self._may_take(client.key):
+            if self.idle:  # a waiter leaves a worker idle only when its client has its share: this one has not
                 return self._hand(self.idle.pop(), client)
             if self.alive < self.size and not self.closed:
                 self._grow()
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        waiter = _Waiter(client, future)
-        self.waiters.append(waiter)
+        waiter = _Waiter(client, future, next(self._arrivals))
+        self.waiters.setdefault(client.key, collections.deque()).append(waiter)
         # A timer rather than wait_for + shield: no extra task and futures for every request that waits.
         timer = loop.call_later(max(deadline - time.monotonic(), 0.001),
                                 lambda: future.done() or future.set_exception(TimeoutError()))
@@ -436,49 +453,88 @@ class WorkerPool:
             if future.done() and not future.cancelled() and future.exception() is None:
                 self._release(future.result())  # handed over just as the wait ended: pass it on
             future.cancel()
-            with contextlib.suppress(ValueError):
-                self.waiters.remove(waiter)
+            queue = self.waiters.get(client.key)
+            if queue is not None:
+                with contextlib.suppress(ValueError):
+                    queue.remove(waiter)
+                if not queue:
+                    del self.waiters[client.key]
             if not isinstance(exc, TimeoutError):
                 raise
         finally:
             timer.cancel()
-        if not self._may_take(client):
-            held = self.held[client]
+        if not self._may_take(client.key):
+            held = self.held[client.key]
             jobs = f"{held} job" + ("s" if held != 1 else "")
-            raise QueryTimeout(f"you already have {jobs} running, the most one client may have (server_client_share "
-                               f"of {self.size} workers), and they did not finish within {self.timeout:g} s; "
-                               "try again later")
+            raise QueryTimeout(f"your share of the query workers stayed full: you have {jobs} running, the most one "
+                               f"client may have (server_client_workers: {self.per_client} of {self.size}; a client "
+                               f"is its Authorization credentials, else its address), and none finished within "
+                               f"{self.timeout:g} s; try again later")
         raise QueryTimeout(f"the server is busy: all {self.size} query workers stayed taken for {self.timeout:g} s; "
                            "try again later")
 
-    def _hand(self, worker: _Worker, client: str) -> _Worker:
+    def _hand(self, worker: _Worker, client: Client) -> _Worker:
         self.busy.add(worker)
         worker.client = client
-        self.held[client] += 1
+        self.held[client.key] += 1
+        self.held_by_address[client.address] += 1
         return worker
 
     def _release(self, worker: _Worker) -> None:
-        """A worker is free: to the first waiter whose client may take one more, else to the idle list."""
+        """A worker is free: to the next waiter (:meth:`_next_waiter`), else to the idle list."""
         self._unhold(worker)
         if self.closed:
             self._retire(worker)
             return
-        for waiter in list(self.waiters):
-            if waiter.future.done():
-                self.waiters.remove(waiter)
-            elif self._may_take(waiter.client):
-                self.waiters.remove(waiter)
-                waiter.future.set_result(self._hand(worker, waiter.client))
-                return
-        self.idle.append(worker)
+        waiter = self._next_waiter()
+        if waiter is None:
+            self.idle.append(worker)
+        else:
+            waiter.future.set_result(self._hand(worker, waiter.client))
+
+    def _hand_idle(self) -> None:
+        """Idle workers to the waiters that may take one now: a client whose job ended without freeing its worker
+        (killed at its deadline, crashed) is below its share again, and need not wait for the new worker."""
+        while self.idle and (waiter := self._next_waiter()) is not None:
+            waiter.future.set_result(self._hand(self.idle.pop(), waiter.client))
+
+    def _next_waiter(self) -> _Waiter | None:
+        """The longest-waiting request of the client that holds the fewest workers (below its share), taken out of
+        the queue; on a tie, of the client whose address holds the fewest: a client that sends a new token with
+        every request is a new client each time, but its requests do not go before other addresses' waiters."""
+        best, rank = None, None
+        for key, queue in list(self.waiters.items()):
+            while queue and queue[0].future.done():  # timed out or cancelled meanwhile
+                queue.popleft()
+            if not queue:
+                del self.waiters[key]
+            elif self._may_take(key):
+                first = queue[0]
+                mine = (self.held[key], self.held_by_address[first.client.address], first.arrival)
+                if rank is None or mine < rank:
+                    best, rank = first, mine
+        if best is not None:
+            queue = self.waiters[best.client.key]
+            queue.popleft()
+            if not queue:
+                del self.waiters[best.client.key]
+        return best
 
     def _unhold(self, worker: _Worker) -> None:
         self.busy.discard(worker)
-        if worker.client is not None:
-            self.held[worker.client] -= 1
-            if not self.held[worker.client]:
-                del self.held[worker.client]
-            worker.client = None
+        client, worker.client = worker.client, None
+        if client is not None:
+            for counter, name in ((self.held, client.key), (self.held_by_address, client.address)):
+                counter[name] -= 1
+                if not counter[name]:
+                    del counter[name]
+
+    def _refuse_waiters(self, error: HTTPError) -> None:
+        for queue in self.waiters.values():
+            for waiter in queue:
+                if not waiter.future.done():
+                    waiter.future.set_exception(error)
+        self.waiters.clear()
 
     def _retire(self, worker: _Worker) -> None:
         self.alive -= 1
@@ -487,8 +543,9 @@ class WorkerPool:
 
     # -- jobs
 
-    async def run(self, client: str, kind: str, payload: dict):
-        """The job's result; :class:`HTTPError` with its status when it fails, waits or runs too long."""
+    async def run(self, client: Client, kind: str, payload: dict):
+        """The job's result for ``client``; :class:`HTTPError` with its status when it fails, waits or runs too
+        long."""
         deadline = time.monotonic() + self.timeout
         for _attempt in range(3):
             if self.closed:
@@ -534,6 +591,7 @@ class WorkerPool:
                 self._end(worker)
                 if not self.closed:
                     self._grow()
+                    self._hand_idle()
 
     def _renew_idle(self) -> None:
         """End every idle worker and start as many new ones (after a rebuild: the idle ones serve the old KB)."""
@@ -558,6 +616,11 @@ class WorkerPool:
         return HTTPError(503, f"the worker running this job stopped unexpectedly ({reason}); the server goes on, "
                               "simplify the request or try again")
 
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for a worker."""
+        return sum(not waiter.future.done() for queue in list(self.waiters.values()) for waiter in list(queue))
+
     def pids(self, busy: bool | None = None) -> list[int]:
         """Process ids of the workers: all, or only the busy (``True``) or idle (``False``) ones."""
         workers = (list(self.busy) if busy is not False else []) + (self.idle if busy is not True else [])
@@ -566,10 +629,7 @@ class WorkerPool:
     def close(self) -> None:
         """Stop every worker: idle ones exit, busy ones (jobs of requests that are gone by now) are killed."""
         self.closed = True
-        for waiter in self.waiters:
-            if not waiter.future.done():
-                waiter.future.set_exception(HTTPError(503, "the server is shutting down"))
-        self.waiters.clear()
+        self._refuse_waiters(HTTPError(503, "the server is shutting down"))
         while self.idle:
             self._retire(self.idle.pop())
         for worker in list(self.busy):
