@@ -457,6 +457,7 @@ def ask(question, kb_path, sources, offline, shown, as_json):
         click.echo(json.dumps(result.as_dict(), indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     console.print(f"[bold]answer[/]: {result.answer if result.answer is not None else '(none found)'}"
@@ -473,10 +474,21 @@ def ask(question, kb_path, sources, offline, shown, as_json):
                   + (f"; location {', '.join(intent['location'])}" if intent["location"] else ""))
     for note in intent["notes"]:
         console.print(f"  note: {note}", markup=False)
-    stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items())
-    console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages}")
-    for rank, r in enumerate(result.top[:shown], start=1):
-        console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
+    if result.path is not None:
+        # Constants read the same way (a phenotype list) share one line.
+        readings: dict[tuple[str, str], list[str]] = {}
+        for part in result.path["reading"] or [{"constant": "", "path": " / ".join(result.path["relations"])}]:
+            words = "; ".join(f"{hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})"
+                              for hop in part.get("hops", ()))
+            readings.setdefault((part["path"], words), []).append(part["constant"])
+        for (path, words), constants in readings.items():
+            shown_constants = ", ".join(constants[:3]) + (f" and {len(constants) - 3} more" if len(constants) > 3 else "")
+            console.print("[bold]path[/] " + escape(f"{shown_constants}: {path}" + (f"  ({words})" if words else "")))
+    else:
+        stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items())
+        console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages}")
+        for rank, r in enumerate(result.top[:shown], start=1):
+            console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
     others = ", ".join(f"{c.name} ({c.score:.2f})" for c in result.candidates[1:5])
     if others:
         console.print(f"other candidates: {others}", markup=False)
