@@ -196,6 +196,9 @@ class Settings:
     kar_entity_nodes: int = 1
     kar_query_nodes: int = 1
     kar_max_entities: int = 12
+    #: KAR offline: take the entities and the facts from the structural reader's grounded reading when it has
+    #: one (the nodes its paths reach, with the facts along them); False: every neighbour of the linked names.
+    kar_grounded: bool = True
     #: Tokens (about 4 characters each) of knowledge an expansion may use: KAR's document triples, the
     #: passages of PRF and RAR; and completion tokens per expansion call of the LLM.
     expansion_context_tokens: int = 600

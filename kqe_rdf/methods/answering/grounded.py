@@ -54,6 +54,8 @@ class Grounded:
     unread: list[str] = field(default_factory=list)
     #: The most words of the question that name hops of one path of the reading.
     named: int = 0
+    #: The facts along the paths of each of the first ``cite`` answers (the first's are ``evidence``), by node.
+    cited: dict[str, list[Evidence]] = field(default_factory=dict)
 
     @property
     def weak(self) -> bool:
@@ -70,16 +72,17 @@ class GroundedReading:
         self.stage = FourStep(kb, triplets, mode=kb.settings.fourstep_mode, k=depth, linker=linker)
         self._query = _strip_comments(queries.load("qa_path_nodes"))
 
-    def __call__(self, question: str) -> Grounded | None:
-        """The reading's answers for ``question``, or None when the reader has no grounded reading or it finds
-        nothing (the caller then answers from evidence)."""
+    def __call__(self, question: str, cite: int = 1) -> Grounded | None:
+        """The reading's answers for ``question``, the first ``cite`` of them cited with their facts, or None
+        when the reader has no grounded reading or it finds nothing (the caller then answers from evidence)."""
         try:
             hits, explain, used = self.stage.answers("q", question)
         except KqeError:  # the evidence pipeline answers instead, and its structural stage says why
             return None
         if not hits or used.compiled is None or used.error or not used.reading.triplets:
             return None
-        evidence, facts = self.cite(hits[0].iri, used)
+        cited = {h.iri: self.cite(h.iri, used) for h in hits[: max(cite, 1)]}
+        evidence, facts = cited[hits[0].iri]
         names = [self.name(h.iri) for h in hits]
         wanted = self.kb.schema.subclasses(used.reading.answer_type) if used.reading.answer_type else set()
         index = self.stage.linker.index
@@ -100,10 +103,11 @@ class GroundedReading:
             if parts else []
         path = {"triplets": explain["triplets"]["triplets"], "reading": used.reading.reading,
                 "relations": [self.kb.schema.label(t.relation) for t in used.reading.triplets],
-                "facts": facts, "sparql": used.compiled.sparql}
+                "facts": facts, "linked": used.shown, "sparql": used.compiled.sparql}
         if explain.get("tried"):
             path["tried"] = explain["tried"]
-        return Grounded(Reading(candidates[0], candidates, METHOD), evidence, path, unnamed, unread, named)
+        return Grounded(Reading(candidates[0], candidates, METHOD), evidence, path, unnamed, unread, named,
+                        {iri: pieces for iri, (pieces, _facts) in cited.items()})
 
     def cite(self, answer: str, used: Attempt) -> tuple[list[Evidence], list[list[str]]]:
         """The facts along the first answer's paths (at most :data:`MAX_PATHS`), as evidence and as
