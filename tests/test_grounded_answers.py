@@ -21,6 +21,8 @@ from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.methods.answering import QuestionAnswering
+from kqe_rdf.methods.answering.answer import Reading
+from kqe_rdf.methods.answering.grounded import Grounded
 from kqe_rdf.methods.answering.tables import register_table
 from kqe_rdf.methods.registry import pipeline
 
@@ -124,6 +126,38 @@ def test_with_text_ask_reads_the_relation_the_graph_lacks_from_sentences(half_kb
     assert both.answer == answer and both.method.startswith("text facts")
     assert sentence in [e.text for e in both.evidence] and both.flags == [flag]
     assert both.evidence[0].origin["document"] == node(half_kb, "Kismet")
+
+
+TITLES = """\
+Straight Shooting|directed_by|John Ford
+Directed by John Ford|directed_by|Peter Bogdanovich
+Bully|written_by|Lee Hirsch
+Creator|written_by|Jeremy Leven
+"""
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("who directed Straight Shooting", "John Ford"),  # not the film "Directed by John Ford" the sentence contains
+    ("who is the creator of the film script for Bully", "Lee Hirsch"),  # "creator" names a film too: not Bully's
+])
+def test_text_facts_read_the_names_on_each_side_of_the_relation(tmp_path, question, answer):
+    kb = metaqa_kb(tmp_path, TITLES, kg_fraction="0")  # every edge a sentence: no reading of the graph at all
+
+    result = QuestionAnswering(kb, SETTINGS)(question, ("kg", "text"))
+
+    assert kb.manifest["counts"]["edges"] == 0
+    assert result.answer == answer and result.flags == ["no grounded reading"]
+
+
+def test_a_list_of_constants_is_no_one_hop_question_whose_edge_is_missing():
+    """A phenopacket reads one relation from every listed phenotype; a word such as "decreased" in a phenotype's
+    name that names a relation elsewhere does not make it a one-fact question for the text."""
+    reading = Reading(None, [], "test")
+    one = Grounded(reading, [], {"reading": [{"constant": "Kismet"}]}, unread=["decreased"], named=0)
+    listed = Grounded(reading, [], {"reading": [{"constant": f"term {i}"} for i in range(4)]}, unread=["decreased"])
+
+    assert one.weak and not listed.weak
+    assert not Grounded(reading, [], {"reading": [{"constant": "X"}]}, unnamed=["has tags"], named=2).weak
 
 
 def test_an_edge_the_graph_has_is_still_answered_by_the_grounded_reading(half_kb):

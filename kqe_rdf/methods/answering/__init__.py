@@ -114,7 +114,7 @@ class QuestionAnswering:
         self.focus = FocusCandidates(kb, self.linker, self.offline_intent.reader, s.qa_focus_hits)
         self.grounded = GroundedReading(kb, self.linker, self.offline_intent.reader, s.qa_grounded_depth) \
             if s.qa_grounded else None
-        self.text_facts = TextFacts(kb, index, self.offline_intent.reader.reader.words, self.text)
+        self.text_facts = TextFacts(kb, index, self.offline_intent.reader, self.text)
         self.pruner = Pruner(kb, s.qa_pool_size, s.qa_stages, s.qa_bm25_weight, s.qa_dense_weight,
                              s.qa_entity_weight, s.qa_dense_depth, extra, type_weight=s.qa_type_weight,
                              prior_weight=s.qa_focus_weight)
@@ -140,7 +140,7 @@ class QuestionAnswering:
         weak = found is None or found.weak
         if weak and self.grounded is not None and "text" in sources:
             intent = self.offline_intent(question)
-            read = self.text_facts(question, intent)
+            read = self.text_facts(question, intent, [p["constant"] for p in found.path["reading"]] if found else ())
             clock.lap("text facts")
             if read is not None:
                 reading, evidence = read

@@ -52,16 +52,17 @@ class Grounded:
     #: Words of the question that name a relation exactly and that no path of the reading reads ("released"
     #: when no path from the film reaches a year): the graph may lack the edge the question asks about.
     unread: list[str] = field(default_factory=list)
-    #: The most words of the question that name hops of one path of the reading.
+    #: The most relations words of the question name along one path of the reading.
     named: int = 0
     #: The facts along the paths of each of the first ``cite`` answers (the first's are ``evidence``), by node.
     cited: dict[str, list[Evidence]] = field(default_factory=dict)
 
     @property
     def weak(self) -> bool:
-        """Whether the reading reads around the question (a relation word unread, or a hop no word names) and
-        names one relation at most: a one-hop question whose edge the graph may lack."""
-        return bool(self.unread or self.unnamed) and self.named <= 1
+        """Whether the reading reads around the question (a relation word unread, or a hop no word names), names
+        one relation at most and reads three constants at most (not a list, such as a case's phenotypes): a
+        one-hop question whose edge the graph may lack."""
+        return bool(self.unread or self.unnamed) and self.named <= 1 and len(self.path.get("reading", ())) <= 3
 
 
 class GroundedReading:
@@ -95,10 +96,7 @@ class GroundedReading:
         asked = used.reading.answer_type in self.stage.generator.answer_types(question)
         unnamed = [hop["relation"] for part in parts for i, hop in enumerate(part.get("hops", ()))
                    if hop.get("how") == "not named" and not (asked and i == len(part["hops"]) - 1)]
-        # Hops named by distinct words: "director" names both "directed" and "directed by" of a path around a
-        # missing edge ("Tape: written by / directed / directed by"), one relation of the question.
-        named = max((len({w for hop in part.get("hops", ()) for w in hop.get("words", ())}) for part in parts),
-                    default=0)
+        named = self._named_relations(parts, used.reading.triplets)
         unread = [w for w in parts[0].get("unread", ()) if all(w in part.get("unread", ()) for part in parts)] \
             if parts else []
         path = {"triplets": explain["triplets"]["triplets"], "reading": used.reading.reading,
@@ -108,6 +106,24 @@ class GroundedReading:
             path["tried"] = explain["tried"]
         return Grounded(Reading(candidates[0], candidates, METHOD), evidence, path, unnamed, unread, named,
                         {iri: pieces for iri, (pieces, _facts) in cited.items()})
+
+    def _named_relations(self, parts: list[dict], triplets: list[Triplet]) -> int:
+        """The most relations (a relation and its inverse are one) that words of the question name along one
+        constant's path: "Tape: written by / directed / directed by" around a missing edge names one, "directed",
+        twice; "the film X starred which actors" read as "has tags / tag of / starred actors" names one.
+
+        The reader writes each constant's triplets in the order of its account (``TripletQuery.reading``)."""
+        relations = self.kb.schema.relations
+        out, at = 0, 0
+        for part in parts:
+            hops = part.get("hops", ())
+            steps = triplets[at : at + len(hops)]
+            at += len(hops)
+            named = {frozenset({t.relation, relations[t.relation].inverse or t.relation})
+                     if t.relation in relations else frozenset({t.relation})
+                     for hop, t in zip(hops, steps) if hop.get("how") != "not named"}
+            out = max(out, len(named))
+        return out
 
     def cite(self, answer: str, used: Attempt) -> tuple[list[Evidence], list[list[str]]]:
         """The facts along the first answer's paths (at most :data:`MAX_PATHS`), as evidence and as

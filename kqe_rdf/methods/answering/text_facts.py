@@ -18,8 +18,8 @@ sentences are asked, the way the graph would have been:
    entity (of those, of the class the question asks for, if it asks for one of them); each sentence is one
    vote, and the best-supported node answers, cited with its sentences.
 
-A question that names several relations ("the directors of the films starring X") is a path, not one fact:
-this stage leaves it to the others.
+A question that names several relations ("the directors of the films starring X") is a path, and one that
+names more than three entities a list (a case's phenotypes), not one fact: this stage leaves them to the others.
 """
 
 from __future__ import annotations
@@ -28,22 +28,28 @@ from collections.abc import Sequence
 
 from ...core.errors import KqeError
 from ...kb.linking import NameIndex, normalise_name
+from ..fourstep.compiler import stored_direction
+from ..fourstep.reading import OfflineTriplets
 from ..fourstep.reading.words import RelationWords, phrase_stems
 from .answer import CandidateAnswer, Reading
 from .evidence import EntityRef, Evidence, NameFinder, TextSentences, document_sentences
 from .intent import Intent
 
 METHOD = "text facts (the graph lacks the edge the question names)"
+#: Most entities a question may name to be read as one fact (a case's list of phenotypes is not).
+MAX_ENTITIES = 3
 
 
 class TextFacts:
     """The relation a question names, read from the sentences of its entities' documents and those naming them."""
 
-    def __init__(self, kb, index: NameIndex, words: RelationWords, text: TextSentences, hits: int = 50,
+    def __init__(self, kb, index: NameIndex, reader: OfflineTriplets, text: TextSentences, hits: int = 50,
                  max_candidates: int = 10) -> None:
         self.kb = kb
         self.index = index
-        self.words = words
+        self.reader = reader
+        #: The structural reader's vocabulary: which words name which relation.
+        self.words: RelationWords = reader.reader.words
         self.text = text
         self.finder = NameFinder(index)
         self.hits = hits
@@ -58,21 +64,29 @@ class TextFacts:
         schema = self.kb.schema
         out: dict[str, set[str]] = {}
         for rel, named in self.words.relation_stems.items():
-            relation = schema.relations.get(rel)
-            if relation is None or (schema.stored_relations and rel not in schema.stored_relations):
-                continue
-            if named & stems:
-                out[rel] = set(named)
+            if rel in schema.relations and named & stems:
+                out.setdefault(stored_direction(schema, rel)[0], set()).update(named)
         return out
 
-    def __call__(self, question: str, intent: Intent) -> tuple[Reading, list[Evidence]] | None:
+    def __call__(self, question: str, intent: Intent, constants: Sequence[str] = ()) -> tuple[Reading, list[Evidence]] | None:
         """The best-supported answer with the sentences that support it, or None when no sentence states a
-        relation the question names about one of its entities."""
+        relation the question names about one of its entities (``constants``: those the structural reader read
+        the question's entities as, when it has a reading)."""
         relations = self.relations(question, intent)
-        entities = self._entities(intent)
-        if len(relations) != 1 or not entities:
-            return None  # one sentence states one relation: a question naming several is a path, not a fact
-        seeds = {i for e in entities for i in e.iris}
+        if len(relations) != 1 or len([e for e in intent.entities if e.iris]) > MAX_ENTITIES:
+            return None  # one sentence states one fact: not a path of several relations, nor a list (phenotypes)
+        read = self._entities(intent, constants)
+        found = self._read(relations, read, intent) if read else None
+        if found is None:
+            others = [e for e in self._entities(intent) if e not in read]
+            found = self._read(relations, others, intent) if others else None
+        return found
+
+    def _read(self, relations: dict[str, set[str]], entities: list, intent: Intent
+              ) -> tuple[Reading, list[Evidence]] | None:
+        """What the sentences about ``entities`` say of the relation (see :meth:`__call__`); none of the
+        question's entities is an answer."""
+        seeds = {i for e in intent.entities for i in e.iris}
         (relation, _stems), = relations.items()
         support: dict[str, dict] = {}
         pieces: dict[tuple[str, int], Evidence] = {}
@@ -80,7 +94,7 @@ class TextFacts:
             wanted = self._other_end(relation, entity.iris, intent.answer_types)
             for iri, n, sentence in self._sentences(entity.text, entity.iris, relations):
                 body = sentence.partition(" — ")[2]
-                found = [EntityRef(self.kb.document(iri).name, (iri,)), *self.finder(body)]
+                found = [EntityRef(self.kb.document(iri).name, (iri,)), *self._names(body, relation)]
                 if not any(set(e.iris) & set(entity.iris) for e in found):
                     continue  # "Nadine Labaki" in a sentence names someone else than the film "Nadine"
                 own = {s for e in found if not self._relation_word(e.name) for s in phrase_stems(e.name)}
@@ -107,16 +121,33 @@ class TextFacts:
         cited = set(candidates[0].evidence)
         return Reading(candidates[0], candidates, METHOD), [p for p in pieces.values() if p.id in cited]
 
+    def _names(self, body: str, relation: str) -> list[EntityRef]:
+        """The names a sentence gives, read on each side of the relation's label when the sentence writes it
+        as "<head> <label> <tail>" ("Straight Shooting directed by John Ford.": not the film "Directed by John
+        Ford"); else the names of the whole sentence."""
+        schema = self.kb.schema
+        for label in sorted({schema.label(relation), schema.inverse_label(relation)}, key=len, reverse=True):
+            before, sep, after = f" {body} ".partition(f" {label} ")
+            if sep and before.strip() and after.strip(" ."):
+                return [*self.finder(before.strip()), *self.finder(after.strip().rstrip("."))]
+        return self.finder(body)
+
     def _relation_word(self, name: str) -> bool:
         """A one-word name that is a relation's word ("star" names the film "Star!", "tags" the tag "tag")."""
         stems = phrase_stems(name)
         return len(name.split()) == 1 and bool(stems) and stems <= self.words.all_stems
 
-    def _entities(self, intent: Intent) -> list:
-        """The question's entities, without one-word names that are relation words when it names others."""
+    def _entities(self, intent: Intent, constants: Sequence[str] = ()) -> list:
+        """The question's entities: those the structural reader read as its constants (``constants``); else without
+        one-word names that are relation words, or lower-case words beside a capitalised name ("the creator of
+        the film script for Bully": "Creator" is a film too), when it names others."""
         linked = [e for e in intent.entities if e.iris]
-        named = [e for e in linked if not self._relation_word(e.text)]
-        return named or linked
+        if constants:
+            return [e for e in linked if e.text in constants]
+        named = [e for e in linked if not self._relation_word(e.text)] or linked
+        if any(not e.text.islower() for e in named):
+            named = [e for e in named if " " in e.text or not e.text.islower()]
+        return named
 
     def _sentences(self, name: str, iris: Sequence[str], relations: dict[str, set[str]]):
         """(document IRI, sentence number, sentence) that may state a relation of the entity: its documents'
