@@ -149,6 +149,14 @@ def test_text_facts_read_the_names_on_each_side_of_the_relation(tmp_path, questi
     assert result.answer == answer and result.flags == ["no grounded reading"]
 
 
+def test_text_facts_read_one_fact_not_a_list(half_kb):
+    qa = QuestionAnswering(half_kb, SETTINGS)
+    one, listed = "who directed Kismet", "who directed Kismet, Heat, Alien and Witness"
+
+    assert qa.text_facts(one, qa.offline_intent(one))[0].answer.name == "William Dieterle"
+    assert qa.text_facts(listed, qa.offline_intent(listed)) is None  # four films: a list, left to the graph
+
+
 def test_a_list_of_constants_is_no_one_hop_question_whose_edge_is_missing():
     """A phenopacket reads one relation from every listed phenotype; a word such as "decreased" in a phenotype's
     name that names a relation elsewhere does not make it a one-fact question for the text."""
