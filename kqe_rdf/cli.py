@@ -480,6 +480,7 @@ def ask(question, kb_path, sources, offline, shown, as_json):
         click.echo(json.dumps(result.as_dict(), indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     console.print(f"[bold]answer[/]: {result.answer if result.answer is not None else '(none found)'}"
@@ -496,10 +497,21 @@ def ask(question, kb_path, sources, offline, shown, as_json):
                   + (f"; location {', '.join(intent['location'])}" if intent["location"] else ""))
     for note in intent["notes"]:
         console.print(f"  note: {note}", markup=False)
-    stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items())
-    console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages}")
-    for rank, r in enumerate(result.top[:shown], start=1):
-        console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
+    if result.path is not None:
+        # Constants read the same way (a phenotype list) share one line.
+        readings: dict[tuple[str, str], list[str]] = {}
+        for part in result.path["reading"] or [{"constant": "", "path": " / ".join(result.path["relations"])}]:
+            words = "; ".join(f"{hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})"
+                              for hop in part.get("hops", ()))
+            readings.setdefault((part["path"], words), []).append(part["constant"])
+        for (path, words), constants in readings.items():
+            shown_constants = ", ".join(constants[:3]) + (f" and {len(constants) - 3} more" if len(constants) > 3 else "")
+            console.print("[bold]path[/] " + escape(f"{shown_constants}: {path}" + (f"  ({words})" if words else "")))
+    else:
+        stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items())
+        console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages}")
+        for rank, r in enumerate(result.top[:shown], start=1):
+            console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
     others = ", ".join(f"{c.name} ({c.score:.2f})" for c in result.candidates[1:5])
     if others:
         console.print(f"other candidates: {others}", markup=False)
@@ -653,17 +665,20 @@ def _print_links(links: list[dict]) -> None:
 @click.option("--hops", type=int, default=None, help="KAR: hops of relation propagation, 1 or 2 [default: 1].")
 @click.option("--neighbours", type=int, default=None, help="KAR: neighbours kept by filtering [default: 10].")
 @click.option("--expansions", type=int, default=None, help="KAR: expansions the LLM writes [default: 3].")
+@click.option("--grounded/--no-grounded", default=None,
+              help="KAR offline: facts from the structural reader's grounded reading [default: kar_grounded, on].")
 @click.option("--show-context", is_flag=True, help="Also print the knowledge the expansion came from.")
 @click.option("--plain", is_flag=True, help="Print only the expanded query, on one line (the default in a pipe).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (the whole expansion).")
-def expand(text, kb_path, method, types, hops, neighbours, expansions, show_context, plain, as_json):
+def expand(text, kb_path, method, types, hops, neighbours, expansions, grounded, show_context, plain, as_json):
     """Expand TEXT with METHOD (TEXT '-' reads it from standard input) and print the query and its expansions,
     one a line (with --plain or in a pipe: the expanded query alone; with --show-context also its knowledge)."""
     from .methods.expansion import expand as run_expansion
 
     if text == "-":
         text = sys.stdin.read()
-    kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions)
+    kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions,
+                            kar_grounded=grounded)
     exp = run_expansion(kb, settings, text, method, list(types) or None)
     if as_json:
         click.echo(json.dumps(exp.as_dict(), indent=2))
@@ -695,6 +710,8 @@ def _print_expansion(exp: dict) -> None:
         head, tail = (n["from_name"], n["name"]) if n["direction"] == "out" else (n["name"], n["from_name"])
         console.print(f"[bold]neighbour[/] {n['score']:.3f} hop {n['hop']}: ({head}) --{n['relation']}--> ({tail})",
                       highlight=False)
+        if n.get("source"):  # a node the grounded reading reached: where it came from and the facts along its path
+            console.print(f"  from the {n['source']}: " + "; ".join(n["facts"]), markup=False, highlight=False)
     if exp["passages"]:
         console.print(f"[bold]passages[/]: {', '.join(exp['passages'])}", highlight=False)
     for t in exp["triples"]:

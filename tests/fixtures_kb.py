@@ -210,6 +210,15 @@ def write_hpo(folder: Path) -> Path:
     return folder
 
 
+def metaqa_kb(folder: Path, lines: str, **options: str) -> KnowledgeBase:
+    """A MetaQA-format KB of ``lines`` built in ``folder`` (``src/kb.txt``, ``kb/``), without embeddings;
+    ``options`` are the importer's (``kg_fraction="0.5", seed="3"``)."""
+    (folder / "src").mkdir(parents=True)
+    (folder / "src" / "kb.txt").write_text(lines, encoding="utf-8")
+    build_kb(MetaQAImporter([folder / "src"], **options), folder / "kb")
+    return KnowledgeBase.open(folder / "kb")
+
+
 def node(kb: KnowledgeBase, identifier: str) -> str:
     """The IRI of the node with this source id (MetaQA ids are the names; HPO ids like HP:0001250)."""
     [iri] = kb.resolve_identifiers([identifier])[identifier]

@@ -1,7 +1,8 @@
 """Question answering over KG, text and tables (``kqe_rdf.methods.answering``) on the tiny movie KB.
 
 Each stage is shown on its own — intent, evidence from each source, pruning, the offline
-and the LLM reader — and then the whole pipeline through ``answer()`` and ``kqe-rdf ask``.
+and the LLM reader — and then the whole pipeline through ``answer()`` and ``kqe-rdf ask``, with the
+grounded reading that answers before it turned off (``EVIDENCE``; that stage: ``test_grounded_answers.py``).
 The LLM path talks to the scripted chat server (``chat_server``) through the real client;
 what the "model" says is written next to each test. Tests that add a sentence index or
 tables build their own copy of the movie KB (``movie_copy``), since the shared one is read-only.
@@ -16,7 +17,7 @@ import pytest
 from chat_server import chat_server, error, malformed  # noqa: F401 (fixture)
 from click.testing import CliRunner
 
-from fixtures_kb import MOVIES, movie_kb, node  # noqa: F401 - fixtures
+from fixtures_kb import MOVIES, metaqa_kb, movie_kb, node  # noqa: F401 - fixtures
 from kqe_rdf.methods.answering import QuestionAnswering, answer, check_sources
 from kqe_rdf.methods.answering.answer import LLMReader, OfflineReader
 from kqe_rdf.methods.answering.evidence import (EntityRef, Evidence, KGFacts, NameFinder, SentenceIndex, TextSentences,
@@ -35,14 +36,12 @@ from kqe_rdf.kb.linking import Linker
 from kqe_rdf.llm.client import LLM
 
 M = "https://w3id.org/kqe/metaqa#"
-OFFLINE = Settings(qa_pool_size=200, qa_prune_stages="40,10")
+#: The evidence pipeline on its own: the grounded reading that answers first is off (tests/test_grounded_answers.py).
+EVIDENCE = Settings(qa_pool_size=200, qa_prune_stages="40,10", qa_grounded=False)
 
 
 def build_movies(folder, lines: str) -> KnowledgeBase:
-    (folder / "src").mkdir(parents=True)
-    (folder / "src" / "kb.txt").write_text(lines, encoding="utf-8")
-    build_kb(MetaQAImporter([folder / "src"]), folder / "kb")
-    return KnowledgeBase.open(folder / "kb")
+    return metaqa_kb(folder, lines)
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +52,13 @@ def movie_copy(tmp_path_factory) -> KnowledgeBase:
 
 @pytest.fixture(scope="module")
 def qa(movie_kb) -> QuestionAnswering:
-    return QuestionAnswering(movie_kb, OFFLINE)
+    return QuestionAnswering(movie_kb, EVIDENCE)
 
 
 @pytest.fixture
 def llm_settings(chat_server):
     return Settings(llm_base_url=chat_server.url, llm_model="scripted", llm_cache="off", llm_timeout=0.5,
-                    llm_max_retries=0, llm_backoff=0.01, qa_pool_size=200, qa_prune_stages="40,10")
+                    llm_max_retries=0, llm_backoff=0.01, qa_pool_size=200, qa_prune_stages="40,10", qa_grounded=False)
 
 
 def write(path, text: str):
@@ -266,7 +265,7 @@ def years_kb(tmp_path_factory) -> KnowledgeBase:
 
 
 def test_a_relation_moved_from_the_graph_into_a_table_still_answers_questions(years_kb):
-    qa = QuestionAnswering(years_kb, OFFLINE)
+    qa = QuestionAnswering(years_kb, EVIDENCE)
 
     from_table = qa("when was Kismet released", ("kg", "tables"))
     graph_only = qa("when was Kismet released", ("kg",))
@@ -294,8 +293,8 @@ def test_table_rows_are_read_for_the_nodes_whose_facts_the_walk_read_with_their_
 def test_with_no_answer_type_the_relation_phrase_picks_the_value_from_the_table_or_the_graph(years_kb, movie_kb):
     question = "what was the release date of Kismet"  # "date" is no class cue: the frame has no answer type
 
-    from_table = QuestionAnswering(years_kb, OFFLINE)(question, ("kg", "text", "tables"))
-    from_graph = QuestionAnswering(movie_kb, OFFLINE)(question, ("kg", "text"))
+    from_table = QuestionAnswering(years_kb, EVIDENCE)(question, ("kg", "text", "tables"))
+    from_graph = QuestionAnswering(movie_kb, EVIDENCE)(question, ("kg", "text"))
 
     assert from_table.intent.answer_types == [] and from_table.intent.relation == "release date"
     assert from_table.answer == from_graph.answer == "1944"
@@ -375,7 +374,8 @@ def test_a_failing_4stepfocus_costs_only_its_own_pieces_and_says_why(qa, movie_k
 
     assert focus.collect("who directed Kismet", [M + "Person"], [], notes) == []
     assert notes == ["4StepFocus failed (no triplets today); no structural candidates"]
-    off = QuestionAnswering(movie_kb, Settings(qa_pool_size=200, qa_prune_stages="40,10", qa_focus_hits=0))
+    off = QuestionAnswering(movie_kb, Settings(qa_pool_size=200, qa_prune_stages="40,10", qa_focus_hits=0,
+                                               qa_grounded=False))
     result = off("who directed Kismet", ("kg",))
     assert result.answer == "William Dieterle" and not any(r.evidence.id.startswith("focus") for r in result.top)
     with pytest.raises(KqeError, match="qa_focus_hits must not be negative"):
@@ -573,15 +573,15 @@ def test_the_llm_reader_checks_an_answer_against_the_shown_pieces_only(qa, movie
 
 def test_answer_checks_its_input(movie_kb):
     with pytest.raises(InputError, match="the question is empty"):
-        answer(movie_kb, OFFLINE, "   ")
+        answer(movie_kb, EVIDENCE, "   ")
     with pytest.raises(InputError, match="unknown evidence source.*web; choose from kg, text, tables"):
-        answer(movie_kb, OFFLINE, "who directed Kismet", ("kg", "web"))
+        answer(movie_kb, EVIDENCE, "who directed Kismet", ("kg", "web"))
     assert check_sources("kg, tables") == ("kg", "tables")
     assert check_sources(["kg,tables"]) == check_sources(["kg", "tables"]) == ("kg", "tables")  # as /answer passes them
 
 
 def test_as_dict_is_json_with_answer_evidence_intent_and_stages(movie_copy):
-    result = answer(movie_copy, OFFLINE, "who directed Kismet")
+    result = answer(movie_copy, EVIDENCE, "who directed Kismet")
 
     data = json.loads(json.dumps(result.as_dict()))
     assert data["answer"] == "William Dieterle" and data["sources"] == ["kg", "text", "tables"]

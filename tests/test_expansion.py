@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
+from fixtures_kb import bio_kb, movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
 from kqe_rdf.core.config import Settings
@@ -32,6 +32,8 @@ from kqe_rdf.methods.registry import METHODS, pipeline
 
 M = "https://w3id.org/kqe/metaqa#"
 OFFLINE = Settings()
+#: KAR's own propagation over every neighbour of the linked names (the grounded reading off: tested below).
+NEIGHBOURS = Settings(kar_grounded=False)
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +52,7 @@ def edge(exp, name: str) -> dict:
 
 
 def test_kar_offline_reads_the_entity_follows_its_relations_and_puts_the_facts_in_the_query(movie_kb):
-    exp = expand(movie_kb, OFFLINE, "who directed Kismet", "kar-offline")
+    exp = expand(movie_kb, NEIGHBOURS, "who directed Kismet", "kar-offline")
 
     assert exp.method == "kar-offline" and exp.llm == "offline" and exp.llm_usage is None
     [entity, pseudo] = exp.entities
@@ -63,7 +65,37 @@ def test_kar_offline_reads_the_entity_follows_its_relations_and_puts_the_facts_i
     assert dieterle["from"] == node(movie_kb, "Kismet")
     assert exp.expanded.startswith("who directed Kismet ")
     assert any("Kismet directed by William Dieterle." in e for e in exp.expansions)
-    assert len(exp.expansions) == OFFLINE.kar_expansions
+    assert len(exp.expansions) == NEIGHBOURS.kar_expansions
+
+
+def test_kar_offline_takes_its_entities_and_facts_from_the_grounded_reading(movie_kb):
+    """The reading's answer (Michael Mann directed Heat, which shares Robert De Niro with Taxi Driver) with the
+    facts along its path, not Taxi Driver's every neighbour."""
+    question = "who directed the films that share actors with Taxi Driver"
+    exp = expand(movie_kb, OFFLINE, question, "kar-offline")
+    around = expand(movie_kb, NEIGHBOURS, question, "kar-offline")
+
+    assert exp.entities[0]["text"] == "Taxi Driver" and exp.entities[0]["found_by"] == "grounded reading"
+    [mann] = exp.neighbours
+    assert (mann["name"], mann["relation"], mann["from_name"], mann["hop"]) == ("Michael Mann", "directed by", "Heat", 3)
+    assert mann["facts"] == ["Taxi Driver starred actors Robert De Niro", "Heat starred actors Robert De Niro",
+                             "Heat directed by Michael Mann"]
+    assert mann["source"] == "grounded reading: answer 1 of 4step-offline, path starred actors / starred actors / " \
+                             "directed by"
+    assert exp.expansions[0].startswith("Taxi Driver starred actors Robert De Niro; Heat starred actors Robert De "
+                                        "Niro; Heat directed by Michael Mann.")
+    assert "Michael Mann" not in " ".join(around.expansions)  # one hop around Taxi Driver never reaches him
+
+
+def test_a_grounded_fact_that_negates_what_the_request_names_is_never_appended(bio_kb):
+    """"Frontal bossing syndrome lacks phenotype Seizure" is a fact of the graph, not one about a request that
+    names seizures as present."""
+    exp = expand(bio_kb, OFFLINE, "a disease with seizures", "kar-offline")
+
+    assert exp.neighbours and all(n["source"].startswith("grounded reading") for n in exp.neighbours)
+    assert not any("lacks" in fact for n in exp.neighbours for fact in n["facts"])
+    assert not any("lacks" in e for e in exp.expansions)
+    assert exp.neighbours[0]["name"] in {"Focal epilepsy type 1", "Generalized epilepsy with forehead anomaly"}
 
 
 def test_neighbours_come_with_the_direction_of_the_stored_edge(movie_kb):
@@ -106,8 +138,9 @@ def hub_kb(tmp_path_factory):
 
 def test_name_filtering_a_hub_scores_only_the_names_that_share_the_requests_words(hub_kb):
     query = "seizure with fever and rash"
-    whole = Settings(kar_query_nodes=0, kar_neighbours=3)
-    bounded = Settings(kar_query_nodes=0, kar_neighbours=3, kar_name_hub=20, kar_encode_names=6)
+    # KAR's own propagation (not the structural reader's nodes), whose hops are what name filtering scores
+    whole = Settings(kar_query_nodes=0, kar_neighbours=3, kar_grounded=False)
+    bounded = Settings(kar_query_nodes=0, kar_neighbours=3, kar_name_hub=20, kar_encode_names=6, kar_grounded=False)
     scored_whole = expander("kar-namefilter-offline", hub_kb, whole)
     scored_bounded = expander("kar-namefilter-offline", hub_kb, bounded)
     all_names, few_names = scored_whole.expand(query), scored_bounded.expand(query)
@@ -117,7 +150,7 @@ def test_name_filtering_a_hub_scores_only_the_names_that_share_the_requests_word
                                                         "Febrile seizures, familial", "Rash and fever of childhood",
                                                         "Seizure disorder with fever", "Fever-induced seizures"}
     # Below the hub size every name is scored, as before.
-    small = expander("kar-namefilter-offline", hub_kb, Settings(kar_query_nodes=0, kar_name_hub=40))
+    small = expander("kar-namefilter-offline", hub_kb, Settings(kar_query_nodes=0, kar_name_hub=40, kar_grounded=False))
     small.expand(query)
     assert small.filter.encoded == 40
 
@@ -125,7 +158,7 @@ def test_name_filtering_a_hub_scores_only_the_names_that_share_the_requests_word
 def test_filtering_scores_neighbours_by_their_documents_not_their_names(kb, iri):
     """The D500's *name* says nothing of birds; its document does, and document filtering ranks it first."""
     query = "a Nikon camera for photographing birds in flight"
-    only_entities = Settings(kar_query_nodes=0)  # Nikon's neighbours only, not the query's top node's
+    only_entities = Settings(kar_query_nodes=0, kar_grounded=False)  # Nikon's neighbours, not the query's top node's
     by_document = expand(kb, only_entities, query, "kar-offline")
     by_name = expand(kb, only_entities, query, "kar-namefilter-offline")
 
@@ -152,7 +185,8 @@ def test_nodes_without_a_stored_embedding_are_encoded_from_their_documents_withi
     shutil.rmtree(kb_dir / "embeddings")
     embed_kb(kb_dir, types=["Person"])
     partial = KnowledgeBase.open(kb_dir)
-    exp = expand(partial, Settings(kar_encode=2, kar_query_nodes=0), "who directed Kismet", "kar-offline")
+    exp = expand(partial, Settings(kar_encode=2, kar_query_nodes=0, kar_grounded=False), "who directed Kismet",
+                 "kar-offline")
     # Kismet's neighbours: four people (stored) and four others (year, language, genre, tag), of which
     # only two may be encoded.
     people = {"William Dieterle", "Edward Knoblock", "Ronald Colman", "Marlene Dietrich"}
@@ -167,19 +201,21 @@ def test_nodes_without_a_stored_embedding_are_encoded_from_their_documents_withi
 
 
 def test_two_hops_grow_from_the_best_first_hop_neighbours(movie_kb):
-    exp = expand(movie_kb, Settings(kar_hops=2, kar_neighbours=20), "actors in films by Ridley Scott", "kar-offline")
+    exp = expand(movie_kb, Settings(kar_hops=2, kar_neighbours=20, kar_grounded=False), "actors in films by Ridley Scott",
+                 "kar-offline")
     hops = {n["name"]: n for n in exp.neighbours}
     assert hops["Blade Runner"]["hop"] == 1 and hops["Alien"]["hop"] == 1
     second = [n for n in exp.neighbours if n["hop"] == 2]
     assert second and all(movie_kb.document(n["from"]).name in hops for n in second)
     assert {"Harrison Ford", "Sigourney Weaver"} <= set(hops)
-    assert not [n for n in expand(movie_kb, OFFLINE, "actors in films by Ridley Scott", "kar-offline").neighbours
+    assert not [n for n in expand(movie_kb, NEIGHBOURS, "actors in films by Ridley Scott", "kar-offline").neighbours
                 if n["hop"] == 2]
 
 
 @pytest.mark.parametrize("budget", [40, 120, 5000])
 def test_document_triples_stay_within_the_token_budget(movie_kb, budget):
-    exp = expand(movie_kb, Settings(expansion_context_tokens=budget), "who directed Kismet", "kar-offline")
+    exp = expand(movie_kb, Settings(expansion_context_tokens=budget, kar_grounded=False), "who directed Kismet",
+                 "kar-offline")
 
     assert exp.context_tokens <= budget
     assert estimate_tokens("\n".join(exp.context)) == exp.context_tokens
@@ -318,14 +354,16 @@ def test_cli_expand_prints_the_expanded_query_and_with_show_context_its_knowledg
     shown = runner.invoke(cli, ["expand", "who directed Kismet", "--kb", str(movie_kb.path), "-m", "kar-offline",
                                 "--show-context"])
     assert shown.exit_code == 0, shown.output
-    assert "entity 'Kismet' (mention)" in shown.output
+    assert "entity 'Kismet' (grounded reading)" in shown.output
+    assert "from the grounded reading: answer 1 of 4step-offline, path directed by: Kismet directed by William " \
+           "Dieterle" in " ".join(shown.output.split())  # where the fact came from (lines wrap at the terminal)
     assert "--directed by--> (William Dieterle)" in shown.output
     assert "context (" in shown.output and "expansion 1:" in shown.output
 
 
 def test_cli_expand_json_and_options(movie_kb):
     result = CliRunner().invoke(cli, ["expand", "actors in films by Ridley Scott", "--kb", str(movie_kb.path), "-m",
-                                      "kar-offline", "--hops", "2", "--neighbours", "4", "--json"])
+                                      "kar-offline", "--hops", "2", "--neighbours", "4", "--no-grounded", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["method"] == "kar-offline" and len(data["neighbours"]) == 4

@@ -183,6 +183,66 @@ def test_metaqa_folder_without_a_kb_is_an_error(tmp_path: Path) -> None:
         list(MetaQAImporter([tmp_path]).records(ImportReport()))
 
 
+def test_metaqa_incomplete_kb_keeps_a_seeded_half_of_the_edges_and_writes_the_rest_as_head_sentences(
+        tmp_path: Path) -> None:
+    """GRAFT-Net's incomplete KB: ``kb build metaqa SRC --option kg_fraction=0.5 --option seed=0``."""
+    folder = metaqa_folder(tmp_path)
+    full_nodes, full_edges = by_kind(MetaQAImporter([folder]).records(ImportReport()))
+    importer = MetaQAImporter([folder], kg_fraction="0.5", seed="0")
+    report = ImportReport()
+    nodes, edges = by_kind(importer.records(report))
+
+    assert len(edges) == 5 and importer.stats["text_only_edges"] == 5
+    sentences = {text for n in nodes.values() for field, text in n.fields if field == "description"}
+    left_out = [e for e in full_edges if e not in edges]
+    label = MetaQAImporter().schema().relation
+    assert sentences == {f"{e.head} {label(e.relation).label} {e.tail}." for e in left_out}
+    for e in left_out:  # each in its head's document only
+        assert any(e.tail in text for _f, text in nodes[e.head].fields)
+    assert {i: n.type for i, n in nodes.items()} == {i: n.type for i, n in full_nodes.items()}  # every node stays
+    assert "kg_fraction" not in str(MetaQAImporter([folder]).dataset_info())
+    assert importer.dataset_info()["incomplete"].startswith("0.5 of the edges kept in the graph (seed 0)")
+    assert any("5 edges written only as sentences" in w for w in report.warnings)
+
+    again = by_kind(MetaQAImporter([folder], kg_fraction="0.5", seed="0").records(ImportReport()))[1]
+    other = by_kind(MetaQAImporter([folder], kg_fraction="0.5", seed="1").records(ImportReport()))[1]
+    assert again == edges and other != edges  # the seed decides, and only the seed
+
+
+def test_an_incomplete_kb_has_the_left_out_edges_as_sentences_of_the_head_document_only(tmp_path: Path) -> None:
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.methods.answering.evidence import SentenceIndex
+
+    folder = metaqa_folder(tmp_path, "Kismet|directed_by|William Dieterle\nKismet|release_year|1944\n"
+                                     "Dr. Ehrlich's Magic Bullet|directed_by|William Dieterle\n"
+                                     "Dr. Ehrlich's Magic Bullet|release_year|1940\n")
+    build_kb(MetaQAImporter([folder], kg_fraction="0.5", seed="3"), tmp_path / "kb")
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    in_graph = column(kb.store, "SELECT ?m WHERE { ?x metaqa:directed_by|metaqa:release_year ?y ; rdfs:label ?m }")
+    text = {doc.name: doc.text for doc in kb.documents()}
+    sentences = {(kb.document(iri).name, s) for iri, _n, s, _score in SentenceIndex(kb).search("directed", 10)}
+
+    assert len(in_graph) == 2 and kb.manifest["counts"]["edges"] == 2
+    assert "description: Dr. Ehrlich's Magic Bullet directed by William Dieterle." in text["Dr. Ehrlich's Magic Bullet"]
+    assert "Magic Bullet" not in text["William Dieterle"]  # a sentence is not an edge: no inverse line
+    assert sentences == {  # the edge kept in the graph reads from both ends; the one left out is one sentence
+        ("Kismet", "Kismet — directed by: William Dieterle"), ("William Dieterle", "William Dieterle — directed: Kismet"),
+        ("Dr. Ehrlich's Magic Bullet",
+         "Dr. Ehrlich's Magic Bullet — Dr. Ehrlich's Magic Bullet directed by William Dieterle.")}
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"kg_fraction": "half"}, "kg_fraction must be a number"),
+    ({"kg_fraction": "1.5"}, "between 0 and 1"),
+    ({"kg_fraction": "0.5", "seed": "x"}, "seed must be an integer"),
+    ({"seed": "1"}, "give kg_fraction too"),
+])
+def test_incomplete_kb_options_are_checked(options: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        MetaQAImporter(["x"], **options)
+
+
 # ------------------------------------------------------------------------------ Amazon
 
 AMAZON_META = """\

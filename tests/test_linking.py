@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixtures_kb import bio_kb, movie_kb, names, node  # noqa: F401 - fixtures
+from fixtures_kb import bio_kb, metaqa_kb, movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.methods.fourstep.pipeline import OfflineTriplets
 from kqe_rdf.kb.linking import Linker, normalise_name
 
@@ -244,15 +244,7 @@ Reflexes|has_tags|reflex
 
 @pytest.fixture(scope="module")
 def titles(tmp_path_factory) -> Linker:
-    from kqe_rdf.kb.build import build_kb
-    from kqe_rdf.kb.importers.metaqa import MetaQAImporter
-    from kqe_rdf.kb.knowledge_base import KnowledgeBase
-
-    folder = tmp_path_factory.mktemp("titles")
-    (folder / "src").mkdir()
-    (folder / "src" / "kb.txt").write_text(TITLES, encoding="utf-8")
-    build_kb(MetaQAImporter([folder / "src"]), folder / "kb")
-    return Linker(KnowledgeBase.open(folder / "kb"))
+    return Linker(metaqa_kb(tmp_path_factory.mktemp("titles"), TITLES))
 
 
 @pytest.mark.parametrize("query, title", [

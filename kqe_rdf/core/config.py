@@ -208,6 +208,9 @@ class Settings:
     kar_entity_nodes: int = 1
     kar_query_nodes: int = 1
     kar_max_entities: int = 12
+    #: KAR offline: take the entities and the facts from the structural reader's grounded reading when it has
+    #: one (the nodes its paths reach, with the facts along them); False: every neighbour of the linked names.
+    kar_grounded: bool = True
     #: Tokens (about 4 characters each) of knowledge an expansion may use: KAR's document triples, the
     #: passages of PRF and RAR; and completion tokens per expansion call of the LLM.
     expansion_context_tokens: int = 600
@@ -247,6 +250,11 @@ class Settings:
     #: evidence (0: none), and qa_focus_weight weighs their structural score in pruning and in the offline reader.
     qa_focus_hits: int = 10
     qa_focus_weight: float = 1.0
+    #: When the structural reader has a grounded reading of the question (and the kg source is used), the answer
+    #: is 4StepFocus's first (offline reading, as 4step-offline), cited with its KG path; qa_grounded_depth of
+    #: its ranked answers are the candidates. False: every answer is read from the pruned evidence.
+    qa_grounded: bool = True
+    qa_grounded_depth: int = 10
 
     def __post_init__(self) -> None:
         # Checked here, not where a value is first used, so a bad value fails before a long build starts.
@@ -304,7 +312,7 @@ class Settings:
                 raise KqeError(f"setting {name} must not be negative, got {getattr(self, name)!r}")
         if self.kar_final not in ("dense", "bm25", "hybrid"):
             raise KqeError(f"setting kar_final must be 'dense', 'bm25' or 'hybrid', got {self.kar_final!r}")
-        for name in ("qa_pool_size", "qa_kg_hops", "qa_expand_nodes", "qa_facts_per_node"):
+        for name in ("qa_pool_size", "qa_kg_hops", "qa_expand_nodes", "qa_facts_per_node", "qa_grounded_depth"):
             if getattr(self, name) < 1:
                 raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
         for name in ("qa_bm25_weight", "qa_dense_weight", "qa_entity_weight", "qa_type_weight", "qa_dense_depth",

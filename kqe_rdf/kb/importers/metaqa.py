@@ -20,6 +20,11 @@ answers are names. Names carry no type, so the importer gives each one:
 
 Nodes are yielded in order of first appearance, so ``limit`` keeps the first
 movies with their neighbours.
+
+``--option kg_fraction=0.5 --option seed=0`` builds GRAFT-Net's *incomplete KB*: a seeded random half
+of the edges stays in the graph and each other edge is only a sentence of its head movie's document
+("Kismet directed by William Dieterle.", :mod:`.incomplete`); every name keeps the type it has in the
+full KB. ``stats["text_only_edges"]`` counts the edges written as text.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ...core.errors import InputError, KqeError
 from ..ontology import local_name
 from ..records import Edge, ImportReport, Node
 from . import Importer
+from .incomplete import FIELD, TextOnlyEdges, sentence
 from .reading import numbered_lines
 
 KB_FILES = ("kb_reconstructed.txt.gz", "kb_reconstructed.txt", "kb.txt", "kb.txt.gz")
@@ -49,18 +55,23 @@ class MetaQAImporter(Importer):
 
     def __init__(self, sources=(), limit=None, **options) -> None:
         super().__init__(sources, limit, **options)
+        #: The incomplete-KB setting (``kg_fraction``, ``seed``), or None for the whole graph.
+        self.text_only = TextOnlyEdges.from_options(options)
         self.stats: Counter[str] = Counter()
         #: name -> Counter of the roles it is used in, for names used in more than one.
         self.type_conflicts: dict[str, Counter[str]] = {}
 
     def dataset_info(self) -> dict[str, str]:
-        return {
+        info = {
             **super().dataset_info(),
             "name": "MetaQA WikiMovies knowledge base",
             "version": "MetaQA (Zhang et al. 2018); kb_reconstructed.txt holds 96% of the 134,741 original triples",
             "licence": "BSD-3 (repository) / CC (data)",
             "origin": "MetaQA (Zhang et al., AAAI 2018), via vaijsc/keallm",
         }
+        if self.text_only is not None:
+            info["incomplete"] = self.text_only.describe()
+        return info
 
     def kb_file(self) -> Path:
         sources = self.require_sources(1, "the MetaQA folder (with kb.txt or kb_reconstructed.txt.gz)")
@@ -124,7 +135,18 @@ class MetaQAImporter(Importer):
             )
         self._check_entity_names(kb.parent / "entity2text.txt.gz", roles, report)
 
-        nodes = [Node(name, types[name], name, where=where)
+        texts: dict[str, list[str]] = {}
+        if self.text_only is not None:
+            left_out = self.text_only.left_out(len(edges))
+            for i in sorted(left_out):
+                head, relation, tail, _, _ = edges[i]
+                texts.setdefault(head, []).append(sentence(head, schema.relation(relation).label, tail))
+            edges = [edge for i, edge in enumerate(edges) if i not in left_out]
+            self.stats["text_only_edges"] = len(left_out)
+            report.warn(f"{kb}: {len(left_out):,} edges written only as sentences of their head nodes' documents "
+                        f"({self.text_only.describe()})", limit=ALWAYS)
+        nodes = [Node(name, types[name], name, fields=tuple((FIELD, text) for text in texts.get(name, ())),
+                      where=where)
                  for name, where in islice(first_seen.items(), self.limit)]
         emitted = {node.id for node in nodes}
         self.stats["off_range_edges"] = sum(

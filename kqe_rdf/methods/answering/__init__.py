@@ -1,7 +1,9 @@
 """Question answering over the KG, node text and registered tables, grounded in cited evidence (QUASAR-style).
 
-One pipeline for every source (Christmann & Weikum's QUASAR): question understanding
-(:mod:`.intent`) → evidence retrieval, every source verbalised as sentences
+Two stages, tried in turn. First, when the "kg" source is used and the structural reader has a grounded
+reading of the question, its answers (:mod:`.grounded`: 4StepFocus's ranked answers, the first cited with the
+KG path that supports it). Otherwise one pipeline for every source (Christmann & Weikum's QUASAR): question
+understanding (:mod:`.intent`) → evidence retrieval, every source verbalised as sentences
 (:mod:`.evidence`, :mod:`.tables`; the "kg" source adds 4StepFocus's structural
 candidates, :mod:`.focus`) → re-ranking and pruning 1,000 → 100 → 30
 (:mod:`.pruning`) → an answer read from the top evidence, citing it (:mod:`.answer`)::
@@ -11,9 +13,10 @@ candidates, :mod:`.focus`) → re-ranking and pruning 1,000 → 100 → 30
     print(result.answer, [e.text for e in result.evidence])
     json.dumps(result.as_dict())   # what `kqe-rdf ask --json` prints and `/answer` returns
 
-With an LLM configured (``settings``) the intent and the answer come from the model and
+With an LLM configured (``settings``) the evidence pipeline's intent and answer come from the model and
 are checked against the ontology and the evidence; without one — or with
-``offline=True`` — both are read offline, and ``Answer.method`` says which happened.
+``offline=True`` — both are read offline, and ``Answer.method`` says which happened
+("4step-offline (grounded reading)" for the first stage; ``Answer.path`` then holds the reading).
 """
 
 from __future__ import annotations
@@ -27,9 +30,12 @@ from ...core.config import Settings
 from ...core.errors import InputError
 from ...kb.linking import Linker
 from ...core.progress import StepClock
-from .answer import CandidateAnswer, LLMReader, OfflineReader
+from .answer import CandidateAnswer, LLMReader, OfflineReader, Reading
 from .evidence import SOURCES, Evidence, KGFacts, NameFinder, TableRows, TextSentences
 from .focus import FocusCandidates
+from .grounded import GroundedReading
+from .tables import load_tables
+from .text_facts import TextFacts
 from .intent import Intent, LLMIntent, OfflineIntent
 from .pruning import EvidenceScorer, Pruner, Pruning, Ranked, TextPool
 
@@ -61,6 +67,9 @@ class Answer:
     usage: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     schema: object = field(default=None, repr=False)
+    #: The grounded reading the answer came from (:class:`.grounded.Grounded`: triplets, the reader's account of
+    #: each relation, the facts cited, SPARQL); None when the answer was read from evidence.
+    path: dict | None = None
 
     def as_dict(self) -> dict:
         return {"question": self.question, "answer": self.answer, "nodes": list(self.nodes),
@@ -71,7 +80,7 @@ class Answer:
                 "top_evidence": [r.as_dict() for r in self.top],
                 "stages": self.pruning.sizes() if self.pruning else {},
                 "notes": self.pruning.notes if self.pruning else [],
-                "usage": self.usage, "seconds": self.seconds}
+                "path": self.path, "usage": self.usage, "seconds": self.seconds}
 
 
 def check_sources(sources: Sequence[str] | str) -> tuple[str, ...]:
@@ -103,6 +112,9 @@ class QuestionAnswering:
         self.text = TextSentences(kb, NameFinder(index), s.qa_text_hits)
         self.tables = TableRows(kb, index, s.qa_table_hits)
         self.focus = FocusCandidates(kb, self.linker, self.offline_intent.reader, s.qa_focus_hits)
+        self.grounded = GroundedReading(kb, self.linker, self.offline_intent.reader, s.qa_grounded_depth) \
+            if s.qa_grounded else None
+        self.text_facts = TextFacts(kb, index, self.offline_intent.reader, self.text)
         self.pruner = Pruner(kb, s.qa_pool_size, s.qa_stages, s.qa_bm25_weight, s.qa_dense_weight,
                              s.qa_entity_weight, s.qa_dense_depth, extra, type_weight=s.qa_type_weight,
                              prior_weight=s.qa_focus_weight)
@@ -114,6 +126,46 @@ class QuestionAnswering:
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(f"the question has {len(question)} characters; at most {MAX_QUESTION_CHARS} are read")
         chosen = check_sources(sources if sources is not None else self.settings.qa_sources)
+        return self.from_reading(question, chosen) or self.from_evidence(question, chosen)
+
+    def from_reading(self, question: str, sources: tuple[str, ...]) -> Answer | None:
+        """The structural reader's answer (:mod:`.grounded`) when it reads the question fully; when its reading
+        reads around an edge the graph lacks (a relation word unread, a hop no word names) or there is none,
+        the relation the question names read from text (:mod:`.text_facts`, with the "text" source). None when
+        neither answers, or when registered tables may hold what the graph lacks: the evidence pipeline then
+        answers."""
+        clock = StepClock(digits=4)
+        found = self.grounded(question) if self.grounded is not None and "kg" in sources else None
+        clock.lap("grounded reading")
+        weak = found is None or found.weak
+        if weak and self.grounded is not None and "text" in sources:
+            intent = self.offline_intent(question)
+            read = self.text_facts(question, intent, [p["constant"] for p in found.path["reading"]] if found else ())
+            clock.lap("text facts")
+            if read is not None:
+                reading, evidence = read
+                flags = [f"the graph's reading leaves {', '.join(found.unread)} unread" if found and found.unread
+                         else "no grounded reading" if found is None else
+                         f"hops no word names: {', '.join(found.unnamed)}"]
+                return self.answer_from(question, sources, reading, evidence, intent, clock.laps, flags=flags)
+        if found is None or (weak and "tables" in sources and load_tables(self.kb.path)):
+            return None
+        intent = self.offline_intent(question)
+        clock.lap("intent")
+        return self.answer_from(question, sources, found.reading, found.evidence, intent, clock.laps, found.path)
+
+    def answer_from(self, question: str, sources: tuple[str, ...], reading: Reading, evidence: list[Evidence],
+                    intent: Intent, seconds: dict[str, float], path: dict | None = None,
+                    flags: Sequence[str] = ()) -> Answer:
+        """An answer a reading of the question gave (grounded or from text facts), citing ``evidence``."""
+        best = reading.answer
+        seconds["total"] = round(sum(seconds.values()), 4)
+        return Answer(question, best.name, best.iris, evidence, reading.candidates, intent,
+                      [Ranked(e, 1.0) for e in evidence], sources, reading.method, [*reading.flags, *flags], None, {},
+                      seconds, self.kb.schema, path)
+
+    def from_evidence(self, question: str, chosen: tuple[str, ...]) -> Answer:
+        """The answer read from the evidence of ``chosen`` sources, pruned (the QUASAR pipeline)."""
         clock = StepClock(digits=4)
         lap, seconds = clock.lap, clock.laps
         budget = self.llm.budget() if self.llm else None

@@ -27,7 +27,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,19 +208,58 @@ class KGFacts:
 # ------------------------------------------------------------------ text
 
 
-def document_sentences(name: str, text: str) -> list[str]:
-    """A node document as sentences: each line (long prose lines split at sentence ends), prefixed by the name."""
+def document_sentences(name: str, text: str, prose: Collection[str] = ()) -> list[str]:
+    """A node document as sentences, each prefixed by the name: each line; a line of a prose field (``prose``:
+    the labels of the KB's text fields, such as "description") is split at its sentence ends and read without
+    its label; other long lines without a label are split at sentence ends too. Lines listing a node's
+    neighbours ("starred actors: A, B") stay whole.
+
+    >>> document_sentences("Kismet", "description: Kismet directed by W. Dieterle. Kismet has genre Drama.",
+    ...                    prose={"description"})
+    ['Kismet — Kismet directed by W. Dieterle.', 'Kismet — Kismet has genre Drama.']
+    """
     out = []
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith(_SKIPPED_LINES):
             continue
-        parts = _SENTENCE_END.split(line) if len(line) > 200 and ": " not in line[:40] else [line]
+        label, sep, body = line.partition(": ")
+        if sep and label in prose:
+            parts = split_sentences(body)
+        else:
+            parts = split_sentences(line) if len(line) > 200 and ": " not in line[:40] else [line]
         for part in parts:
             part = part.strip()
             if part:
                 out.append(f"{name} — {part[:_MAX_SENTENCE]}")
     return out
+
+
+def prose_labels(schema) -> frozenset[str]:
+    """The labels of a KB's text fields ("description", "definition"), as its documents write them."""
+    return frozenset(schema.label(f) for f in schema.fields)
+
+
+#: Words after which a full stop ends no sentence ("Dr. Ehrlich's Magic Bullet", "Mr. Smith Goes to Washington").
+_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr mt vs prof gen col lt sgt capt fr rev no vol fig al etc ca".split())
+
+
+def split_sentences(text: str) -> list[str]:
+    """``text`` split at sentence ends, not after an abbreviation or an initial.
+
+    >>> split_sentences("Dr. Ehrlich's Magic Bullet directed by William Dieterle. J. R. R. Tolkien wrote it.")
+    ["Dr. Ehrlich's Magic Bullet directed by William Dieterle.", 'J. R. R. Tolkien wrote it.']
+    """
+    out, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        before = text[start : match.start()].rstrip(".!?").rsplit(None, 1)
+        word = before[-1].lower() if before else ""
+        if text[match.start() - 1] == "." and (len(word) <= 1 or word in _ABBREVIATIONS):
+            continue
+        out.append(text[start : match.start()])
+        start = match.end()
+    out.append(text[start:])
+    return [part for part in out if part.strip()]
 
 
 class SentenceIndex:
@@ -231,10 +270,14 @@ class SentenceIndex:
     of the bio KB).
     """
 
+    #: How documents are cut into sentences (:func:`document_sentences`); an index of another format is rebuilt.
+    FORMAT = 2
+
     def __init__(self, kb) -> None:
         import tantivy
 
         self.kb = kb
+        self.prose = prose_labels(kb.schema)
         self.path = Path(kb.path) / SENTENCES
         stamp = kb.manifest.get("documents_sha256", "")
         if self._current(stamp):
@@ -264,7 +307,7 @@ class SentenceIndex:
         writer = index.writer(heap_size=100_000_000, num_threads=1)
         count = 0
         for doc in self.kb.documents():
-            for n, sentence in enumerate(document_sentences(doc.name, doc.text)):
+            for n, sentence in enumerate(document_sentences(doc.name, doc.text, self.prose)):
                 writer.add_document(tantivy.Document(iri=doc.iri, n=n, text=sentence))
                 count += 1
         writer.commit()
@@ -273,7 +316,10 @@ class SentenceIndex:
 
     def _current(self, stamp: str) -> bool:
         info = self.path / "sentences.json"
-        return info.is_file() and json.loads(info.read_text(encoding="utf-8")).get("documents_sha256") == stamp
+        if not info.is_file():
+            return False
+        built = json.loads(info.read_text(encoding="utf-8"))
+        return built.get("documents_sha256") == stamp and built.get("format", 1) == self.FORMAT
 
     def _build(self, stamp: str) -> None:
         import tantivy
@@ -287,7 +333,7 @@ class SentenceIndex:
             try:
                 count = self._fill(tantivy.Index(self._schema(), path=str(work)))
                 (work / "sentences.json").write_text(json.dumps(
-                    {"documents_sha256": stamp, "sentences": count, "source": DOCUMENTS}), encoding="utf-8")
+                    {"documents_sha256": stamp, "format": self.FORMAT, "sentences": count, "source": DOCUMENTS}), encoding="utf-8")
                 old = self.path.parent / f".{SENTENCES}.old-{os.getpid()}"
                 if self.path.exists():
                     os.rename(self.path, old)
@@ -333,7 +379,7 @@ class TextSentences:
                 doc = self.kb.document(iri)
             except KqeError:
                 continue
-            for n, sentence in enumerate(document_sentences(doc.name, doc.text)):
+            for n, sentence in enumerate(document_sentences(doc.name, doc.text, self.index.prose)):
                 found[(iri, n)] = sentence
         for iri, n, sentence, _score in self.index.search(question, self.hits):
             found.setdefault((iri, n), sentence)

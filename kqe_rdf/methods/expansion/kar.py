@@ -21,6 +21,13 @@
    passage — the relation and the neighbour document's sentence closest to the
    query — so the graph still shapes the final query. ``kar-nokg`` uses only
    the entity documents (no propagation).
+
+Offline, steps 1 and 3 read the structural reader's *grounded reading* when it has one
+(:mod:`kqe_rdf.methods.answering.grounded`): the entities are the constants it linked, and the
+neighbours are the nodes at the end of its relation paths (4StepFocus's ranked answers), each with the
+facts along its path — not every neighbour of every name in the request. Step 4 still filters them by
+their documents (the ``kar_neighbours`` most similar of twice as many), kept in the reading's order, and
+each appended fact says where it came from. Without a grounded reading, the steps run as above.
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from ...core.errors import KqeError
 from ...kb.linking import _NEGATION, Candidate, Linker, singular
 from ...kb.ontology import negates
 from ...kb.words import terms
+from ..answering.grounded import Grounded, GroundedReading
+from ..fourstep.reading import OfflineTriplets
 from .base import Expander, Expansion, final_retriever
 from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages
 from .text import clip, salient, share, snippet, within
@@ -183,6 +192,10 @@ class KAR(Expander):
                        if variant == "namefilter" else self.documents)
         self.neighbourhood = Neighbourhood(kb, settings.kar_fanout)
         self.query_retriever = final_retriever(kb, settings, max(settings.kar_query_nodes, 1), types)
+        #: Offline, the structural reader's grounded reading gives the entities and the facts (module docstring).
+        self.reading = None if llm is not None or not settings.kar_grounded else GroundedReading(kb, self.linker, OfflineTriplets(kb, self.linker),
+                                                                    2 * settings.kar_neighbours)
+        self._read: tuple[str, Grounded | None] | None = None
         schema = kb.schema
         words = {w for cues in schema.class_cues.values() for cue in cues for w in cue.split()}
         words |= {w for r in schema.relations.values() for w in r.label.lower().split()}
@@ -193,10 +206,23 @@ class KAR(Expander):
     def entities(self, exp: Expansion) -> list[tuple[str, list[Candidate], str]]:
         """``(text, candidate nodes, how found)`` per entity the query names."""
         found = self._llm_entities(exp) if self.llm is not None else None
-        if found is None:
+        grounded = self.grounded(exp.query) if found is None else None
+        if grounded is not None:
+            found = [(text, [Candidate(c["iri"], c["name"], c["score"], c["how"]) for c in linked], "grounded reading")
+                     for text, linked in grounded.path["linked"].items() if linked]
+        if not found:
             found = [(m.text, list(m.candidates), "mention")
                      for m in self.linker.mentions(exp.query, skip_words=self.schema_words) if not m.negated]
         return found[: self.settings.kar_max_entities]
+
+    def grounded(self, query: str) -> Grounded | None:
+        """The structural reader's grounded reading of ``query`` (offline only), its first answers cited; read
+        once per query."""
+        if self.reading is None:
+            return None
+        if self._read is None or self._read[0] != query:
+            self._read = (query, self.reading(query, cite=2 * self.settings.kar_neighbours))
+        return self._read[1]
 
     def _llm_entities(self, exp: Expansion):
         value = self.ask_json(exp, "entity parsing", entity_messages(self.kb.schema.describe_for_prompt(), exp.query),
@@ -247,13 +273,18 @@ class KAR(Expander):
     # 3-4. Relation propagation and filtering.
 
     def propagate(self, query: str, nodes: Sequence[str]) -> list[dict]:
-        """The top ``kar_neighbours`` neighbours (within ``kar_hops``) of ``nodes``, best first."""
+        """The top ``kar_neighbours`` neighbours (within ``kar_hops``) of ``nodes``, best first; offline, those
+        the grounded reading reaches (:meth:`reached`) when it reaches any."""
         keep = self.settings.kar_neighbours
         # A fact that something is absent contradicts a request that names it as present ("... with seizures"
         # is no place for "X lacks phenotype Seizure"): such relations are followed only when the request negates.
         schema = self.kb.schema
         skip = set() if _NEGATION.search(query) else {iri for iri in schema.relations
                                                        if negates(schema.label(iri))}
+        grounded = self.grounded(query)
+        reached = self.reached(query, grounded, skip) if grounded is not None else []
+        if reached:
+            return reached
         seen = set(nodes)
         kept: list[dict] = []
         frontier = list(nodes)
@@ -277,6 +308,30 @@ class KAR(Expander):
             edge["from_name"] = self.kb.document(edge["from"]).name
             edge["relation"] = schema.label(edge["relation_iri"])
         return kept
+
+    def reached(self, query: str, grounded: Grounded, skip: set[str]) -> list[dict]:
+        """The reading's answers as neighbours: the ``kar_neighbours`` whose documents are most similar to the
+        query (of twice as many), in the reading's order, each with the facts along its path (none whose
+        relation ``skip`` holds)."""
+        answers = [c for c in grounded.reading.candidates if grounded.cited.get(c.iris[0])]
+        scores = self.filter.scores(query, [c.iris[0] for c in answers])
+        kept = sorted(answers, key=lambda c: (-scores.get(c.iris[0], -1.0), c.name))[: self.settings.kar_neighbours]
+        out = []
+        for rank, candidate in enumerate(answers):
+            iri = candidate.iris[0]
+            facts = [e for e in grounded.cited[iri] if e.origin["relation"] not in skip]
+            if candidate not in kept or not facts:
+                continue
+            last = facts[-1].origin
+            other = last["head"] if last["tail"] == iri else last["tail"]
+            out.append({"iri": iri, "relation_iri": last["relation"], "direction": "out" if last["head"] == other
+                        else "in", "from": other, "hop": len(grounded.path["relations"]),
+                        "score": round(scores.get(iri, 0.0), 4), "name": candidate.name,
+                        "from_name": self.kb.document(other).name, "relation": self.kb.schema.label(last["relation"]),
+                        "facts": [e.text for e in facts],
+                        "source": f"grounded reading: answer {rank + 1} of 4step-offline, path "
+                                  f"{' / '.join(grounded.path['relations'])}"})
+        return out
 
     # 5. Document triples.
 
@@ -344,7 +399,7 @@ class KAR(Expander):
         for edge in exp.neighbours[: s.kar_expansions]:
             head, tail = (edge["from_name"], edge["name"]) if edge["direction"] == "out" else (
                 edge["name"], edge["from_name"])
-            fact = f"{head} {edge['relation']} {tail}."
+            fact = "; ".join(edge["facts"]) + "." if edge.get("facts") else f"{head} {edge['relation']} {tail}."
             detail = salient(self.kb.document(edge["iri"]).text, exp.query, avoid=edge["from_name"])
             out.append(clip(f"{fact} {detail}", per))
         return out

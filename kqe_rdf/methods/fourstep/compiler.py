@@ -64,10 +64,7 @@ def constant_var(index: int) -> str:
 def relation_path(schema: Schema, relation_iri: str, head_type: str | None, tail_type: str | None,
                   tail_is_constant: bool, head_is_constant: bool) -> str:
     """The property path for one triplet, oriented and hierarchy-aware."""
-    rel = schema.relations.get(relation_iri)
-    iri, reverse = relation_iri, False
-    if rel is not None and rel.inverse and rel.inverse in schema.relations and not _declared_forward(schema, rel):
-        iri, reverse = rel.inverse, True
+    iri, reverse = stored_direction(schema, relation_iri)
     forward = schema.relations.get(iri)
     dom, rng = (forward.domain, forward.range) if forward else (None, None)
     h_type, t_type = (tail_type, head_type) if reverse else (head_type, tail_type)
@@ -89,6 +86,15 @@ def relation_path(schema: Schema, relation_iri: str, head_type: str | None, tail
     if contradicts:
         path = f"({path})|^({path})"
     return f"^({path})" if reverse else path
+
+
+def stored_direction(schema: Schema, relation_iri: str) -> tuple[str, bool]:
+    """The relation the KB stores a triplet's edges under, and whether they run tail → head: an inverse
+    relation ("directed", of a person) is read backwards along the stored one ("directed by")."""
+    rel = schema.relations.get(relation_iri)
+    if rel is not None and rel.inverse and rel.inverse in schema.relations and not _declared_forward(schema, rel):
+        return rel.inverse, True
+    return relation_iri, False
 
 
 def _declared_forward(schema: Schema, rel) -> bool:

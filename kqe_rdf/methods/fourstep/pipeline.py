@@ -305,6 +305,12 @@ class FourStep(Stage):
         return scores, excluded
 
     def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
+        hits, explain, _used = self.answers(qid, text)
+        return hits, explain
+
+    def answers(self, qid: str, text: str) -> tuple[list[Hit], dict, Attempt]:
+        """The ranked hits for one request, the explanation, and the reading that produced them (the one
+        linked, compiled and run: the reader's first, or the next one tried when it found nothing)."""
         clock = StepClock()
         tq = normalise(self.generator(text), self.kb.schema)
         clock.lap("triplets")
@@ -344,7 +350,7 @@ class FourStep(Stage):
             hits, note = self.reranker.rerank(text, hits)
             explain["rerank"] = note
             clock.lap("rerank")
-        return hits, explain
+        return hits, explain, used
 
     def _top_up(self, qid: str, text: str, tq: TripletQuery, compiled: Compiled | None, hits: list[Hit],
                 explain: dict) -> list[Hit]:

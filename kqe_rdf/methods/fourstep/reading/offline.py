@@ -300,6 +300,8 @@ class OfflineTriplets:
                     if s is not scored][:2]
             out.append({"constant": mentions[n].text, "path": " / ".join(scored.phrases),
                         "score": round(scored.score, 2), "hops": scored.why.get("hops", []), "beat": beat})
+            if scored.why.get("unread"):
+                out[-1]["unread"] = scored.why["unread"]
         return out
 
     @staticmethod

@@ -253,6 +253,11 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         if read:
             why["related words"] = read
         why["hops"] = hops
+        if not prefix and evidence - covered:
+            # Words that name a relation exactly which no hop of the path reads ("released" beside a path that
+            # never reaches a year): where the graph lacks the edge, the best path left reads around them.
+            why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words
+                                               if st in evidence - covered))
         out.append(Scored(path, score, phrases, why))
     out.sort(key=lambda s: (-s.score, len(s.path.steps), s.phrases))
     if not prefix and request.wanted:
