@@ -168,11 +168,14 @@ class Demo:
         for entity in exp["entities"]:
             nodes = "; ".join(f"{n['name']} ({n['link']})" for n in entity["nodes"]) or "nothing"
             self.console.print(f"entity {entity['text']!r} → {nodes}", highlight=False, markup=False)
-        self.console.print("[bold]KG facts it came from[/] (neighbours kept by similarity to the request):")
+        self.console.print("[bold]KG facts it came from[/] (the structural reading's answers, or the named nodes' "
+                           "neighbours, kept by similarity to the request):")
         for n in exp["neighbours"][:8]:
             head, tail = (n["from_name"], n["name"]) if n["direction"] == "out" else (n["name"], n["from_name"])
             self.console.print(f"  ({head}) --{n['relation']}--> ({tail})  {n['score']:.3f}", highlight=False,
                                markup=False)
+            if n.get("facts"):  # a node the grounded reading reached: the facts along its path
+                self.console.print(f"    {n['source']}: " + "; ".join(n["facts"][:3]), highlight=False, markup=False)
         expanded = exp["expanded_query"]
         shown = expanded if len(expanded) <= 300 else expanded[:300] + f"… ({len(expanded):,} characters)"
         self.console.print(f"[bold]expanded query[/] (what BM25 searches): {shown}", highlight=False)
