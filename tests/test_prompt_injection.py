@@ -84,7 +84,9 @@ def test_an_instruction_planted_in_a_node_does_not_steer_the_answer(tmp_path, js
     intent = json.dumps({"answer_type": "Brand", "entities": ["Nikon D500"], "relation": "has brand", "time": [],
                          "location": []})
     chat_server.script(intent, literal_model)
-    settings = Settings(llm_base_url=chat_server.url, llm_model="scripted", llm_cache="off", llm_max_retries=0)
+    # the LLM answers (not the grounded reading, which would answer this from the graph before any model call)
+    settings = Settings(llm_base_url=chat_server.url, llm_model="scripted", llm_cache="off", llm_max_retries=0,
+                        qa_grounded=False)
 
     result = answer(kb, settings, "Which brand makes the Nikon D500?", ("kg", "text"))
 
