@@ -237,6 +237,9 @@ Love|directed_by|Guillaume Nicloux
 The Incredibly True Adventure of Two Girls in Love|directed_by|Maria Maggenti
 The American|directed_by|Anton Corbijn
 American Gangster|directed_by|Ridley Scott
+The Apartment|directed_by|Billy Wilder
+Apartment Zero|directed_by|Martin Donovan
+Paris|has_tags|Apartment
 The Eye|has_tags|absent foveal reflex
 Reflexes|has_tags|reflex
 """
@@ -258,6 +261,9 @@ def titles(tmp_path_factory) -> Linker:
     ("who directed Time Changer", "Time Changer"),
     ("who stars in Time Changer", "Time Changer"),
     ("American Gangster was directed by who", "American Gangster"),
+    # ... and so does one that opens the sentence with a capital: the capital says nothing there
+    ("The Apartment Zero film was directed by who", "Apartment Zero"),
+    ("The Apartment was directed by who", "The Apartment"),  # not the tag "Apartment" inside it
     # a title made of a stopword or a number, when nothing else in the request names a node
     ("who directed Her", "Her"),
     ("who was 360 directed by", "360"),

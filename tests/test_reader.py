@@ -8,6 +8,7 @@ nothing, the reader's next one. The request's own constants are never its answer
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
@@ -237,9 +238,11 @@ def test_a_class_word_in_apposition_to_the_name_is_not_what_is_asked(movie_kb):
     assert [local_name(t.relation) for t in reading.triplets] == ["has_genre"]
 
 
-def test_a_request_framed_by_a_verb_asks_for_what_the_verb_names(movie_kb):
+@pytest.mark.parametrize("request_", ["can you name a film directed by Clint Eastwood",
+                                      "you can name a film directed by Clint Eastwood"])
+def test_a_request_framed_by_a_verb_asks_for_what_the_verb_names(movie_kb, request_):
     # "can you name a film ...": "name" frames the request like a wh-word; it is not the tags' "describe"
-    reading = OfflineTriplets(movie_kb)("can you name a film directed by Clint Eastwood")
+    reading = OfflineTriplets(movie_kb)(request_)
     assert [local_name(t.relation) for t in reading.triplets] == ["directed_by"]
     assert reading.answer_type == M + "Movie"
 
@@ -248,3 +251,11 @@ def test_a_possessive_is_never_a_mention(tmp_path):
     kb = small_kb(tmp_path, "Heat|has_tags|s\nHeat|directed_by|Michael Mann\nHeat|starred_actors|Al Pacino\n")
     assert [m.text for m in Linker(kb).mentions("who's the director of Heat")] == ["Heat"]  # not the tag "s"
     assert read(kb, "who's the director of Heat") == [("Heat", "directed_by", "?x")]
+
+
+def test_a_class_named_after_who_outweighs_who(tmp_path):
+    # "who" asks for a person unless the question names what it asks for: a language here
+    kb = small_kb(tmp_path, "Heat|in_language|English\nHeat|written_by|Michael Mann\n"
+                            "Ronin|written_by|Michael Mann\nRonin|in_language|French\n")
+    assert read(kb, "who is the main language of Heat") == [("Heat", "in_language", "?x")]
+    assert read(kb, "who wrote Heat") == [("Heat", "written_by", "?x")]

@@ -232,6 +232,11 @@ class Linker:
         plain = [w.lower() in skip or w in ("'s", "’s") or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]
         # A lower-case stopword or schema word at an edge makes a span weak ("in Time").
         soft = [w.lower() in skip and not w[:1].isupper() for w, _a, _b in tokens]
+        # One capitalised only because it opens the sentence makes a span weak beside an overlapping name, not
+        # beside a name inside it ("The Apartment Zero film" names "Apartment Zero"; "The Apartment was ..." not
+        # "Apartment").
+        opening = [w.lower() in skip and w[:1].isupper() and not query[:a].rstrip()[-1:].strip(".?!")
+                   for w, a, _b in tokens]
         longest = max_words or self.index.longest
         taken = [False] * len(tokens)
         found: list[Mention] = []
@@ -263,7 +268,7 @@ class Linker:
         # Exact names first, names with no weak edge before the rest; fuzzy matching (slow over a large index)
         # only when nothing matched exactly.
         exact = spans()
-        for i, n in self._exact_order(exact, tokens, plain, soft, free):
+        for i, n in self._exact_order(exact, tokens, plain, soft, opening, free):
             if (key := free(i, n)) and (iris := index.nodes(key)):
                 take(i, n, iris, "exact", 1.0)
         if not found:
@@ -291,15 +296,17 @@ class Linker:
         return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
 
     def _exact_order(self, exact: list[tuple[int, int]], tokens: list, plain: list[bool], soft: list[bool],
-                     free: Callable[[int, int], str]) -> list[tuple[int, int]]:
-        """The spans to look up as exact names, in order: those with no weak edge, then weak ones ("in Time"),
-        then lower-case names inside a weak one that names a node ("absent foveal reflex" is one phenotype,
-        not the GO term "reflex"; a capitalised name inside still goes first: "in Time" is the film "Time")."""
+                     opening: list[bool], free: Callable[[int, int], str]) -> list[tuple[int, int]]:
+        """The spans to look up as exact names, in order: those with no weak edge, then weak ones ("in Time",
+        "The Apartment" before "Zero"), then names inside a weak one that names a node: lower-case ones
+        ("absent foveal reflex" is one phenotype, not the GO term "reflex"; a capitalised name inside still
+        goes first: "in Time" is the film "Time"), and any inside a name that opens the sentence."""
         named = [(i, n) for i, n in exact if not all(plain[i : i + n])]
-        weak = {(i, n) for i, n in named if soft[i] or soft[i + n - 1]}
-        named_weak = [(i, n) for i, n in weak if self.index.nodes(free(i, n))]
-        inside = {(i, n) for i, n in named if (i, n) not in weak and not tokens[i][0][:1].isupper()
-                  and any(a <= i and i + n <= a + m for a, m in named_weak)}
+        weak = {(i, n) for i, n in named if soft[i] or soft[i + n - 1] or opening[i]}
+        named_weak = [(i, n, opening[i]) for i, n in weak if self.index.nodes(free(i, n))]
+        inside = {(i, n) for i, n in named if (i, n) not in weak
+                  and any(a <= i and i + n <= a + m and (opens or not tokens[i][0][:1].isupper())
+                          for a, m, opens in named_weak)}
         return sorted(named, key=lambda span: 2 if span in inside else int(span in weak))
 
     def _written(self, query: str, start: int, end: int, iris: list[str]) -> tuple[list[str], int]:

@@ -26,8 +26,10 @@ _ARTICLES = ("the", "a", "an")
 _LIST_GAP = re.compile(r"\x00(?:(?:\s*(?:,|;|\band\b|\bor\b))+\s*\x00)*")
 WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
 #: A request that opens with one of these verbs asks for what follows, as a wh-word does ("can you name a film
-#: directed by X", "list the players of C"): the verb frames the request, it names no relation.
-_FRAME = re.compile(r"^\W*(?:(?:can|could|would|will)\s+you\s+)?(?:please\s+)?(name|list|give|show|tell)\b", re.I)
+#: directed by X", "you can name a film by X", "list the players of C"): the verb frames the request, it names
+#: no relation.
+_FRAME = re.compile(r"^\W*(?:(?:can|could|would|will)\s+you\s+|you\s+(?:can|could|may)\s+)?(?:please\s+)?"
+                    r"(name|list|give|show|tell)\b", re.I)
 #: How strongly a related word must name a relation to be read as one rather than as a name (a synonym: "players"
 #: for actors; not "neck", a narrower word of "part").
 RELATED_NAME = 0.8
@@ -199,7 +201,11 @@ class RequestReader:
         for i, w in enumerate(words):
             if w in WH_WORDS or (frame and w == frame.group(1).lower()):
                 frame = None
-                found = classes_at(i, 4)
+                # A class named after a wh-word that names one itself outweighs it: "who is the main language
+                # of X" asks for a language.
+                then = words[i + 1 : i + 2]
+                found = (cue_at(i)[0] and then and then[0] in QUESTION_WORDS and classes_at(i + 1, 4)) \
+                    or classes_at(i, 4)
                 if found:
                     return found
         if wh_only:
