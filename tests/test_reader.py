@@ -255,7 +255,10 @@ def test_a_possessive_is_never_a_mention(tmp_path):
 
 def test_a_class_named_after_who_outweighs_who(tmp_path):
     # "who" asks for a person unless the question names what it asks for: a language here
-    kb = small_kb(tmp_path, "Heat|in_language|English\nHeat|written_by|Michael Mann\n"
-                            "Ronin|written_by|Michael Mann\nRonin|in_language|French\n")
+    kb = small_kb(tmp_path, "Heat|in_language|English\nHeat|written_by|Michael Mann\nHeat|release_year|1995\n"
+                            "Ronin|written_by|Michael Mann\nRonin|in_language|French\nRonin|release_year|1998\n")
     assert read(kb, "who is the main language of Heat") == [("Heat", "in_language", "?x")]
     assert read(kb, "who wrote Heat") == [("Heat", "written_by", "?x")]
+    # only a copula makes the noun the thing asked: here the films are what the question is about
+    assert read(kb, "when did the films written by Michael Mann release") == \
+        [("?m0_0", "written_by", "Michael Mann"), ("?m0_0", "release_year", "?x")]

@@ -197,15 +197,25 @@ class RequestReader:
                 j += n
             return found
 
+        def complement_class(i: int) -> set[str]:
+            """After a wh-word and a copula, a class noun before "of" is what is asked, whatever the wh-word
+            asks for by itself: "who is the main language of X" asks for a language ("when did the films of X
+            come out" still for a year)."""
+            if words[i + 1 : i + 2] not in (["is"], ["are"], ["was"], ["were"]):
+                return set()
+            for j in range(i + 2, min(len(words), i + 6)):
+                here, n = cue_at(j)
+                if here:
+                    return here if words[j + n : j + n + 1] == ["of"] else set()
+                if words[j] not in QUESTION_WORDS and not _is_adjective(words[j]):
+                    break
+            return set()
+
         frame = _FRAME.match(query)
         for i, w in enumerate(words):
             if w in WH_WORDS or (frame and w == frame.group(1).lower()):
                 frame = None
-                # A class named after a wh-word that names one itself outweighs it: "who is the main language
-                # of X" asks for a language.
-                then = words[i + 1 : i + 2]
-                found = (cue_at(i)[0] and then and then[0] in QUESTION_WORDS and classes_at(i + 1, 4)) \
-                    or classes_at(i, 4)
+                found = (cue_at(i)[0] and complement_class(i)) or classes_at(i, 4)
                 if found:
                     return found
         if wh_only:
