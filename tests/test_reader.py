@@ -248,3 +248,28 @@ def test_a_possessive_is_never_a_mention(tmp_path):
     kb = small_kb(tmp_path, "Heat|has_tags|s\nHeat|directed_by|Michael Mann\nHeat|starred_actors|Al Pacino\n")
     assert [m.text for m in Linker(kb).mentions("who's the director of Heat")] == ["Heat"]  # not the tag "s"
     assert read(kb, "who's the director of Heat") == [("Heat", "directed_by", "?x")]
+
+
+def test_a_path_asked_for_again_is_listed_without_asking_the_store(movie_kb):
+    reader = PathReader(movie_kb)
+    eastwood = [node(movie_kb, "Clint Eastwood")]
+    first = reader.enumerate(eastwood, [f"{M}Person"])
+    asked = []
+
+    class Counting:
+        def __init__(self, store):
+            self.store = store
+
+        def query(self, *args, **kwargs):
+            asked.append(args[0])
+            return self.store.query(*args, **kwargs)
+
+    store = movie_kb.store
+    movie_kb.__dict__["store"] = Counting(store)
+    try:
+        again = reader.enumerate(eastwood, [f"{M}Person"])
+        assert again == first and not asked
+        PathReader(movie_kb).enumerate(eastwood, [f"{M}Person"])  # a new reader asks again
+        assert asked
+    finally:
+        movie_kb.__dict__["store"] = store
