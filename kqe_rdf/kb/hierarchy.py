@@ -434,11 +434,10 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     scores = {matcher.nodes[i]: float(structural[i]) for i in order}
     weight = kb.settings.fourstep_text_weight
     if weight and scores:
-        hits = kb.text_index.search(text, top, list(types) if types else None)
-        best = max((s for _, s in hits), default=0.0) or 1.0
-        for iri, s in hits:
-            if iri in scores:
-                scores[iri] += weight * s / best
+        found, best = kb.text_index.scores_among(text, list(scores), top, list(types) if types else None)
+        best = best or 1.0
+        for iri, s in found.items():
+            scores[iri] += weight * s / best
     shown = sorted(scores, key=lambda i: -scores[i])[:20]
     support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic, "annotations": m.annotations[:3]}
                      for m in matches] for iri, matches in matcher.explain(shown, positive).items()}
