@@ -14,9 +14,20 @@ For each size, in the same run and each in a fresh child process (peak RSS from 
 and ``Store.bulk_load`` of the same triples (exported by the same ``RecordWriter``); then the KB's
 size on disk, and the latency of bm25, 4step-offline and kar-offline requests (top 10).
 
+``--keep DIR`` keeps each built KB (with its vectors) as ``DIR/kb-<edges>``; ``--reuse DIR`` then times the
+requests on those KBs without building anything (no build, bulk-load or vector tables: the latency tables
+only). ``--stages`` adds, per KB, where a request's time goes: each stage of bm25, 4step-offline and
+kar-offline (reading, linking, SPARQL, hierarchy matching, dense similarity, top-up, result rendering; the
+time inside a stage's own calls, so the parts add up to less than the whole), beside the floor of the engine
+call it makes, timed in the same process on the same requests: Tantivy's ``searcher.search`` for the same
+query and k without stored fields, the compiled SPARQL alone in pyoxigraph, the ONNX encoder alone.
+``--rankings DIR`` writes each request's top 10 (``DIR/<edges>.json``), to check that a change keeps them.
+
     python bench/scale.py                     # about 0.1M, 1M and 8M edges (about an hour)
     python bench/scale.py --sizes 100000 1000000
     python bench/scale.py --quick             # about 20,000 edges
+    python bench/scale.py --sizes 1000000 8000000 --keep /tmp/kbs        # build once, keep the KBs
+    python bench/scale.py --sizes 1000000 8000000 --reuse /tmp/kbs --stages
 """
 
 from __future__ import annotations
@@ -138,37 +149,165 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
         print(json.dumps({"seconds": time.perf_counter() - started, "vectors": len(documents),
                           "ann": bool(ann)}))
     elif mode == "queries":
-        import random
+        options = json.loads(extra or "{}")
+        print(json.dumps(query_latency(target, options.get("stages", False), options.get("rankings"))))
 
-        from kqe_rdf.core.config import Settings
-        from kqe_rdf.kb.knowledge_base import KnowledgeBase
-        from kqe_rdf.methods.registry import pipeline
 
-        kb = KnowledgeBase.open(target)
-        rng = random.Random(11)
-        words = [" ".join(f"w{int(rng.paretovariate(0.6)) % 2000}" for _ in range(rng.randint(2, 4)))
-                 for _ in range(200)]
-        # Structured requests name a brand and a category of this KB (their names as the generator wrote them).
-        labels = kb.names.labels
-        brands = sorted(i for i, t in kb.names.types.items() if any(x.endswith("#Brand") for x in t))
-        categories = sorted(i for i, t in kb.names.types.items() if any(x.endswith("#Category") for x in t))
-        structured = [f"Which product of {labels[rng.choice(brands)]} is in the category "
-                      f"{labels[rng.choice(categories)]}? {w}" for w in words[:40]]
-        out = {"dense recall@100": dense_recall(kb)}
-        for method, texts in (("bm25", words), ("dense", words[:100]), ("4step-offline", structured),
-                              ("kar-offline", structured[:20])):
-            stage = pipeline(method, kb, Settings(), 10, None)
-            stage.run(texts[0])  # open the indexes, the encoder and the name index first
-            times = []
-            for text in texts:
-                kb.embed_query.cache_clear()
-                t0 = time.perf_counter()
-                stage.run(text)
-                times.append(time.perf_counter() - t0)
-            times.sort()
-            out[method] = {"p50": statistics.median(times), "p95": times[max(int(0.95 * len(times)) - 1, 0)],
-                           "queries": len(texts)}
-        print(json.dumps(out))
+def requests(kb) -> dict[str, list[str]]:
+    """The timed requests of each method: description words, and structured requests that name a brand and a
+    category of this KB (their names as the generator wrote them)."""
+    import random
+
+    rng = random.Random(11)
+    words = [" ".join(f"w{int(rng.paretovariate(0.6)) % 2000}" for _ in range(rng.randint(2, 4)))
+             for _ in range(200)]
+    labels = kb.names.labels
+    brands = sorted(i for i, t in kb.names.types.items() if any(x.endswith("#Brand") for x in t))
+    categories = sorted(i for i, t in kb.names.types.items() if any(x.endswith("#Category") for x in t))
+    structured = [f"Which product of {labels[rng.choice(brands)]} is in the category "
+                  f"{labels[rng.choice(categories)]}? {w}" for w in words[:40]]
+    return {"bm25": words, "dense": words[:100], "4step-offline": structured, "kar-offline": structured[:20]}
+
+
+class StageClock:
+    """Seconds spent inside named calls of the real classes, per request: each wrapped method charges its
+    stage for its outermost call only (a stage that calls itself is counted once)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self._inside: dict[str, int] = {}
+        self._undo: list[tuple[object, str, object]] = []
+
+    def wrap(self, owner, attribute: str, stage: str) -> None:
+        original = owner.__dict__[attribute]
+
+        def timed(*args, **kwargs):
+            if self._inside.get(stage):
+                return original(*args, **kwargs)
+            self._inside[stage] = 1
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.spent[stage] = self.spent.get(stage, 0.0) + time.perf_counter() - t0
+                self._inside[stage] = 0
+
+        self._undo.append((owner, attribute, original))
+        setattr(owner, attribute, timed)
+
+    def take(self) -> dict[str, float]:
+        spent, self.spent = self.spent, {}
+        return spent
+
+    def unwrap(self) -> None:
+        for owner, attribute, original in reversed(self._undo):
+            setattr(owner, attribute, original)
+        self._undo.clear()
+
+
+def stage_clock() -> StageClock:
+    """A clock on the stages a request of bm25, 4step-offline or kar-offline goes through (what each one is:
+    the call wrapped)."""
+    from kqe_rdf.kb import embeddings, linking, text_index
+    from kqe_rdf.methods import retrieval
+    from kqe_rdf.methods.answering import grounded
+    from kqe_rdf.methods.expansion import kar
+    from kqe_rdf.methods.fourstep import pipeline
+    from kqe_rdf.methods.fourstep.reading import offline
+
+    clock = StageClock()
+    for owner, attribute, stage in (
+            (offline.OfflineTriplets, "__call__", "reading (mentions, relation paths)"),
+            (linking.Linker, "mentions", "mention finding (in reading)"),
+            (pipeline.FourStep, "link", "constant linking"),
+            (pipeline, "run", "SPARQL (run + rows)"),
+            (pipeline, "hierarchical_scores", "hierarchy matching"),
+            (pipeline.FourStep, "_admissible", "candidate filter"),
+            (pipeline.FourStep, "similarity", "dense similarity"),
+            (pipeline.FourStep, "_top_up", "top-up"),
+            (grounded.GroundedReading, "__call__", "grounded reading (kar)"),
+            (kar.NodeScorer, "scores", "neighbour scoring (kar)"),
+            (retrieval.Dense, "transform", "dense search"),
+            (text_index.TextIndex, "search", "BM25 search (engine + IRIs)"),
+            (text_index.TextIndex, "scores_among", "BM25 fusion (in hierarchy matching)"),
+            (embeddings.DenseIndex, "vectors_of", "stored vectors read"),
+            (embeddings.OnnxEncoder, "encode", "ONNX encoder (inside the others)"),
+            (retrieval.Stage, "named", "result rendering (names)")):
+        clock.wrap(owner, attribute, stage)
+    return clock
+
+
+def floors(kb, texts: dict[str, list[str]], compiled: list[str]) -> dict[str, list[float]]:
+    """The engine calls alone, per request: Tantivy's search for the bm25 requests (k 10, no stored field read),
+    the compiled SPARQL of each 4step-offline request (every solution iterated) and the ONNX encoder on each
+    structured request."""
+    index = kb.text_index
+    out: dict[str, list[float]] = {"tantivy search (bm25 requests)": [], "compiled SPARQL alone": [],
+                                   "ONNX encoder alone": []}
+    for text in texts["bm25"]:
+        t0 = time.perf_counter()
+        index.searcher.search(index.parse(text), limit=10, count=False)
+        out["tantivy search (bm25 requests)"].append(time.perf_counter() - t0)
+    for sparql in compiled:
+        t0 = time.perf_counter()
+        for _solution in kb.store.query(sparql, use_default_graph_as_union=True):
+            pass
+        out["compiled SPARQL alone"].append(time.perf_counter() - t0)
+    for text in texts["4step-offline"]:
+        t0 = time.perf_counter()
+        kb.encoder.encode([text])
+        out["ONNX encoder alone"].append(time.perf_counter() - t0)
+    return out
+
+
+def query_latency(target: str, stages: bool = False, rankings: str | None = None) -> dict:
+    """Latency of each method's requests on the KB at ``target`` (a fresh process, one warm-up request each);
+    with ``stages``, where each method's time goes and the engine floors; with ``rankings``, each request's
+    top 10 written to that file."""
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.methods.registry import pipeline
+
+    kb = KnowledgeBase.open(target)
+    texts = requests(kb)
+    out: dict = {"dense recall@100": dense_recall(kb)}
+    clock = stage_clock() if stages else None
+    tops: dict[str, list] = {}
+    compiled: list[str] = []
+    for method, batch in texts.items():
+        stage = pipeline(method, kb, Settings(), 10, None)
+        stage.run(batch[0])  # open the indexes, the encoder and the name index first
+        times, split = [], []
+        if clock:
+            clock.take()
+        for text in batch:
+            kb.embed_query.cache_clear()
+            t0 = time.perf_counter()
+            result = stage.run(text)
+            times.append(time.perf_counter() - t0)
+            if clock:
+                split.append(clock.take())
+            tops.setdefault(method, []).append([h.iri for h in result.ranked("q")])
+            if method == "4step-offline" and result.explain["q"].get("sparql"):
+                compiled.append(result.explain["q"]["sparql"])
+        out[method] = {"p50": statistics.median(times), "p95": percentile95(times), "queries": len(batch)}
+        if clock:
+            names = sorted({name for spent in split for name in spent})
+            out[method]["stages"] = {name: {"p50": statistics.median(s.get(name, 0.0) for s in split),
+                                            "mean": statistics.mean(s.get(name, 0.0) for s in split)}
+                                     for name in names}
+    if clock:
+        clock.unwrap()
+        out["floors"] = {name: {"p50": statistics.median(v), "p95": percentile95(v)}
+                         for name, v in floors(kb, texts, compiled).items() if v}
+    if rankings:
+        Path(rankings).write_text(json.dumps({"requests": texts, "top10": tops}))
+    return out
+
+
+def percentile95(times: list[float]) -> float:
+    ordered = sorted(times)
+    return ordered[max(int(0.95 * len(ordered)) - 1, 0)]
 
 
 def dense_recall(kb, queries: int = 100, k: int = 100) -> float:
@@ -220,11 +359,40 @@ def main() -> None:
 
     def extra(parser) -> None:
         parser.add_argument("--sizes", type=int, nargs="+", default=None, help="edges of each generated KB")
+        kept = parser.add_mutually_exclusive_group()
+        kept.add_argument("--keep", type=Path, default=None, help="keep each built KB as DIR/kb-<edges>")
+        kept.add_argument("--reuse", type=Path, default=None,
+                          help="time the requests on the KBs --keep left in DIR, building nothing")
+        parser.add_argument("--stages", action="store_true",
+                            help="where each request's time goes, stage by stage, beside the engines' floors")
+        parser.add_argument("--rankings", type=Path, default=None, help="write each request's top 10 to DIR")
 
     args = harness.arguments(__doc__.split("\n")[0], extra, repeats=1)
     sizes = args.sizes or ([20_000] if args.quick else [100_000, 1_000_000, 8_000_000])
     env = harness.Environment(["pyoxigraph", "tantivy"])
+    if args.rankings:
+        args.rankings.mkdir(parents=True, exist_ok=True)
+    options = json.dumps({"stages": args.stages})
+
+    def latency(edges: int, kb: Path) -> dict:
+        wanted = json.loads(options) | ({"rankings": str(args.rankings / f"{edges}.json")} if args.rankings else {})
+        return run_child("queries", str(edges), str(kb), json.dumps(wanted))[0]
+
+    if args.reuse:
+        rows = []
+        for edges in sizes:
+            kb = args.reuse / f"kb-{edges}"
+            if not (kb / "manifest.json").is_file():
+                raise SystemExit(f"no kept KB at {kb}: build it first with --keep {args.reuse}")
+            print(f"{edges:,} edges: requests on {kb} …", flush=True)
+            counts = json.loads((kb / "manifest.json").read_text())["counts"]
+            rows.append({"edges": counts["edges"], "latency": latency(edges, kb)})
+        env.finish()
+        report(rows, args, env, built=False)
+        return
     scratch = Path(tempfile.mkdtemp(prefix="kqe-bench-scale-"))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
     rows = []
     try:
         for edges in sizes:
@@ -233,7 +401,7 @@ def main() -> None:
             builds, bulks = [], []
             for run in range(args.repeats):
                 print(f"{edges:,} edges, run {run + 1}/{args.repeats} …", flush=True)
-                kb = scratch / f"kb-{edges}"
+                kb = (args.keep or scratch) / f"kb-{edges}"
                 shutil.rmtree(kb, ignore_errors=True)
                 builds.append(run_child("build", str(edges), str(kb)))
                 store = scratch / f"store-{edges}"
@@ -245,19 +413,88 @@ def main() -> None:
             disk = disk_bytes(kb)
             vectors, _ = run_child("vectors", str(edges), str(kb))
             vectors["disk"] = disk_bytes(kb / "embeddings")
-            latency, _ = run_child("queries", str(edges), str(kb))
             counts = build["counts"]
             rows.append({"edges": counts["edges"], "nodes": counts["nodes"], "triples": counts["triples"],
                          "build_s": build_s, "bulk_s": bulk_s, "stages": build["stages"],
                          "build_rss": max(r for _, r in builds), "bulk_rss": max(r for _, r in bulks),
-                         "disk": disk, "latency": latency, "vectors": vectors,
+                         "disk": disk, "latency": latency(edges, kb), "vectors": vectors,
                          "exported": exported["triples"]})
             shutil.rmtree(store, ignore_errors=True)
             nt.unlink()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     env.finish()
+    report(rows, args, env, built=True)
 
+
+METHODS = ("bm25", "dense", "4step-offline", "kar-offline")
+
+
+def latency_tables(rows: list[dict]) -> tuple[str, str]:
+    """The latency table of every method at each size, and their growth from the smallest KB to the largest."""
+    latency_table = table(
+        ["edges", *(f"{m} p50 / p95 ms" for m in METHODS), "4step-offline p50 vs bm25"],
+        [[f"{r['edges']:,}", *(f"{harness.ms(r['latency'][m]['p50'])} / {harness.ms(r['latency'][m]['p95'])}"
+                               for m in METHODS),
+          f"{r['latency']['4step-offline']['p50'] / r['latency']['bm25']['p50']:.0f}×"] for r in rows],
+    )
+    n = [r["edges"] for r in rows]
+    growth_rows = [[f"{m} p50", growth(n, [r["latency"][m]["p50"] for r in rows])] for m in METHODS]
+    return latency_table, table(["figure", "growth from the smallest to the largest KB"], growth_rows)
+
+
+def stage_tables(rows: list[dict]) -> str:
+    """Per KB: each method's stages (p50 and mean ms per request) and the engines' floors from the same run."""
+    out = []
+    for r in rows:
+        latency = r["latency"]
+        body = []
+        for method in ("bm25", "4step-offline", "kar-offline"):
+            body.append([f"**{method}** (whole request)", harness.ms(latency[method]["p50"]), "",
+                         harness.ms(latency[method]["p95"])])
+            for name, spent in sorted(latency[method].get("stages", {}).items(), key=lambda kv: -kv[1]["mean"]):
+                body.append([f"  {name}", harness.ms(spent["p50"]), harness.ms(spent["mean"]), ""])
+        for name, floor in latency.get("floors", {}).items():
+            body.append([f"floor: {name}", harness.ms(floor["p50"]), "", harness.ms(floor["p95"])])
+        out.append(f"{r['edges']:,} edges:\n\n" + table(["stage", "p50 ms", "mean ms", "p95 ms"], body))
+    return "\n\n".join(out)
+
+
+def report(rows: list[dict], args, env, built: bool) -> None:
+    """Print the tables (and write the doc's section): everything after a full run; the latency (and stage)
+    tables after a --reuse run, into a section of their own."""
+    latency_table, latency_growth = latency_tables(rows)
+    stages = stage_tables(rows) if args.stages else ""
+    requests_text = """Query latency on each KB, in a fresh process after one warm-up request (query-vector cache cleared before each
+timed call): BM25 over 200 requests of 2-4 description words and dense over the first 100 of them; 4step-offline
+over 40 and kar-offline over 20 structured requests ("Which product of <a brand> is in the category <a category>?
+<words>", names drawn from the KB)."""
+    stages_text = f"""
+
+Where a request's time goes (`--stages`): the time inside each stage's own call, p50 and mean per request over
+the same requests (the stages of one method overlap where one calls another, e.g. the ONNX encoder inside the
+reading, so they add up to more or less than the whole), and the floor of each engine call timed alone in the
+same process: Tantivy's `searcher.search` for each bm25 request with k 10 and no stored field read, each
+4step-offline request's compiled SPARQL in pyoxigraph (every solution iterated), the ONNX encoder on each
+structured request.
+
+{stages}""" if stages else ""
+    if not built:
+        print(latency_table, latency_growth, stages, sep="\n\n")
+        if args.doc:
+            body = f"""{env.markdown(harness.command_line())}
+- KBs built by an earlier `--keep` run of this script (the same generated graphs and vectors).
+
+{requests_text}
+
+{latency_table}
+
+{latency_growth}{stages_text}
+"""
+            harness.update_doc("scale-queries", "Query latency by the KB's size, kept KBs (`bench/scale.py --reuse`)",
+                               body)
+            print(f"\nwrote the scale-queries section of {harness.DOC}")
+        return
     main_table = table(
         ["edges", "nodes", "triples", "build_kb s", "build triples/s", "bulk_load s", "bulk_load triples/s",
          "build vs bulk_load", "peak RSS build", "peak RSS bulk_load", "KB on disk (no vectors)"],
@@ -265,13 +502,6 @@ def main() -> None:
           rate(r["triples"] / r["build_s"]), f"{r['bulk_s']:.1f}", rate(r["exported"] / r["bulk_s"]),
           ratio(r["triples"] / r["build_s"], r["exported"] / r["bulk_s"]), f"{r['build_rss'] / 2**30:.2f} GiB",
           f"{r['bulk_rss'] / 2**30:.2f} GiB", f"{r['disk'] / 2**20:,.0f} MiB"] for r in rows],
-    )
-    methods = ("bm25", "dense", "4step-offline", "kar-offline")
-    latency_table = table(
-        ["edges", *(f"{m} p50 / p95 ms" for m in methods), "4step-offline p50 vs bm25"],
-        [[f"{r['edges']:,}", *(f"{harness.ms(r['latency'][m]['p50'])} / {harness.ms(r['latency'][m]['p95'])}"
-                               for m in methods),
-          f"{r['latency']['4step-offline']['p50'] / r['latency']['bm25']['p50']:.0f}×"] for r in rows],
     )
     vector_table = table(
         ["edges", "vectors", "dense search", "vectors + index on disk", "writing them s", "recall@100 vs exact"],
@@ -289,9 +519,9 @@ def main() -> None:
          ["bulk_load seconds", growth(n, [r["bulk_s"] for r in rows])],
          ["peak RSS of the build", growth(n, [r["build_rss"] for r in rows])],
          ["KB on disk", growth(n, [r["disk"] for r in rows])],
-         *([f"{m} p50", growth(n, [r["latency"][m]["p50"] for r in rows])] for m in methods)],
+         *([f"{m} p50", growth(n, [r["latency"][m]["p50"] for r in rows])] for m in METHODS)],
     )
-    print(main_table, latency_table, vector_table, stage_table, growth_table, sep="\n\n")
+    print(main_table, latency_table, vector_table, stage_table, growth_table, stages, sep="\n\n")
     if args.doc:
         body = f"""{env.markdown(harness.command_line())}
 - Data: generated product graphs in the `amazon` ontology (see the script's docstring: Zipf word
@@ -304,10 +534,7 @@ def main() -> None:
 
 {main_table}
 
-Query latency on each KB, in a fresh process after one warm-up request (query-vector cache cleared before each
-timed call): BM25 over 200 requests of 2-4 description words and dense over the first 100 of them; 4step-offline
-over 40 and kar-offline over 20 structured requests ("Which product of <a brand> is in the category <a category>?
-<words>", names drawn from the KB). Dense search encodes each request with the model and searches **generated**
+{requests_text} Dense search encodes each request with the model and searches **generated**
 vectors, one per document, clustered like sentence embeddings (`bench/ann.py`'s generator) and stored as `kb embed`
 stores them, with the approximate index from `dense_ann_threshold` (100,000) vectors on: embedding 800k documents
 with the model would take about 11 hours on 2 cores, and search time depends on how many vectors there are and how
@@ -328,10 +555,12 @@ documents and BM25, so `load` overlaps them and `load_wait` is what the build wa
 
 {stage_table}
 
-{growth_table}
+{growth_table}{stages_text}
 """
         harness.update_doc("scale", "Growth with the KB's size (`bench/scale.py`)", body)
         print(f"\nwrote the scale section of {harness.DOC}")
+
+
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ and the same Python client drives both: ``--clients`` threads, each with one
 keep-alive HTTP connection, send requests back to back. Reported: requests/s
 (requests / wall time) and per-request latency p50/p95, medians over
 ``--repeats`` runs that alternate between the two servers. Then /search with
-BM25 and hybrid (every request a different text, so the query-embedding cache
+BM25, hybrid and 4step-offline (every request a different text, so the query-embedding cache
 never answers), and a load run of mixed valid and malformed requests that must
 give no 5xx to any valid one. Last, **under attack** (a second server with a 10 s
 query timeout): simple-query latency from one client with 0 and then with 4
@@ -201,6 +201,8 @@ ADVERSARIAL = {
                                                                "ORDER BY RAND() LIMIT 1",
 }
 ATTACK_TIMEOUT = 10.0
+#: The /search methods timed beside SPARQL: BM25, hybrid and the offline structural method.
+SEARCH_METHODS = ("bm25", "hybrid", "4step-offline")
 WORKERS = 4  # `server_query_slots`, the default
 
 
@@ -366,12 +368,13 @@ def main() -> None:
     kqe_url, oxi_url = f"http://127.0.0.1:{kqe_port}", f"http://127.0.0.1:{oxi_port}"
     uncached_url = f"http://127.0.0.1:{uncached_port}"
     try:
-        texts = query_texts(args.kb, args.clients * search_per * args.repeats * 2 + 100)
+        texts = query_texts(args.kb, args.clients * search_per * args.repeats * len(SEARCH_METHODS) + 100)
         for url in (kqe_url + "/sparql", uncached_url + "/sparql", oxi_url + "/query"):  # warm-up
             Run(args.clients, 5, sparql_request(url))
         for process in (kqe, uncached):
             wait_settled(process.pid, 1 + WORKERS)
-        Run(2, 3, search_request(kqe_url, "hybrid", texts[-50:], 2, 3))
+        for method in SEARCH_METHODS[1:]:  # the encoder, the dense index and the reader opened before timing
+            Run(2, 3, search_request(kqe_url, method, texts[-50:], 2, 3))
         ours, evaluated, theirs = [], [], []
         for _ in range(args.repeats):
             ours.append(Run(args.clients, per, sparql_request(kqe_url + "/sparql"), kqe.pid))
@@ -379,7 +382,7 @@ def main() -> None:
             theirs.append(Run(args.clients, per, sparql_request(oxi_url + "/query"), oxi.pid))
         uncached.terminate()
         uncached.wait(30)
-        search_runs: dict[str, list[Run]] = {"bm25": [], "hybrid": []}
+        search_runs: dict[str, list[Run]] = {method: [] for method in SEARCH_METHODS}
         offset = 0
         for _ in range(args.repeats):
             for method in search_runs:
@@ -453,7 +456,8 @@ def main() -> None:
             f"servers; {per} requests per client per run, {args.repeats} runs alternating the servers; medians "
             f"of the runs, and the ratio of each run to the oxigraph run after it. Server CPU: user + system time of "
             f"the server's processes (main and workers) per request. /search: {search_per} requests per client per "
-            f"run, every request a different HPO phenotype name as text.")
+            f"run, every request a different HPO phenotype name as text (4step-offline reads it as a phenotype and "
+            f"ranks diseases by hierarchy matching).")
     attack_lines = [
         f"A second `kqe-rdf serve` with `--query-timeout {ATTACK_TIMEOUT:g}` and its result cache off (default "
         f"{WORKERS} workers, one client at most {WORKERS - 1} of them, `server_client_workers`' default: all but "

@@ -246,3 +246,11 @@ def test_a_terms_scores_are_kept_for_the_next_request_and_cannot_be_changed(shop
     before = matcher.score([node(shop, "cameras")]).copy()
     matcher.score([node(shop, "cameras"), node(shop, "audio")])
     assert np.array_equal(matcher.score([node(shop, "cameras")]), before)
+
+
+@pytest.mark.parametrize("top", [0, 1, 3, 7, 50, 400, 1000])
+def test_the_best_nodes_come_in_the_order_a_full_stable_sort_gives(top):
+    from kqe_rdf.kb.hierarchy import best_first
+
+    values = np.random.default_rng(top).integers(0, 6, 500) / 4.0  # many ties, at the cut too
+    assert best_first(values, top).tolist() == np.argsort(-values, kind="stable")[:top].tolist()

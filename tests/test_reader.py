@@ -262,3 +262,28 @@ def test_a_class_named_after_who_outweighs_who(tmp_path):
     # only a copula makes the noun the thing asked: here the films are what the question is about
     assert read(kb, "when did the films written by Michael Mann release") == \
         [("?m0_0", "written_by", "Michael Mann"), ("?m0_0", "release_year", "?x")]
+
+
+def test_a_path_asked_for_again_is_listed_without_asking_the_store(movie_kb):
+    reader = PathReader(movie_kb)
+    eastwood = [node(movie_kb, "Clint Eastwood")]
+    first = reader.enumerate(eastwood, [f"{M}Person"])
+    asked = []
+
+    class Counting:
+        def __init__(self, store):
+            self.store = store
+
+        def query(self, *args, **kwargs):
+            asked.append(args[0])
+            return self.store.query(*args, **kwargs)
+
+    store = movie_kb.store
+    movie_kb.__dict__["store"] = Counting(store)
+    try:
+        again = reader.enumerate(eastwood, [f"{M}Person"])
+        assert again == first and not asked
+        PathReader(movie_kb).enumerate(eastwood, [f"{M}Person"])  # a new reader asks again
+        assert asked
+    finally:
+        movie_kb.__dict__["store"] = store

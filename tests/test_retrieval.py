@@ -137,3 +137,27 @@ def test_dense_search_on_a_kb_without_embeddings_says_how_to_embed(tmp_path, jso
     assert BM25(kb, k=1).search("tripod")  # BM25 needs no embeddings
     with pytest.raises(KqeError, match="no dense embeddings .*run `kqe-rdf kb embed"):
         pipeline("dense", kb, Settings(), k=5).search("tripod")
+
+
+def test_result_names_are_read_without_reading_every_document(kb, iri):
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase as Open
+
+    fresh = Open.open(kb.path)
+    stage = BM25(fresh, 10)
+    for _ in range(120):  # more lookups than KnowledgeBase.document() serves before it reads every document
+        hits = stage.search("camera lens tripod")
+    assert hits and all(h.name == kb.document(h.iri).name for h in hits)
+    assert "_documents_by_iri" not in fresh.__dict__
+    assert fresh.name(iri("B007")) == kb.document(iri("B007")).name  # never a hit here: from the stored fields
+
+
+def test_bm25_scores_among_some_nodes_are_those_of_the_full_search(kb, iri):
+    index = kb.text_index
+    text = "camera lens for Nikon"
+    full = index.search(text, 4)
+    some = [iri(i) for i in ("B001", "B002", "B006", "B007")]
+    among, best = index.scores_among(text, some, 4)
+    assert best == full[0][1]
+    assert among and among == {i: s for i, s in full if i in some}
+    assert index.scores_among(text, [], 4) == ({}, best)
+    assert index.scores_among("", some, 4) == ({}, 0.0)

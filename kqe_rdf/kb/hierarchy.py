@@ -429,22 +429,39 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     if ruled_out and negated_weight and negated != "ignore":
         sign = 1.0 if negated == "context" else -1.0
         structural = structural + sign * negated_weight * matcher.score(ruled_out)
-    order = np.argsort(-structural, kind="stable")[:top]
+    order = best_first(structural, top)
     order = order[structural[order] > 0]
     scores = {matcher.nodes[i]: float(structural[i]) for i in order}
     weight = kb.settings.fourstep_text_weight
     if weight and scores:
-        hits = kb.text_index.search(text, top, list(types) if types else None)
-        best = max((s for _, s in hits), default=0.0) or 1.0
-        for iri, s in hits:
-            if iri in scores:
-                scores[iri] += weight * s / best
+        found, best = kb.text_index.scores_among(text, list(scores), top, list(types) if types else None)
+        best = best or 1.0
+        for iri, s in found.items():
+            scores[iri] += weight * s / best
     shown = sorted(scores, key=lambda i: -scores[i])[:20]
     support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic, "annotations": m.annotations[:3]}
                      for m in matches] for iri, matches in matcher.explain(shown, positive).items()}
     counted = {"as": negated if negated_weight else "ignore", "terms": len(ruled_out)} if ruled_out else {}
     return Scored(scores, support, int((structural > 0).sum()), provenance_query(matcher, support, shown[:3]),
                   counted)
+
+
+def best_first(values: np.ndarray, top: int) -> np.ndarray:
+    """The indices of the ``top`` largest values, largest first, ties by index: ``np.argsort(-values,
+    kind="stable")[:top]`` without sorting every value (a KB has hundreds of thousands of annotated nodes).
+
+    >>> best_first(np.array([0.5, 2.0, 0.5, 1.0, 0.5]), 3).tolist()
+    [1, 3, 0]
+    """
+    if top >= len(values):
+        return np.argsort(-values, kind="stable")
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
+    negated = -values
+    threshold = np.partition(negated, top - 1)[top - 1]
+    above = np.flatnonzero(negated < threshold)
+    chosen = np.concatenate([above, np.flatnonzero(negated == threshold)[: top - len(above)]])
+    return chosen[np.lexsort((chosen, negated[chosen]))]
 
 
 def provenance_query(matcher: HierarchyMatch, support: dict[str, list], nodes: Sequence[str]) -> str | None:

@@ -182,6 +182,21 @@ class KnowledgeBase:
         except KeyError:
             raise KqeError(f"no node {iri} in this KB") from None
 
+    def name(self, iri: str) -> str:
+        """A node's display name, as cheaply as it is at hand: read already with a BM25 hit, or from the name
+        index when a reader has opened it, else from the BM25 index's stored fields (never by reading every
+        document, as :meth:`document` does for callers that read many: a result list shows ten names)."""
+        if "text_index" in self.__dict__ and (found := self.text_index.names.get(iri)) is not None:
+            return found
+        if "names" in self.__dict__ and (found := self.names.labels.get(iri)) is not None:
+            return found
+        if "_documents_by_iri" in self.__dict__:
+            return self.document(iri).name
+        stored = self.text_index.document(iri)
+        if stored is None:
+            raise KqeError(f"no node {iri} in this KB")
+        return str(stored["name"])
+
     def resolve_types(self, names: Sequence[str]) -> set[str]:
         """Class IRIs (with their subclasses) for local names like ``Disease`` or full IRIs."""
         out: set[str] = set()

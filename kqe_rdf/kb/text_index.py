@@ -70,6 +70,8 @@ class TextIndex:
         self.searcher = self.index.searcher()
         self._tantivy = tantivy
         self._iris: dict[tuple[int, int], str] = {}
+        #: The names of the nodes whose stored documents a search has read (for its IRIs): what a result shows.
+        self.names: dict[str, str] = {}
 
     def __len__(self) -> int:
         return self.searcher.num_docs
@@ -99,13 +101,38 @@ class TextIndex:
         result = self.searcher.search(self._restricted(query, types), limit=k, count=False)
         return [(self._iri(address), float(score)) for score, address in result.hits]
 
+    def scores_among(self, text: str, iris: Sequence[str], depth: int, types: Sequence[str] | None = None
+                     ) -> tuple[dict[str, float], float]:
+        """The BM25 scores of those of ``iris`` in the top ``depth`` of ``search(text, depth, types)``, and the
+        top score (0 without hits): what ``search`` would say of them, reading the stored documents of those
+        nodes only, not of all ``depth`` hits (most of a deep search's cost).
+
+        The top ``depth`` are taken by address from the search itself; the nodes of ``iris`` among them by a
+        second search restricted to ``iris`` (a zero-score filter, so scores are the same)."""
+        query = self.parse(text)
+        if query is None or depth <= 0:
+            return {}, 0.0
+        query = self._restricted(query, types)
+        top = self.searcher.search(query, limit=depth, count=False).hits
+        if not top or not iris:
+            return {}, float(top[0][0]) if top else 0.0
+        ranked = {(a.segment_ord, a.doc) for _s, a in top}
+        q, occur = self._tantivy.Query, self._tantivy.Occur
+        only = q.const_score_query(q.term_set_query(self.index.schema, "iri", list(iris)), 0.0)
+        among = self.searcher.search(q.boolean_query([(occur.Must, query), (occur.Must, only)]), limit=len(iris),
+                                     count=False).hits
+        return ({self._iri(a): float(s) for s, a in among if (a.segment_ord, a.doc) in ranked},
+                float(top[0][0]))
+
     def _iri(self, address) -> str:
         """A hit's node IRI, remembered by address: loading the stored document (its whole text) for every hit
         is most of the cost of a deep search, and the index never changes under an open searcher."""
         key = (address.segment_ord, address.doc)
         iri = self._iris.get(key)
         if iri is None:
-            iri = self._iris[key] = self.searcher.doc(address)["iri"][0]
+            stored = self.searcher.doc(address)
+            iri = self._iris[key] = stored["iri"][0]
+            self.names[iri] = stored.get_first("name") or ""
         return iri
 
     def search_names(self, text: str, k: int = 5, types: Sequence[str] | None = None) -> list[tuple[str, float]]:

@@ -109,7 +109,7 @@ class Stage:
         kb = knowledge_base(self)
         if kb is None:
             return batch
-        hits = {qid: [h._replace(name=h.name or kb.document(h.iri).name) for h in ranked]
+        hits = {qid: [h._replace(name=h.name or kb.name(h.iri)) for h in ranked]
                 for qid, ranked in batch.hits.items()}
         return Batch(batch.queries, hits, batch.explain)
 

@@ -56,10 +56,27 @@ class PathReader:
         self._classes = set(kb.schema.classes)
         #: (head class, relation, tail class) the data holds beyond typing noise (a movie named like a genre).
         self.signatures = set(kb.relation_signatures)
+        #: Hops already listed, by (constants, path, class reached): a request asks for the same ones again (each
+        #: constant's own paths after its group's) and the KB under an open reader never changes.
+        self._listed: dict[tuple, list[tuple[str, bool, str]]] = {}
+
+    #: How many hop listings :attr:`_listed` keeps (the oldest go first).
+    LISTED = 4096
 
     # ------------------------------------------------------------------ enumeration
 
     def _hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
+        """The (relation, walked head → tail, class reached) kinds of edge that leave the nodes ``path`` reaches
+        from ``nodes`` (``nodes`` themselves without a path), remembered (:attr:`_listed`)."""
+        key = (tuple(nodes), path, reached)
+        found = self._listed.get(key)
+        if found is None:
+            if len(self._listed) >= self.LISTED:
+                del self._listed[next(iter(self._listed))]
+            found = self._listed[key] = self._list_hops(nodes, path, reached)
+        return list(found)
+
+    def _list_hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
         values = " ".join(str(NamedNode(n)) for n in nodes)
         slots = {}
         if path is not None:
