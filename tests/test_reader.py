@@ -287,3 +287,21 @@ def test_a_path_asked_for_again_is_listed_without_asking_the_store(movie_kb):
         assert asked
     finally:
         movie_kb.__dict__["store"] = store
+
+
+def test_the_encoder_reads_a_word_for_a_relation_that_has_an_inverse(movie_kb):
+    # "penned" is nearest "wrote" by the encoder; "written by" (its inverse, with the same phrases) is the same
+    # fact read the other way, not a rival that leaves no margin
+    words = OfflineTriplets(movie_kb).requests.words
+    found = words.similar(["penned"])
+    assert set(found) == {M + "wrote", M + "written_by"}
+    assert [local_name(t.relation) for t in OfflineTriplets(movie_kb)("who penned Taxi Driver").triplets] == ["written_by"]
+
+
+def test_a_stranded_preposition_asks_for_what_its_relation_reaches(movie_kb):
+    # the preposition's missing object is the answer: films, though the (machine-translated) question says "who"
+    reading = OfflineTriplets(movie_kb)("who makes Clint Eastwood star in")
+    assert [local_name(t.relation) for t in reading.triplets] == ["starred_actors"]
+    assert reading.answer_type == M + "Movie"
+    # where the wh-word agrees, nothing changes
+    assert OfflineTriplets(movie_kb)("who was Heat directed by").answer_type == M + "Person"

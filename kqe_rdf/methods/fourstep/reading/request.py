@@ -154,6 +154,9 @@ class RequestReader:
         # does not.
         wanted = (self.answer_types(_LIST_GAP.sub("\x00", marked), wh_only=True) or self.leading_class(marked)
                   or self.trailing_class(marked))
+        gap = self.stranded_range(marked)
+        if gap and wanted and not wanted & gap:
+            wanted = gap
         return self.request(query, mentions, wanted, self.kb.embed_query(positive))
 
     def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
@@ -224,6 +227,22 @@ class RequestReader:
         for i in range(len(words)):
             everywhere |= classes_at(i, 1)
         return everywhere
+
+    def stranded_range(self, marked: str) -> set[str]:
+        """A request that ends on a preposition whose verb spells, with it, a relation's phrase ("what did X
+        star in", "who was X directed by") asks for what that relation reaches: the preposition's missing object
+        is the answer. Where a wh-word says otherwise ("who makes X star in"), the relation's range wins."""
+        words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
+        if len(words) < 3 or words[-1] not in FUNCTION_WORDS or words[-2] == "\x00":
+            return set()
+        end = (stem(words[-2]), words[-1])
+        found = set()
+        for iri, rel in self.kb.schema.relations.items():
+            for phrase in self.words.relation_phrases.get(iri, set()) | {rel.label}:
+                last = re.findall(r"[a-z0-9]+", phrase.lower())[-2:]
+                if len(last) == 2 and (stem(last[0]), last[1]) == end and rel.range:
+                    found.add(rel.range)
+        return found
 
     def relation_words(self, query: str) -> set[str]:
         """The request's lower-case words that name a relation, by its phrases or a related word ("star",

@@ -148,6 +148,9 @@ class RelationWords:
         new = [w for w in words if w not in self._words]
         if new:
             self._words.update(zip(new, self.kb.encoder.encode(new)))
+        # A relation and its inverse share their phrases (rule 1): they are one fact read two ways, so the
+        # margin is to the nearest *other* relation, and the word names both directions.
+        inverse = {iri: rel.inverse for iri, rel in self.kb.schema.relations.items() if rel.inverse}
         out: dict[str, dict[str, list]] = {}
         for word in words:
             best: dict[str, tuple[float, str]] = {}
@@ -155,9 +158,12 @@ class RelationWords:
                 if sim > best.get(iri, (-1.0, ""))[0]:
                     best[iri] = (float(sim), phrase)
             ranked = sorted(best.items(), key=lambda kv: -kv[1][0])
-            (iri, (top, phrase)), second = ranked[0], (ranked[1][1][0] if len(ranked) > 1 else 0.0)
+            iri, (top, phrase) = ranked[0]
+            fact = {iri} | {other for other, _ in ranked if inverse.get(other) == iri or inverse.get(iri) == other}
+            second = max((sim for other, (sim, _p) in ranked if other not in fact), default=0.0)
             if top >= SIMILAR and top - second >= SIMILAR_MARGIN:
                 weight = round(min(top, WEIGHTS["synonym"]), 2)
-                out.setdefault(iri, {})[stem(anchor[word])] = ["similarity", weight,
-                                                               f"{word} (similarity {top:.2f} to {phrase})"]
+                for other in fact:
+                    out.setdefault(other, {})[stem(anchor[word])] = ["similarity", weight,
+                                                                     f"{word} (similarity {top:.2f} to {phrase})"]
         return out
