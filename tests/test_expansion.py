@@ -342,6 +342,24 @@ def test_lkqe_offline_searches_with_bm25(passages_kb):
     assert [passages_kb.document(h.iri).identifier for h in hits][:2] in (["p1", "p4"], ["p4", "p1"])
 
 
+def test_a_neighbour_cited_for_several_terms_is_one_passage_naming_it_once_then_its_document(bio_kb):
+    """A reading of a list of phenotypes cites the disease once per term it matches; the passage says so in one
+    sentence (its name once, the phenotypes listed) and keeps room for the disease's document, while the
+    neighbour keeps every fact as cited."""
+    exp = expand(bio_kb, OFFLINE, "A patient presents with seizure and high forehead. Which disease explains this?",
+                 "kar-offline")
+
+    first = exp.neighbours[0]
+    assert first["name"] == "Generalized epilepsy with forehead anomaly" and len(first["facts"]) == 2
+    assert all(fact.startswith(first["name"] + " has phenotype ") for fact in first["facts"])
+    assert first["fact"] == ("Generalized epilepsy with forehead anomaly has phenotype Bilateral tonic-clonic "
+                             "seizure, High forehead.")
+    passage = exp.expansions[0]
+    assert passage.startswith(first["fact"]) and passage.count(first["name"]) == 1
+    sentence = passage[len(first["fact"]):].strip()  # of its document, the sentence nearest the request
+    assert sentence and sentence in bio_kb.document(first["iri"]).text
+
+
 # ----------------------------------------------------------------------------- CLI
 
 

