@@ -9,6 +9,7 @@ from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError, SchemaError
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.text_index import plain_query
 from kqe_rdf.methods.retrieval import BM25, Batch, Cutoff, Dense, Hit, Pipeline, Query, RRFusion, Stage, ranking
 from kqe_rdf.methods.registry import pipeline
 
@@ -161,3 +162,46 @@ def test_bm25_scores_among_some_nodes_are_those_of_the_full_search(kb, iri):
     assert among and among == {i: s for i, s in full if i in some}
     assert index.scores_among(text, [], 4) == ({}, best)
     assert index.scores_among("", some, 4) == ({}, 0.0)
+
+
+FLAT_TEXTS = ["camera lens for Nikon", "Cameras camera cameras lens", "travel_tripod ball head", "nikon nikon Nikon",
+              "mirrorless " + "x" * 45 + " camera", "32.5 MP 4K f/1.8", "Ünïcode straße lens", "the of and", "_ a __"]
+
+
+def _parsed(index, text):
+    """What Tantivy's own parser makes of the words: the nested query the flat one stands for."""
+    query, _errors = index.index.parse_query_lenient(plain_query(text), ["name", "body"])
+    return query
+
+
+@pytest.mark.parametrize("text", FLAT_TEXTS)
+def test_bm25_query_is_flat_and_scores_like_the_parsers_query(kb, text):
+    index = kb.text_index
+    flat = index.parse(text)
+    assert "BooleanQuery" not in repr(flat).removeprefix("Query(BooleanQuery")  # no boolean inside: WAND applies
+    mine = index.searcher.search(flat, limit=20, count=False).hits
+    theirs = index.searcher.search(_parsed(index, text), limit=20, count=False).hits
+    assert {index._iri(a): s for s, a in mine} == pytest.approx({index._iri(a): s for s, a in theirs}, rel=1e-6)
+
+
+def test_words_without_a_token_find_nothing(kb):
+    """Where the parser, given two or more words it cannot index ("only excluding terms given"), matches every
+    node with score 0 (in index order), the flat query finds none, as it does for one such word."""
+    assert kb.text_index.search("_ __", 5) == kb.text_index.search("_", 5) == []
+    assert kb.text_index.search("x" * 41 + " " + "y" * 41, 5) == []
+
+
+def test_a_word_of_several_tokens_is_the_parsers_phrase(kb):
+    assert "PhraseQuery" in repr(kb.text_index.parse("travel_tripod"))
+    index = kb.text_index
+    hits = index.search("travel_tripod", 5)
+    assert hits[0][0].endswith("/B007")
+    assert len(hits) < len(index.search("travel tripod", 5))  # the phrase, not either word
+
+
+def test_operator_words_keep_the_parsers_meaning(kb):
+    index = kb.text_index
+    both = index.search("Nikon AND mirrorless", 20)
+    parsed = index.searcher.search(_parsed(index, "Nikon AND mirrorless"), limit=20, count=False).hits
+    assert both == [(index._iri(a), s) for s, a in parsed]
+    assert len(both) < len(index.search("Nikon and mirrorless", 20))  # AND requires both; "and" is a word

@@ -387,6 +387,47 @@ def test_a_repeated_query_is_answered_from_the_cache_until_the_kb_is_rebuilt(tmp
         assert nodes() == before + 1  # not the cached answer, nor the replaced store's
 
 
+def test_a_worker_builds_each_pipeline_once_for_its_requests_and_an_update_forgets_them(tmp_path, products_file):
+    from kqe_rdf.service.jobs import run_job
+    from kqe_rdf.service.workers import _Context
+
+    path = tmp_path / "kb"
+    build_kb(JsonlImporter([products_file]), path)
+    context = _Context(path, KnowledgeBase.open(path).settings, Settings(), writable=True)  # as a worker opens it
+
+    def job(kind, **payload):
+        return run_job(context, kind, payload, time.monotonic() + 60)
+
+    first = json.loads(job("search", q=["Nikon camera for birds"], method=["4step-offline"], k=["3"]))
+    [stage] = context.pipelines.values()
+    second = json.loads(job("search", q=["a travel tripod"], method=["4step-offline"], k=["3"]))
+    assert first["results"] and second["results"][0]["id"] == "B007"
+    assert list(context.pipelines.values()) == [stage] and next(iter(context.pipelines.values())) is stage
+    search = 'SELECT ?n { SERVICE <urn:kqe:search> { ?n kqe:query "travel tripod" ; kqe:method "4step-offline" ; kqe:k 3 } }'
+    job("sparql", query=search, defaults=[], named=[], accept="text/csv")
+    assert next(iter(context.pipelines.values())) is stage and len(context.pipelines) == 1  # SPARQL's search too
+    job("update", update='INSERT DATA { <urn:kqe:x> rdfs:label "x" }')
+    assert not context.pipelines  # the store changed: built again from it
+    job("search", q=["a travel tripod"], method=["4step-offline"], k=["3"])
+    assert next(iter(context.pipelines.values())) is not stage
+
+
+def test_search_after_a_rebuild_runs_on_the_new_kb(tmp_path, jsonl, products_text):
+    path = tmp_path / "kb"
+    build_kb(JsonlImporter([jsonl(products_text)]), path)
+    app = create_app(KnowledgeBase.open(path), Settings(server_query_slots=1))
+    with serving(app) as url:
+        def ids(method: str) -> list[str]:
+            response = httpx.get(url + "/search", params={"q": "lens hood", "method": method, "k": 3}, timeout=60)
+            assert response.status_code == 200, response.text
+            return [r["id"] for r in response.json()["results"]]
+
+        assert "B010" not in ids("bm25") + ids("4step-offline")  # pipelines built on the first KB
+        extra = '{"kind": "node", "id": "B010", "type": "Product", "name": "Lens hood"}\n'
+        build_kb(JsonlImporter([jsonl(products_text + extra, "more.jsonl")]), path)
+        assert ids("bm25")[0] == "B010" and ids("4step-offline")[0] == "B010"
+
+
 def test_an_answer_that_finishes_after_a_rebuild_is_not_cached_for_the_new_kb(tmp_path):
     """The issue's race, step by step on the cache the server keeps: a COUNT begins on the old KB, the KB is
     rebuilt (its store folder swapped), another request makes the cache notice, then the COUNT's old answer

@@ -56,10 +56,11 @@ def _types(kb, params: dict) -> list[str]:
     return types
 
 
-def search_job(kb, settings, params: dict) -> dict:
-    from ..methods.registry import METHODS, pipeline
+def search_job(context, params: dict) -> dict:
+    from ..methods.registry import METHODS
     from ..methods.retrieval import result_rows
 
+    kb, settings = context.kb, context.settings
     text = _text(params)
     method = one(params, "method", "bm25")
     if method not in METHODS:
@@ -68,25 +69,25 @@ def search_job(kb, settings, params: dict) -> dict:
     if not 1 <= k <= 1000:
         raise HTTPError(400, "parameter 'k' must be between 1 and 1000")
     types = _types(kb, params)
-    stage = pipeline(method, kb, settings, k, types or None)
+    stage = context.pipeline(method, k, types)
     batch = stage.run(text, names=False)  # (result_rows reads the names)
     return {"query": text, "method": method, "k": k, "types": types,
             "results": result_rows(kb, batch.ranked("q")),
             "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
 
 
-def triplets_job(kb, settings, params: dict) -> dict:
-    from ..methods.registry import pipeline
-
+def triplets_job(context, params: dict) -> dict:
+    settings = context.settings
     text = _text(params)
     mode = "strict" if one(params, "strict", False, bool) else "soft"
-    stage = pipeline("4step", kb, dataclasses.replace(settings, fourstep_mode=mode), settings.k)
+    stage = context.pipeline("4step", settings.k, settings=dataclasses.replace(settings, fourstep_mode=mode))
     return {"query": text, **stage.reading(text)}
 
 
-def expand_job(kb, settings, params: dict) -> dict:
+def expand_job(context, params: dict) -> dict:
     from ..methods.expansion import expand as expansion
 
+    kb, settings = context.kb, context.settings
     text, types = _text(params), _types(kb, params)
     method = one(params, "method", "kar")
     try:
@@ -97,9 +98,10 @@ def expand_job(kb, settings, params: dict) -> dict:
         raise HTTPError(400, f"parameter 'method' ({method!r}): {exc}") from None
 
 
-def answer_job(kb, settings, params: dict) -> dict:
+def answer_job(context, params: dict) -> dict:
     from ..methods.answering import answer as answering, check_sources
 
+    kb, settings = context.kb, context.settings
     sources = [str(v) for v in params.get("source", []) + params.get("sources", [])]
     try:
         checked = check_sources(sources) if sources else None
@@ -156,6 +158,7 @@ def update_job(context, payload: dict) -> None:
         try:
             kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions,
                             base_iri=payload.get("base"))
+            context.updated()
         except SyntaxError as exc:
             raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
         except (OSError, ValueError, RuntimeError) as exc:
@@ -169,6 +172,6 @@ def run_job(context, kind: str, payload: dict, deadline: float):
     if kind == "update":
         return update_job(context, payload)
     started = time.perf_counter()
-    out = REST_JOBS[kind](context.kb, context.settings, payload)
+    out = REST_JOBS[kind](context, payload)
     out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()

@@ -232,12 +232,15 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
     return out
 
 
-def run_search(kb, settings, call: SearchCall):
-    """The hits of one search call, through the same pipelines as ``kqe-rdf search``."""
+def run_search(kb, settings, call: SearchCall, build: Callable | None = None):
+    """The hits of one search call, through the same pipelines as ``kqe-rdf search``; ``build(method, k, types)``
+    gives the pipeline (a server worker's keeps them built), else it is built for the call."""
     from ..methods.registry import pipeline
 
     try:
-        return pipeline(call.method, kb, settings, call.k, call.types or None).search(call.text)
+        stage = (build(call.method, call.k, call.types or None) if build
+                 else pipeline(call.method, kb, settings, call.k, call.types or None))
+        return stage.search(call.text)
     except KqeError as exc:
         raise SparqlError(f"SERVICE <urn:kqe:search>: {exc}") from None
 

@@ -37,6 +37,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -48,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +64,8 @@ _FRAME = struct.Struct("!Q")
 JOB_THREAD_STACK = 64 * 1024 * 1024
 #: Prepared query texts a worker remembers.
 PREPARED_CACHE = 512
+#: Retrieval pipelines (method, k, types, settings) a worker keeps built.
+PIPELINES = 32
 ERROR = "internal server error (the server log has the details)"
 
 
@@ -129,7 +133,8 @@ def _store_identity(store: str) -> tuple[int, int] | None:
 
 
 class _Context:
-    """What one worker keeps open: the KB (its store, indexes, documents), the search functions."""
+    """What one worker keeps open: the KB (its store, indexes, documents), the search functions, the retrieval
+    pipelines its requests asked for."""
 
     def __init__(self, kb_path: Path, kb_settings, settings, writable: bool) -> None:
         from ..kb.knowledge_base import KnowledgeBase
@@ -150,17 +155,42 @@ class _Context:
         self.settings = dataclasses.replace(settings, lkqe_store=False)  # LKQE's graphs would go into the KB
         self.functions = SearchFunctions(self.kb)
         self._prepared: collections.OrderedDict[str, object] = collections.OrderedDict()
+        self.pipelines: collections.OrderedDict[tuple, object] = collections.OrderedDict()
+
+    def pipeline(self, method: str, k: int, types: Sequence[str] | None = None, settings=None):
+        """The retrieval stage of ``method`` on this worker's KB (:func:`~kqe_rdf.methods.registry.pipeline`),
+        built by the first request that asks for it and kept for the next: building a 4step pipeline reads
+        the ontology's words and phrases and sets up its reader, linker and fallback, work that does not depend
+        on the request. A rebuilt KB never meets them (the worker quits, and a fresh one builds its own); an
+        update forgets them (:meth:`updated`)."""
+        from ..methods.registry import pipeline
+
+        settings = settings or self.settings
+        key = (method, k, tuple(types or ()), settings)
+        stage = self.pipelines.get(key)
+        if stage is None:
+            stage = self.pipelines[key] = pipeline(method, self.kb, settings, k, list(types) if types else None)
+            if len(self.pipelines) > PIPELINES:
+                self.pipelines.popitem(last=False)
+        else:
+            self.pipelines.move_to_end(key)
+        return stage
+
+    def updated(self) -> None:
+        """The store changed (a SPARQL Update): what the pipelines read of it when built may be stale."""
+        self.pipelines.clear()
 
     def prepare(self, query: str):
         """:func:`~kqe_rdf.service.sparql_search.prepare` a query, remembered by its text when it runs no search (then
         checking it again would give the same answer: half of a simple query's cost here)."""
-        from .sparql_search import prepare
+        from .sparql_search import prepare, run_search
 
         prepared = self._prepared.get(query)
         if prepared is not None:
             self._prepared.move_to_end(query)
             return prepared
-        prepared = prepare(self.kb, query, self.settings)
+        search = functools.partial(run_search, self.kb, self.settings, build=self.pipeline)
+        prepared = prepare(self.kb, query, self.settings, search=search)
         if not prepared.searches:
             self._prepared[query] = prepared
             if len(self._prepared) > PREPARED_CACHE:
