@@ -665,12 +665,15 @@ def _print_links(links: list[dict]) -> None:
 @click.option("--hops", type=int, default=None, help="KAR: hops of relation propagation, 1 or 2 [default: 1].")
 @click.option("--neighbours", type=int, default=None, help="KAR: neighbours kept by filtering [default: 10].")
 @click.option("--expansions", type=int, default=None, help="KAR: expansions the LLM writes [default: 3].")
+@click.option("--passages", type=int, default=None, help="KAR offline: passages appended, one per best neighbour "
+              "[default: 1].")
 @click.option("--grounded/--no-grounded", default=None,
               help="KAR offline: facts from the structural reader's grounded reading [default: kar_grounded, on].")
 @click.option("--show-context", is_flag=True, help="Also print the knowledge the expansion came from.")
 @click.option("--plain", is_flag=True, help="Print only the expanded query, on one line (the default in a pipe).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (the whole expansion).")
-def expand(text, kb_path, method, types, hops, neighbours, expansions, grounded, show_context, plain, as_json):
+def expand(text, kb_path, method, types, hops, neighbours, expansions, passages, grounded, show_context, plain,
+           as_json):
     """Expand TEXT with METHOD (TEXT '-' reads it from standard input) and print the query and its expansions,
     one a line (with --plain or in a pipe: the expanded query alone; with --show-context also its knowledge)."""
     from .methods.expansion import expand as run_expansion
@@ -678,7 +681,7 @@ def expand(text, kb_path, method, types, hops, neighbours, expansions, grounded,
     if text == "-":
         text = sys.stdin.read()
     kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions,
-                            kar_grounded=grounded)
+                            kar_passages=passages, kar_grounded=grounded)
     exp = run_expansion(kb, settings, text, method, list(types) or None)
     if as_json:
         click.echo(json.dumps(exp.as_dict(), indent=2))

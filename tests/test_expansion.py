@@ -64,8 +64,11 @@ def test_kar_offline_reads_the_entity_follows_its_relations_and_puts_the_facts_i
         "directed by", f"{M}directed_by", "out", 1)
     assert dieterle["from"] == node(movie_kb, "Kismet")
     assert exp.expanded.startswith("who directed Kismet ")
-    assert any("Kismet directed by William Dieterle." in e for e in exp.expansions)
-    assert len(exp.expansions) == NEIGHBOURS.kar_expansions
+    assert len(exp.expansions) == NEIGHBOURS.kar_passages == 1  # offline: the best neighbour's passage
+    three = expand(movie_kb, Settings(kar_grounded=False, kar_passages=3), "who directed Kismet", "kar-offline")
+    assert len(three.expansions) == 3 and three.neighbours == exp.neighbours
+    assert any("Kismet directed by William Dieterle." in e for e in three.expansions)
+    assert three.expansions[0] == exp.expansions[0]
 
 
 def test_kar_offline_takes_its_entities_and_facts_from_the_grounded_reading(movie_kb):
@@ -158,7 +161,8 @@ def test_name_filtering_a_hub_scores_only_the_names_that_share_the_requests_word
 def test_filtering_scores_neighbours_by_their_documents_not_their_names(kb, iri):
     """The D500's *name* says nothing of birds; its document does, and document filtering ranks it first."""
     query = "a Nikon camera for photographing birds in flight"
-    only_entities = Settings(kar_query_nodes=0, kar_grounded=False)  # Nikon's neighbours, not the query's top node's
+    # Nikon's neighbours, not the query's top node's; the paper's filter (the encoder alone)
+    only_entities = Settings(kar_query_nodes=0, kar_grounded=False, kar_filter="dense")
     by_document = expand(kb, only_entities, query, "kar-offline")
     by_name = expand(kb, only_entities, query, "kar-namefilter-offline")
 
@@ -174,6 +178,26 @@ def test_filtering_scores_neighbours_by_their_documents_not_their_names(kb, iri)
     assert by_name.neighbours[0]["iri"] == iri("B005")  # "Telephoto Zoom Lens" is the name nearest the query
 
 
+def test_hybrid_filtering_fuses_the_documents_cosine_and_bm25_ranks(kb, iri):
+    """kar_filter = "hybrid": a node's score is 1/(60 + its cosine rank) + 1/(60 + its BM25 rank) among the
+    nodes scored, so a document BM25 finds but the encoder ranks low can still be kept."""
+    query = "a Nikon camera for photographing birds in flight"
+    kar = expander("kar-offline", kb, Settings(kar_filter="hybrid"))
+    some = [iri(i) for i in ("B001", "B002", "B005", "B006", "B007")]
+    cosine = {i: float(kb.dense.vector(i) @ kb.embed_query(query)) for i in some}
+    bm25 = kb.text_index.scores_of(query, some)
+    assert bm25 and set(bm25) <= set(some)
+    expected = {i: 0.0 for i in some}
+    for scores in (cosine, bm25):
+        for rank, i in enumerate(sorted(scores, key=lambda i: (-scores[i], i)), 1):
+            expected[i] += 1 / (60 + rank)
+    assert kar.filter.scores(query, some) == pytest.approx(expected)
+    assert expander("kar-offline", kb, Settings(kar_filter="dense")).filter.scores(query, some) == pytest.approx(
+        cosine, abs=1e-4)
+    with pytest.raises(KqeError, match="kar_filter"):
+        Settings(kar_filter="names")
+
+
 def test_nodes_without_a_stored_embedding_are_encoded_from_their_documents_within_the_cap(movie_kb, tmp_path):
     """A KB embedded only in part: the other neighbours' documents are encoded on the fly, at most kar_encode."""
     from kqe_rdf.kb.build import embed_kb
@@ -185,8 +209,8 @@ def test_nodes_without_a_stored_embedding_are_encoded_from_their_documents_withi
     shutil.rmtree(kb_dir / "embeddings")
     embed_kb(kb_dir, types=["Person"])
     partial = KnowledgeBase.open(kb_dir)
-    exp = expand(partial, Settings(kar_encode=2, kar_query_nodes=0, kar_grounded=False), "who directed Kismet",
-                 "kar-offline")
+    exp = expand(partial, Settings(kar_encode=2, kar_query_nodes=0, kar_grounded=False, kar_filter="dense"),
+                 "who directed Kismet", "kar-offline")
     # Kismet's neighbours: four people (stored) and four others (year, language, genre, tag), of which
     # only two may be encoded.
     people = {"William Dieterle", "Edward Knoblock", "Ronald Colman", "Marlene Dietrich"}
@@ -257,12 +281,12 @@ def test_kar_offline_search_finds_the_answer_the_graph_points_to_and_explains_it
     assert len(batch.ranked("q")) == 5
     assert "William Dieterle" in names(movie_kb, batch.ranked("q")[:3])
     assert batch.explain["q"]["expansion"]["method"] == "kar-offline"
-    assert repr(stage).startswith("Expand(kar-offline, offline) >> Dense")
+    assert repr(stage).startswith("Expand(kar-offline, offline) >> (BM25(k=100) + Dense(k=100))")  # kar_final: hybrid
 
 
 def test_prf_docs_appends_the_top_documents_of_the_final_retriever(movie_kb):
     exp = expand(movie_kb, Settings(expansion_docs=2), "Blade Runner", "prf-docs")
-    top = [h.iri for h in pipeline("dense", movie_kb, OFFLINE, 2).search("Blade Runner")]
+    top = [h.iri for h in pipeline(OFFLINE.kar_final, movie_kb, OFFLINE, 2).search("Blade Runner")]
     assert exp.method == "prf-docs" and exp.passages == top
     assert exp.expansions[0].startswith(movie_kb.document(top[0]).name + ": ")
 
@@ -406,7 +430,7 @@ def test_cli_expand_errors_are_one_line(movie_kb):
 
 def test_the_expansion_vectors_are_unit_length(movie_kb):
     """Scores are cosines: on-the-fly encodings are normalised like the stored ones."""
-    scorer = expander("kar-offline", movie_kb, OFFLINE).filter
+    scorer = expander("kar-offline", movie_kb, OFFLINE).documents
     scorer._encode([node(movie_kb, "Kismet")])
     [vector] = scorer._vectors.values()
     assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)

@@ -164,6 +164,15 @@ def test_bm25_scores_among_some_nodes_are_those_of_the_full_search(kb, iri):
     assert index.scores_among("", some, 4) == ({}, 0.0)
 
 
+def test_bm25_scores_of_some_nodes_are_what_the_full_search_gives_them(kb, iri):
+    index = kb.text_index
+    text = "camera lens for Nikon"
+    full = dict(index.search(text, len(index)))
+    some = [iri(i) for i in ("B001", "B005", "B007")]
+    assert index.scores_of(text, some) == {i: full[i] for i in some if i in full}
+    assert index.scores_of(text, []) == {} and index.scores_of("", some) == {}
+
+
 FLAT_TEXTS = ["camera lens for Nikon", "Cameras camera cameras lens", "travel_tripod ball head", "nikon nikon Nikon",
               "mirrorless " + "x" * 45 + " camera", "32.5 MP 4K f/1.8", "Ünïcode straße lens", "the of and", "_ a __"]
 

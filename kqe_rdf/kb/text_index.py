@@ -156,6 +156,18 @@ class TextIndex:
         return ({self._iri(a): float(s) for s, a in among if (a.segment_ord, a.doc) in ranked},
                 float(top[0][0]))
 
+    def scores_of(self, text: str, iris: Sequence[str]) -> dict[str, float]:
+        """The BM25 scores of ``iris`` for ``text`` (those matching none of its words are absent): one search
+        restricted to them by a zero-score filter, so the scores are ``search``'s."""
+        query = self.parse(text)
+        if query is None or not iris:
+            return {}
+        q, occur = self._tantivy.Query, self._tantivy.Occur
+        only = q.const_score_query(q.term_set_query(self.index.schema, "iri", list(iris)), 0.0)
+        hits = self.searcher.search(q.boolean_query([(occur.Must, query), (occur.Must, only)]), limit=len(iris),
+                                    count=False).hits
+        return {self._iri(a): float(s) for s, a in hits}
+
     def _iri(self, address) -> str:
         """A hit's node IRI, remembered by address: loading the stored document (its whole text) for every hit
         is most of the cost of a deep search, and the index never changes under an open searcher."""
