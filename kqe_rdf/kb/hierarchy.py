@@ -229,22 +229,20 @@ class HierarchyMatch:
         lineage = self._anc_idx[self._anc_ptr[term]:self._anc_ptr[term + 1]]
         return lineage[np.argsort(-self.ic[lineage], kind="stable")]
 
-    def best(self, term: int, values: np.ndarray | None = None) -> np.ndarray:
-        """Per annotated node: the IC of its most informative common ancestor with ``term`` (0 if none), or
-        that ancestor's entry of ``values`` (a per-term array ordered as IC is)."""
-        values = self.ic if values is None else values
+    def best(self, term: int) -> np.ndarray:
+        """Per annotated node: ``IC ** power`` of its most informative common ancestor with ``term`` (0 if none)."""
         out = np.zeros(len(self.nodes), dtype=np.float64)
         for a in self.ancestors(term)[::-1]:  # least informative first, so the most informative write last
             if self.ic[a] > 0:  # an ancestor every node has (the root) adds nothing and costs a write per node
-                out[self._idx[self._ptr[a]:self._ptr[a + 1]]] = values[a]
+                out[self._idx[self._ptr[a]:self._ptr[a + 1]]] = self._ic_powered[a]
         return out
 
     def term_scores(self, term: int) -> np.ndarray:
-        """``best(term) ** power``, kept (read-only) for the last :attr:`CACHED` terms asked for: requests share
+        """``best(term)``, kept (read-only) for the last :attr:`CACHED` terms asked for: requests share
         their common terms."""
         found = self._powered.pop(term, None)
         if found is None:
-            found = self.best(term, self._ic_powered)
+            found = self.best(term)
             found.setflags(write=False)
             if len(self._powered) >= self.CACHED:
                 self._powered.pop(next(iter(self._powered)))

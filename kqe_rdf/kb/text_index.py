@@ -149,11 +149,7 @@ class TextIndex:
         if not top or not iris:
             return {}, float(top[0][0]) if top else 0.0
         ranked = {(a.segment_ord, a.doc) for _s, a in top}
-        q, occur = self._tantivy.Query, self._tantivy.Occur
-        only = q.const_score_query(q.term_set_query(self.index.schema, "iri", list(iris)), 0.0)
-        among = self.searcher.search(q.boolean_query([(occur.Must, query), (occur.Must, only)]), limit=len(iris),
-                                     count=False).hits
-        return ({self._iri(a): float(s) for s, a in among if (a.segment_ord, a.doc) in ranked},
+        return ({self._iri(a): float(s) for s, a in self._among(query, iris) if (a.segment_ord, a.doc) in ranked},
                 float(top[0][0]))
 
     def scores_of(self, text: str, iris: Sequence[str]) -> dict[str, float]:
@@ -162,11 +158,14 @@ class TextIndex:
         query = self.parse(text)
         if query is None or not iris:
             return {}
+        return {self._iri(a): float(s) for s, a in self._among(query, iris)}
+
+    def _among(self, query, iris: Sequence[str]) -> list:
+        """(score, address) hits of ``query`` among the nodes ``iris`` (a zero-score filter: ``search``'s scores)."""
         q, occur = self._tantivy.Query, self._tantivy.Occur
         only = q.const_score_query(q.term_set_query(self.index.schema, "iri", list(iris)), 0.0)
-        hits = self.searcher.search(q.boolean_query([(occur.Must, query), (occur.Must, only)]), limit=len(iris),
+        return self.searcher.search(q.boolean_query([(occur.Must, query), (occur.Must, only)]), limit=len(iris),
                                     count=False).hits
-        return {self._iri(a): float(s) for s, a in hits}
 
     def _iri(self, address) -> str:
         """A hit's node IRI, remembered by address: loading the stored document (its whole text) for every hit

@@ -79,6 +79,15 @@ def ranking(qid: str, scored: Sequence[tuple[str, float]]) -> list[Hit]:
     return [Hit(qid, iri, float(score), rank) for rank, (iri, score) in enumerate(ordered, start=1)]
 
 
+def reciprocal_rank(rankings: Sequence[Sequence[Hit]], constant: int = 60) -> Counter:
+    """Reciprocal rank fusion (Cormack et al. 2009): Σ 1/(constant + rank) per node over ``rankings``."""
+    fused: Counter = Counter()
+    for hits in rankings:
+        for hit in hits:
+            fused[hit.iri] += 1.0 / (constant + hit.rank)
+    return fused
+
+
 class Stage:
     """Base of every retrieval stage."""
 
@@ -176,12 +185,9 @@ class RRFusion(Stage):
         self.depth = depth
 
     def transform(self, batch: Batch) -> Batch:
-        fused: dict[str, Counter] = {q.qid: Counter() for q in batch.queries}
-        for stage in self.stages:
-            out = stage(Batch(batch.queries, dict(batch.hits)))
-            for q in batch.queries:
-                for hit in out.ranked(q.qid)[: self.depth]:
-                    fused[q.qid][hit.iri] += 1.0 / (self.constant + hit.rank)
+        outs = [stage(Batch(batch.queries, dict(batch.hits))) for stage in self.stages]
+        fused = {q.qid: reciprocal_rank([out.ranked(q.qid)[: self.depth] for out in outs], self.constant)
+                 for q in batch.queries}
         return Batch(batch.queries, {qid: ranking(qid, list(c.items())) for qid, c in fused.items()})
 
     def __repr__(self) -> str:

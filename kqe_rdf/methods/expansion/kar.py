@@ -50,6 +50,7 @@ from ...kb.ontology import negates
 from ...kb.words import terms
 from ..answering.grounded import Grounded, GroundedReading
 from ..fourstep.reading import OfflineTriplets
+from ..retrieval import ranking, reciprocal_rank
 from .base import Expander, Expansion, final_retriever
 from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages
 from .text import clip, salient, share, snippet, within
@@ -162,11 +163,8 @@ class FusedScorer:
 
     def scores(self, query: str, iris: Iterable[str]) -> dict[str, float]:
         iris = list(dict.fromkeys(iris))
-        fused: dict[str, float] = {}
-        for scores in (self.documents.scores(query, iris), self.kb.text_index.scores_of(query, iris)):
-            for rank, iri in enumerate(sorted(scores, key=lambda i: (-scores[i], i)), 1):
-                fused[iri] = fused.get(iri, 0.0) + 1.0 / (self.constant + rank)
-        return fused
+        both = (self.documents.scores(query, iris), self.kb.text_index.scores_of(query, iris))
+        return dict(reciprocal_rank([ranking(query, list(scores.items())) for scores in both], self.constant))
 
 
 class Neighbourhood:
