@@ -195,19 +195,23 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         sims = dict(zip(all_phrases, (float(s) for s in vocabulary.vectors(all_phrases) @ request.vector)))
     spans = list(positions) or request.mention_positions
     prepositions = preposition_cue(spans, request.surface, request.kinds)
-    weights = dict(vocabulary.related_weight)
+    # The strongest weight of each related word of the request, by WordNet or by the encoder.
+    weights = {s: vocabulary.related_weight[s] for _p, s in request.words if s in vocabulary.related_weight}
     for table in request.similar.values():
         for st, (_how, weight, _word) in table.items():
             weights[st] = max(weight, weights.get(st, 0.0))
     # The request's wh-words that WordNet relates to some relation's kind ("where" to a relation of places).
-    asking = frozenset(s for _p, s in request.words
-                       if any(table.get(s, ("",))[0] == "wh" for table in vocabulary.related.values()))
+    asking = frozenset(s for _p, s in request.words if s in vocabulary.wh_stems)
+    label_stems = {}
     out = []
     for path, phrases in zip(paths, phrase_lists):
         # The word naming the answer's class names the answer, not a relation: it need not be read, and where the
         # wh-phrase asks for that class it supports no hop ("which disease" does not support "associated with
         # disease").
-        own = set() if prefix else reader.label_stems(path.end)
+        if prefix:
+            own = set()
+        elif (own := label_stems.get(path.end)) is None:
+            own = label_stems[path.end] = reader.label_stems(path.end)
         asked = own if path.end in request.wanted else set()
         words = [(pos, s) for pos, s in request.words if s not in asked]
         evidence = {s for _, s in words if s in vocabulary.all_stems and s not in own}
@@ -217,7 +221,9 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
         used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
         for hop, (rel, forward) in enumerate(path.steps, 1):
             stems = vocabulary.relation_stems.get(rel, set())
-            related = {**vocabulary.related.get(rel, {}), **request.similar.get(rel, {})}
+            related = vocabulary.related.get(rel, {})
+            if rel in request.similar or (len(path.steps) == 1 and prepositions):
+                related = {**related, **request.similar.get(rel, {})}  # a copy: the request's own words join it
             if len(path.steps) == 1 and prepositions:
                 toward = reader.phrase(rel, not forward).lower().split()  # "?x starred in X"
                 for word in prepositions.values():
@@ -241,8 +247,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
                                [_distance(p, spans) - _distance(p, request.answer_at) for p in reading.hits]))
             else:
                 unsupported += 1
-        adjectives = {s for rel, _f in path.steps for s, (how, _w, _t) in vocabulary.related.get(rel, {}).items()
-                      if how == "pertainym" and s in covered}
+        adjectives = {s for rel, _f in path.steps for s in vocabulary.pertainyms.get(rel, ()) if s in covered}
         excused = modified_phrase(words, adjectives, vocabulary.all_stems) | prepositions.keys()
         uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused, asking, request.kinds)
         inversions = hop_order(places)

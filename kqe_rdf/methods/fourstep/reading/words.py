@@ -119,6 +119,11 @@ class RelationWords:
         for table in self.related.values():
             for s, (_how, weight, _word) in table.items():
                 self.related_weight[s] = max(weight, self.related_weight.get(s, 0.0))
+        #: Related stems that are wh-words of some relation's kind ("where" to a relation of places), and each
+        #: relation's pertainyms ("national" to country): what ranking asks of every path, looked up once.
+        self.wh_stems = {s for table in self.related.values() for s, (how, _w, _t) in table.items() if how == "wh"}
+        self.pertainyms = {iri: {s for s, (how, _w, _t) in table.items() if how == "pertainym"}
+                           for iri, table in self.related.items()}
         self._phrase_vectors: dict[str, np.ndarray] = phrase_vectors if phrase_vectors is not None else {}
         self._words: dict[str, np.ndarray] = {}
 
