@@ -214,3 +214,41 @@ def test_operator_words_keep_the_parsers_meaning(kb):
     parsed = index.searcher.search(_parsed(index, "Nikon AND mirrorless"), limit=20, count=False).hits
     assert both == [(index._iri(a), s) for s, a in parsed]
     assert len(both) < len(index.search("Nikon and mirrorless", 20))  # AND requires both; "and" is a word
+
+
+def _two_indexes(tmp_path):
+    """The same documents indexed once, opened with the node table and as an index built before it (no table)."""
+    import random
+    import shutil
+
+    from kqe_rdf.kb.documents import NodeDocument
+    from kqe_rdf.kb.text_index import NODES, TextIndex, build_text_index
+
+    rng = random.Random(3)
+    words = ["lens", "camera", "tripod", "nikon", "canon", "bag", "strap", "flash"]
+    docs = [NodeDocument(f"http://x/n{i}", f"n{i}", f"Node {i}", ("http://x#Rare",) if i % 9 == 0 else
+                         ("http://x#Common", "http://x#Thing") if i % 2 else ("http://x#Common",),
+                         ("flash " * 4 if i % 9 == 0 else "") + " ".join(rng.choice(words) for _ in range(rng.randint(1, 6))))
+            for i in range(600)]  # the rare nodes lead any search for "flash": a common type's needs a second fetch
+    build_text_index(tmp_path / "new", docs)
+    shutil.copytree(tmp_path / "new", tmp_path / "old")
+    (tmp_path / "old" / NODES).unlink()
+    return TextIndex(tmp_path / "new"), TextIndex(tmp_path / "old")
+
+
+@pytest.mark.parametrize("types", [None, ["http://x#Common"], ["http://x#Rare"], ["http://x#Thing", "http://x#Rare"]])
+@pytest.mark.parametrize("k", [1, 10, 300, 1000])
+def test_bm25_with_the_node_table_finds_what_the_stored_documents_say(tmp_path, types, k):
+    """A type most nodes have is filtered after Tantivy's flat disjunction (fetching more while too few are left);
+    the hits, their order (ties by address) and scores are those of the filter inside the index."""
+    new, old = _two_indexes(tmp_path)
+    assert new.nodes is not None and old.nodes is None
+    for text in ["camera lens", "flash", "nikon nikon flash", "bag", "strap tripod canon lens camera"]:
+        found = new.search(text, k, types)
+        assert [i for i, _s in found] == [i for i, _s in old.search(text, k, types)]
+        assert [s for _i, s in found] == pytest.approx([s for _i, s in old.search(text, k, types)], rel=1e-6)
+        some = [i for i, _s in old.search(text, 50)][::3] + ["http://x/none"]
+        among, best = new.scores_among(text, some, k, types)
+        expected, expected_best = old.scores_among(text, some, k, types)
+        assert among == pytest.approx(expected, rel=1e-6) and best == pytest.approx(expected_best, rel=1e-6)
+        assert new.names[found[0][0]] == old.names[found[0][0]] == f"Node {found[0][0].rsplit('n', 1)[1]}"

@@ -5,14 +5,25 @@ words become one flat disjunction of term queries, the query Tantivy's lenient
 parser means by them but without its nesting (``raw=True`` keeps Tantivy's
 syntax for users who want phrases and boosts). Documents are keyed by node IRI;
 node types are indexed so a type filter runs inside the index, not after it.
+
+Each document also carries its node's number (a fast field), and the index folder
+a table of the nodes by number (IRI, name, types): a hit's IRI is read from that
+column, not from the stored document (decompressing a block of the document store
+per hit was most of a deep search's cost), and a search over a type most nodes
+have runs as Tantivy's fastest query, a flat disjunction, with the others
+dropped after.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 import shutil
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from .documents import NodeDocument
 from ..core.errors import KqeError
@@ -21,6 +32,11 @@ _SYNTAX = re.compile(r"[^\w\s]+", re.UNICODE)
 _FIELDS = ["name", "body"]
 #: Words the parser reads as operators (``a AND b`` requires both): text with one goes to the parser.
 _OPERATORS = frozenset({"AND", "OR", "NOT"})
+#: The table of the nodes by number, in the index folder (Tantivy leaves files it did not write alone).
+NODES = "nodes.npz"
+#: A type filter runs after a flat disjunction when at least this share of the nodes has the type (the
+#: disjunction then fetches a few more hits than asked for); a rarer type is filtered inside the index.
+AFTER_FILTER_SHARE = 0.5
 
 
 def plain_query(text: str) -> str:
@@ -37,7 +53,16 @@ def _schema():
     builder.add_text_field("types", stored=True, tokenizer_name="raw")
     builder.add_text_field("name", stored=True, tokenizer_name="en_stem")
     builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
+    builder.add_integer_field("n", fast=True)  # the node's number in the folder's node table
     return builder.build()
+
+
+def _packed(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as one UTF-8 byte array and offsets (a fixed-width array would pad every one to the longest)."""
+    encoded = [t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
 def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: int = 800_000_000) -> int:
@@ -49,15 +74,60 @@ def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: 
     path.mkdir(parents=True)
     index = tantivy.Index(_schema(), path=str(path))
     writer = index.writer(heap_size=heap_bytes, num_threads=2)
-    count = 0
+    iris, names, type_set, sets = [], [], [], {}
     for doc in documents:
-        writer.add_document(
-            tantivy.Document(iri=doc.iri, identifier=doc.identifier, types=list(doc.types), name=doc.name, body=doc.text)
-        )
-        count += 1
+        writer.add_document(tantivy.Document(iri=doc.iri, identifier=doc.identifier, types=list(doc.types),
+                                             name=doc.name, body=doc.text, n=len(iris)))
+        iris.append(doc.iri)
+        names.append(doc.name)
+        type_set.append(sets.setdefault(tuple(sorted(set(doc.types))), len(sets)))
     writer.commit()
     writer.wait_merging_threads()
-    return count
+    types = sorted({t for members in sets for t in members})
+    number = {t: i for i, t in enumerate(types)}
+    set_members = [[number[t] for t in members] for members in sets]  # in the order of their ids
+    iri_bytes, iri_offsets = _packed(iris)
+    name_bytes, name_offsets = _packed(names)
+    type_bytes, type_offsets = _packed(types)
+    set_offsets = np.zeros(len(set_members) + 1, dtype=np.int64)
+    np.cumsum([len(m) for m in set_members], out=set_offsets[1:])
+    with open(path / NODES, "wb") as out:
+        np.savez(out, iri_bytes=iri_bytes, iri_offsets=iri_offsets, name_bytes=name_bytes, name_offsets=name_offsets,
+                 type_bytes=type_bytes, type_offsets=type_offsets, type_set=np.array(type_set, dtype=np.int32),
+                 set_offsets=set_offsets, set_members=np.array([t for m in set_members for t in m], dtype=np.int32))
+    return len(iris)
+
+
+class NodeTable:
+    """The nodes of a text index by number: IRI, name, and which type set each has."""
+
+    def __init__(self, path: Path) -> None:
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+        self._iri_bytes, self._iri_offsets = arrays["iri_bytes"].tobytes(), arrays["iri_offsets"]
+        self._name_bytes, self._name_offsets = arrays["name_bytes"].tobytes(), arrays["name_offsets"]
+        types_at, ptr = arrays["type_bytes"].tobytes(), arrays["type_offsets"].tolist()
+        types = [types_at[ptr[i]:ptr[i + 1]].decode("utf-8") for i in range(len(ptr) - 1)]
+        members, ptr = arrays["set_members"].tolist(), arrays["set_offsets"].tolist()
+        #: Each type set, by id.
+        self.sets = [frozenset(types[t] for t in members[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1)]
+        self.type_set = arrays["type_set"]
+
+    def __len__(self) -> int:
+        return len(self.type_set)
+
+    def iri(self, n: int) -> str:
+        return self._iri_bytes[self._iri_offsets[n]:self._iri_offsets[n + 1]].decode("utf-8")
+
+    def name(self, n: int) -> str:
+        return self._name_bytes[self._name_offsets[n]:self._name_offsets[n + 1]].decode("utf-8")
+
+    @functools.lru_cache(maxsize=64)
+    def of_types(self, types: frozenset[str]) -> tuple[np.ndarray, float]:
+        """Which nodes have one of ``types`` (a boolean per number), and their share of all nodes."""
+        wanted = np.array([bool(members & types) for members in self.sets] or [False], dtype=bool)
+        mask = wanted[self.type_set] if len(self.type_set) else np.zeros(0, dtype=bool)
+        return mask, float(mask.mean()) if len(mask) else 0.0
 
 
 class TextIndex:
@@ -77,8 +147,10 @@ class TextIndex:
                           .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
                           .filter(tantivy.Filter.stemmer("english")).build())
         self._iris: dict[tuple[int, int], str] = {}
-        #: The names of the nodes whose stored documents a search has read (for its IRIs): what a result shows.
+        #: The names of the nodes a search has found (read with their IRIs): what a result shows.
         self.names: dict[str, str] = {}
+        #: The node table, for an index built with node numbers (an older one reads IRIs from stored documents).
+        self.nodes = NodeTable(path / NODES) if (path / NODES).is_file() else None
 
     def __len__(self) -> int:
         return self.searcher.num_docs
@@ -130,20 +202,53 @@ class TextIndex:
         query = self.parse(text, raw=raw)
         if query is None or k <= 0:
             return []
-        result = self.searcher.search(self._restricted(query, types), limit=k, count=False)
-        return [(self._iri(address), float(score)) for score, address in result.hits]
+        hits = self._top(query, k, types)
+        return list(zip(self._iris_of([a for _s, a in hits]), (float(s) for s, _a in hits)))
+
+    def _top(self, query, k: int, types: Sequence[str] | None) -> list:
+        """The (score, address) hits of the top ``k`` nodes of ``types`` (any type without them).
+
+        With the node table, a type most nodes have is filtered after a flat disjunction (Tantivy's block-max
+        WAND) that fetches enough more hits for ``k`` of the type, and again with four times as many while it
+        fetched too few (a hit outside the type is dropped; the order is the restricted search's: by score,
+        ties by address). A rarer type is a filter inside the index: a disjunction would fetch too many."""
+        if not types:
+            return self.searcher.search(query, limit=k, count=False).hits
+        if self.nodes is not None:
+            mask, share = self.nodes.of_types(frozenset(types))
+            if share >= AFTER_FILTER_SHARE:
+                # Generously: hits of other types crowd the top of some requests (a brand's name is the brand's
+                # best match), and a second fetch costs a whole search while a deeper first one costs little.
+                limit = max(math.ceil(k / share * 1.05) + 10, 4 * k + 100)
+                while True:
+                    hits = self.searcher.search(query, limit=limit, count=False).hits
+                    numbers = self.searcher.fast_field_values("n", [a for _s, a in hits])
+                    kept = [hit for hit, n in zip(hits, numbers) if mask[n]]
+                    if len(kept) >= k or len(hits) < limit:
+                        return kept[:k]
+                    limit *= 4
+        return self.searcher.search(self._restricted(query, types), limit=k, count=False).hits
 
     def scores_among(self, text: str, iris: Sequence[str], depth: int, types: Sequence[str] | None = None
                      ) -> tuple[dict[str, float], float]:
         """The BM25 scores of those of ``iris`` in the top ``depth`` of ``search(text, depth, types)``, and the
-        top score (0 without hits): what ``search`` would say of them, reading the stored documents of those
-        nodes only, not of all ``depth`` hits (most of a deep search's cost).
+        top score (0 without hits): what ``search`` would say of them, without reading the stored documents
+        of all ``depth`` hits (most of a deep search's cost).
 
-        The top ``depth`` are taken by address from the search itself; the nodes of ``iris`` among them by a
-        second search restricted to ``iris`` (a zero-score filter, so scores are the same)."""
+        With the node table the hits' IRIs come from their numbers; an older index takes the nodes of ``iris``
+        among the top ``depth`` by a second search restricted to ``iris`` (a zero-score filter, so scores are
+        the same)."""
         query = self.parse(text)
         if query is None or depth <= 0:
             return {}, 0.0
+        if self.nodes is not None:
+            top = self._top(query, depth, types)
+            if not top or not iris:
+                return {}, float(top[0][0]) if top else 0.0
+            wanted, table = set(iris), self.nodes
+            numbers = self.searcher.fast_field_values("n", [a for _s, a in top])
+            found = {iri: float(s) for (s, _a), n in zip(top, numbers) if (iri := table.iri(n)) in wanted}
+            return found, float(top[0][0])
         query = self._restricted(query, types)
         top = self.searcher.search(query, limit=depth, count=False).hits
         if not top or not iris:
@@ -158,7 +263,8 @@ class TextIndex:
         query = self.parse(text)
         if query is None or not iris:
             return {}
-        return {self._iri(a): float(s) for s, a in self._among(query, iris)}
+        hits = self._among(query, iris)
+        return dict(zip(self._iris_of([a for _s, a in hits]), (float(s) for s, _a in hits)))
 
     def _among(self, query, iris: Sequence[str]) -> list:
         """(score, address) hits of ``query`` among the nodes ``iris`` (a zero-score filter: ``search``'s scores)."""
@@ -166,6 +272,18 @@ class TextIndex:
         only = q.const_score_query(q.term_set_query(self.index.schema, "iri", list(iris)), 0.0)
         return self.searcher.search(q.boolean_query([(occur.Must, query), (occur.Must, only)]), limit=len(iris),
                                     count=False).hits
+
+    def _iris_of(self, addresses: list) -> list[str]:
+        """The node IRIs of hits (their names remembered for the results): from their numbers with the node table."""
+        if self.nodes is None:
+            return [self._iri(a) for a in addresses]
+        table, names, out = self.nodes, self.names, []
+        for n in self.searcher.fast_field_values("n", addresses) if addresses else ():
+            iri = table.iri(n)
+            if iri not in names:
+                names[iri] = table.name(n)
+            out.append(iri)
+        return out
 
     def _iri(self, address) -> str:
         """A hit's node IRI, remembered by address: loading the stored document (its whole text) for every hit
@@ -185,7 +303,7 @@ class TextIndex:
             return []
         query, _errors = self.index.parse_query_lenient(source, ["name"])
         hits = self.searcher.search(self._restricted(query, types), limit=k, count=False).hits
-        return [(self._iri(a), float(s)) for s, a in hits]
+        return list(zip(self._iris_of([a for _s, a in hits]), (float(s) for s, _a in hits)))
 
     def document(self, iri: str) -> dict[str, object] | None:
         """The stored fields of one node (name, types, body), or None."""

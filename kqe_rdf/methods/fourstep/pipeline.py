@@ -301,7 +301,7 @@ class FourStep(Stage):
         if self.types and scores:
             allowed = set(self.types)
             index = self.linker.index
-            scores = {i: s for i, s in scores.items() if index.types.get(i, frozenset()) & allowed}
+            scores = {i: s for i, s in scores.items() if not allowed.isdisjoint(index.types.get(i, ()))}
         return scores, excluded
 
     def _one(self, qid: str, text: str) -> tuple[list[Hit], dict]:
