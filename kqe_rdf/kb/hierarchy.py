@@ -256,8 +256,15 @@ class HierarchyMatch:
         known = [self.term_index[t] for t in terms if t in self.term_index]
         if not known:
             return np.zeros(len(self.nodes), dtype=np.float64)
-        total = np.sum([self.term_scores(t) for t in known], axis=0)
-        return (total / len(known)) ** (1.0 / self.power)
+        # Summed one term after another, as np.sum over the stacked rows adds them, without stacking them.
+        total = self.term_scores(known[0]).copy()
+        for t in known[1:]:
+            total += self.term_scores(t)
+        # The root of a power is most of the cost on a large KB: it is taken where the sum is not 0 (most nodes
+        # share no informative ancestor with a request), the others stay 0, as the power would leave them.
+        matched = np.flatnonzero(total)
+        total[matched] = (total[matched] / len(known)) ** (1.0 / self.power)
+        return total
 
     def explain(self, nodes: Sequence[str], terms: Sequence[str]) -> dict[str, list[Match]]:
         """For each node, each requested term's most informative common ancestor, its IC and the node's
@@ -432,8 +439,9 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     if ruled_out and negated_weight and negated != "ignore":
         sign = 1.0 if negated == "context" else -1.0
         structural = structural + sign * negated_weight * matcher.score(ruled_out)
-    order = best_first(structural, top)
-    order = order[structural[order] > 0]
+    # Only nodes that score above 0 are kept: the best of those, without ordering every node of a large KB.
+    above = np.flatnonzero(structural > 0)
+    order = above[best_first(structural[above], top)]
     scores = {matcher.nodes[i]: float(structural[i]) for i in order}
     weight = kb.settings.fourstep_text_weight
     if weight and scores:
@@ -445,8 +453,7 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic, "annotations": m.annotations[:3]}
                      for m in matches] for iri, matches in matcher.explain(shown, positive).items()}
     counted = {"as": negated if negated_weight else "ignore", "terms": len(ruled_out)} if ruled_out else {}
-    return Scored(scores, support, int((structural > 0).sum()), provenance_query(matcher, support, shown[:3]),
-                  counted)
+    return Scored(scores, support, len(above), provenance_query(matcher, support, shown[:3]), counted)
 
 
 def best_first(values: np.ndarray, top: int) -> np.ndarray:

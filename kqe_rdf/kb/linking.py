@@ -93,10 +93,19 @@ class NameIndex:
         #: First and last words of names, so a span that cannot name a node is passed over without a lookup.
         self.first_words = {k.partition(" ")[0] for k in (*self.by_name, *self.inverted)}
         self.last_words = {k.rpartition(" ")[2] for k in (*self.by_name, *self.inverted)}
+        #: How many words the names that start with each word have: a span of a request is looked up only when
+        #: some name starts with its first word and has as many words (most spans of a long request have none).
+        self.lengths: dict[str, set[int]] = {}
+        for k in (*self.by_name, *self.inverted):
+            self.lengths.setdefault(k.partition(" ")[0], set()).add(k.count(" ") + 1)
 
     def could_start(self, word: str) -> bool:
         """Whether a folded word may start a name (as a plural too, when it is the name's only word)."""
         return word in self.first_words or singular(word) in self.first_words
+
+    def could_name(self, first: str, words: int) -> bool:
+        """Whether a folded span of ``words`` words starting with ``first`` may be a name (as a plural too)."""
+        return words in self.lengths.get(first, ()) or words in self.lengths.get(singular(first), ())
 
     def could_end(self, word: str) -> bool:
         """Whether a folded word may end a name ("seizures" ends "Focal seizure")."""
@@ -245,12 +254,18 @@ class Linker:
         # Which words may start or end a name: most spans of a long request are passed over without a lookup.
         starts = [index.could_start(k.partition(" ")[0]) for k in keys]
         ends = [index.could_end(k.rpartition(" ")[2]) for k in keys]
+        # Words before each token in the folded text (a token may fold to none, "'s" to one, "don't" to two).
+        before = [0]
+        for k in keys:
+            before.append(before[-1] + (k.count(" ") + 1 if k else 0))
 
         def spans(exact: bool = True, shortest: int = 1) -> list[tuple[int, int]]:
             """(first word, words) of the spans to try, longest first, then in the order of the request."""
             size = len(tokens)
             return sorted(((i, n) for i in range(size) if starts[i] or not exact
-                           for n in range(shortest, min(longest, size - i) + 1) if ends[i + n - 1] or not exact),
+                           for n in range(shortest, min(longest, size - i) + 1)
+                           if not exact or (ends[i + n - 1] and index.could_name(keys[i].partition(" ")[0],
+                                                                                   before[i + n] - before[i]))),
                           key=lambda span: (-span[1], span[0]))
 
         def free(i: int, n: int) -> str:
