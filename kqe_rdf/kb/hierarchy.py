@@ -253,9 +253,13 @@ class HierarchyMatch:
         self._powered.clear()
 
     def score(self, terms: Sequence[str]) -> np.ndarray:
+        return self.scored(terms)[0]
+
+    def scored(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`score`, and the nodes that score above 0 (in order)."""
         known = [self.term_index[t] for t in terms if t in self.term_index]
         if not known:
-            return np.zeros(len(self.nodes), dtype=np.float64)
+            return np.zeros(len(self.nodes), dtype=np.float64), np.zeros(0, dtype=np.int64)
         # Summed one term after another, as np.sum over the stacked rows adds them, without stacking them.
         total = self.term_scores(known[0]).copy()
         for t in known[1:]:
@@ -264,7 +268,7 @@ class HierarchyMatch:
         # share no informative ancestor with a request), the others stay 0, as the power would leave them.
         matched = np.flatnonzero(total)
         total[matched] = (total[matched] / len(known)) ** (1.0 / self.power)
-        return total
+        return total, matched
 
     def explain(self, nodes: Sequence[str], terms: Sequence[str]) -> dict[str, list[Match]]:
         """For each node, each requested term's most informative common ancestor, its IC and the node's
@@ -276,32 +280,39 @@ class HierarchyMatch:
         table = np.full((len(terms), max((len(x) for x in lineages), default=0) or 1), pad, dtype=np.int64)
         for row, lineage in enumerate(lineages):
             table[row, : len(lineage)] = lineage
-        out = {}
-        for node in nodes:
-            row = self.node_index.get(node, -1)
-            if row < 0:
-                out[node] = [Match(t, None, 0.0) for t in terms]
-                continue
-            direct = self._direct_idx[self._direct_ptr[row]:self._direct_ptr[row + 1]]
-            # (ancestor, annotation) cells of the node's closure, by ancestor.
-            above, sizes = gather(self._anc_ptr, self._anc_idx, direct)
-            below = np.repeat(direct, sizes)
-            order = np.argsort(above, kind="stable")
-            above, below = above[order], below[order]
-            reached = np.zeros(pad + 1, dtype=bool)
-            reached[above] = True
-            present = reached[table]
-            ancestor = table[np.arange(len(terms)), present.argmax(axis=1)]
-            lo, hi = np.searchsorted(above, ancestor, "left"), np.searchsorted(above, ancestor, "right")
+        rows = {node: self.node_index.get(node, -1) for node in nodes}
+        shown = [node for node, row in rows.items() if row >= 0]
+        out = {node: [Match(t, None, 0.0) for t in terms] for node, row in rows.items() if row < 0}
+        if not shown:
+            return {node: out[node] for node in nodes}
+        # All the shown nodes at once: the (node, ancestor, annotation) cells of their closures, by node and
+        # ancestor; each requested term's first lineage ancestor a node reaches, and the annotations under it.
+        direct, counts = gather(self._direct_ptr, self._direct_idx, np.array([rows[n] for n in shown]))
+        above, sizes = gather(self._anc_ptr, self._anc_idx, direct)
+        below = np.repeat(direct, sizes)
+        who = np.repeat(np.repeat(np.arange(len(shown)), counts), sizes)
+        cell = who * (pad + 1) + above
+        order = np.argsort(cell, kind="stable")
+        cell, below = cell[order], below[order]
+        reached = np.zeros((len(shown), pad + 1), dtype=bool)
+        reached[who, above] = True
+        present = reached[:, table]  # (node, term, lineage)
+        ancestor = table[np.arange(len(terms))[None, :], present.argmax(axis=2)]
+        wanted = np.arange(len(shown))[:, None] * (pad + 1) + ancestor
+        lo, hi = np.searchsorted(cell, wanted, "left"), np.searchsorted(cell, wanted, "right")
+        names, below = self.terms, below.tolist()  # (Python lists from here: a few hundred lookups)
+        rows_found, ics = present.any(axis=2).tolist(), self.ic[np.minimum(ancestor, pad - 1)].tolist()  # (pad: unused)
+        for n, node in enumerate(shown):
             matches = []
-            for t, found, a, start, end in zip(terms, present.any(axis=1), ancestor, lo, hi):
+            for t, found, a, ic, start, end in zip(terms, rows_found[n], ancestor[n].tolist(), ics[n], lo[n].tolist(),
+                                                   hi[n].tolist()):
                 if not found:
                     matches.append(Match(t, None, 0.0))
                     continue
-                carried = sorted({self.terms[int(d)] for d in below[start:end]})
-                matches.append(Match(t, self.terms[int(a)], round(float(self.ic[a]), 3), carried))
+                carried = sorted({names[d] for d in below[start:end]})
+                matches.append(Match(t, names[a], round(ic, 3), carried))
             out[node] = matches
-        return out
+        return {node: out[node] for node in nodes}
 
 
 class Hierarchies:
@@ -435,12 +446,12 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     if found is None:
         return None
     matcher, positive, ruled_out = found
-    structural = matcher.score(positive)
+    # Only nodes that score above 0 are kept: the best of those, without ordering every node of a large KB.
+    structural, above = matcher.scored(positive)
     if ruled_out and negated_weight and negated != "ignore":
         sign = 1.0 if negated == "context" else -1.0
         structural = structural + sign * negated_weight * matcher.score(ruled_out)
-    # Only nodes that score above 0 are kept: the best of those, without ordering every node of a large KB.
-    above = np.flatnonzero(structural > 0)
+        above = np.flatnonzero(structural > 0)
     order = above[best_first(structural[above], top)]
     scores = {matcher.nodes[i]: float(structural[i]) for i in order}
     weight = kb.settings.fourstep_text_weight

@@ -112,12 +112,21 @@ class NodeTable:
         #: Each type set, by id.
         self.sets = [frozenset(types[t] for t in members[ptr[i]:ptr[i + 1]]) for i in range(len(ptr) - 1)]
         self.type_set = arrays["type_set"]
+        self._decoded: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self.type_set)
 
+    #: How many decoded IRIs are remembered (a deep search reads the same frequent hits request after request).
+    REMEMBERED = 200_000
+
     def iri(self, n: int) -> str:
-        return self._iri_bytes[self._iri_offsets[n]:self._iri_offsets[n + 1]].decode("utf-8")
+        found = self._decoded.get(n)
+        if found is None:
+            if len(self._decoded) >= self.REMEMBERED:
+                self._decoded.clear()
+            found = self._decoded[n] = self._iri_bytes[self._iri_offsets[n]:self._iri_offsets[n + 1]].decode("utf-8")
+        return found
 
     def name(self, n: int) -> str:
         return self._name_bytes[self._name_offsets[n]:self._name_offsets[n + 1]].decode("utf-8")
