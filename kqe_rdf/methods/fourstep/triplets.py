@@ -135,6 +135,8 @@ def _as_variable(text: str) -> str:
 def _closest(name: str, options: dict[str, str]) -> str | None:
     """Map a name to an ontology IRI via local name, label, then close spelling."""
     key = name.strip()
+    if "://" in key and key in options:
+        return key  # an IRI of the ontology (no local name or label is written with "://")
     norm = re.sub(r"[\s_-]+", "", key).lower()
     for iri, label in options.items():
         if local_name(iri) == key or iri == key:

@@ -15,6 +15,8 @@ director)"]``); the ranking (:mod:`.ranking`) reads the weights, the explanation
 
 from __future__ import annotations
 
+import functools
+
 import re
 from collections.abc import Iterable, Sequence
 
@@ -36,6 +38,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 _SUFFIXES = ("ings", "ing", "ers", "ors", "er", "or", "ed", "en", "es", "s")
 
 
+@functools.lru_cache(maxsize=65536)  # (a request's words are stemmed once per path it ranks)
 def stem(word: str) -> str:
     """A light English stemmer, enough to match relation words across forms: "directed", "director",
     "directors" → "direct"; "starred", "starring", "stars" → "star"; "written", "writer" → "writ".
