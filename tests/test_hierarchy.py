@@ -123,6 +123,17 @@ def test_a_specific_request_gives_partial_credit_by_the_most_informative_common_
         (node(shop, "cameras"), round(cameras, 3)), (node(shop, "headphones"), round(headphones, 3))]
 
 
+def test_several_nodes_are_explained_as_each_alone_and_in_the_order_asked(shop):
+    matcher = shop.hierarchies.matcher(SHOP + "inCategory", power=1.0)
+    request = [node(shop, "mirrorless"), node(shop, "headphones"), SHOP + "not-a-category"]
+    nodes = [node(shop, p) for p in ("p5", "p3", "p1", "p4", "p2")] + [SHOP + "not-a-product", node(shop, "p3")]
+    together = matcher.explain(nodes, request)
+    assert list(together) == list(dict.fromkeys(nodes))
+    assert together == {n: matcher.explain([n], request)[n] for n in nodes}
+    assert together[node(shop, "p5")][1].annotations == [node(shop, "headphones")]  # the edge that carries it
+    assert [m.ancestor for m in together[SHOP + "not-a-product"]] == [None, None, None]
+
+
 def test_a_higher_power_favours_the_node_that_explains_the_specific_term(shop):
     request = [node(shop, "mirrorless"), node(shop, "headphones")]
     for power, first in ((1.0, "p1"), (3.0, "p1")):
