@@ -259,6 +259,18 @@ def test_a_terms_scores_are_kept_for_the_next_request_and_cannot_be_changed(shop
     assert np.array_equal(matcher.score([node(shop, "cameras")]), before)
 
 
+def test_the_kept_term_scores_stay_within_their_memory_budget(shop, monkeypatch):
+    """On a large KB each term's scores are one float per annotated node: the cache holds as many as its bytes allow."""
+    matcher = shop.hierarchies.matcher(SHOP + "inCategory")
+    matcher.cache_clear()
+    one = matcher.term_scores(0).nbytes
+    monkeypatch.setattr(type(matcher), "CACHED_BYTES", 2 * one)
+    for term in range(len(matcher.terms)):
+        matcher.term_scores(term)
+    assert len(matcher._powered) == 2 and list(matcher._powered) == [len(matcher.terms) - 2, len(matcher.terms) - 1]
+    matcher.cache_clear()
+
+
 @pytest.mark.parametrize("top", [0, 1, 3, 7, 50, 400, 1000])
 def test_the_best_nodes_come_in_the_order_a_full_stable_sort_gives(top):
     from kqe_rdf.kb.hierarchy import best_first

@@ -204,8 +204,11 @@ class HierarchyMatch:
     terms over nodes that explain many general ones).
     """
 
-    #: How many terms' per-node scores are kept (about 100 KB each on the bio KB).
+    #: How many terms' per-node scores are kept at most (about 100 KB each on the bio KB) ...
     CACHED = 512
+    #: ... and how many bytes they may take: on a KB of 800,000 annotated nodes each is 6.4 MB, and 512 of them
+    #: would hold 3.3 GB in every serving process.
+    CACHED_BYTES = 256 * 2**20
 
     def __init__(self, arrays, relation: str, hierarchy: str, slot: int, power: float = 3.0,
                  terms_are_tails: bool = True) -> None:
@@ -238,13 +241,14 @@ class HierarchyMatch:
         return out
 
     def term_scores(self, term: int) -> np.ndarray:
-        """``best(term)``, kept (read-only) for the last :attr:`CACHED` terms asked for: requests share
-        their common terms."""
+        """``best(term)``, kept (read-only) for the last :attr:`CACHED` terms asked for, or as many as
+        :attr:`CACHED_BYTES` hold: requests share their common terms."""
         found = self._powered.pop(term, None)
         if found is None:
             found = self.best(term)
             found.setflags(write=False)
-            if len(self._powered) >= self.CACHED:
+            kept = max(1, min(self.CACHED, self.CACHED_BYTES // max(found.nbytes, 1)))
+            while len(self._powered) >= kept:
                 self._powered.pop(next(iter(self._powered)))
         self._powered[term] = found
         return found
