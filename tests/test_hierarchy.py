@@ -271,6 +271,38 @@ def test_the_kept_term_scores_stay_within_their_memory_budget(shop, monkeypatch)
     matcher.cache_clear()
 
 
+class _FlooredSums:
+    """Sums whose "root" is their floor: different sums with one root, as a root's rounding can give."""
+
+    def __init__(self, total) -> None:
+        self.total = np.asarray(total, dtype=np.float64)
+
+    def summed(self, terms):
+        return self.total.copy(), 1
+
+    def rooted(self, sums, known):
+        return np.floor(sums)
+
+    def scored(self, terms):
+        scores, nonzero = self.total.copy(), np.flatnonzero(self.total)
+        scores[nonzero] = self.rooted(scores[nonzero], 1)
+        return scores, nonzero
+
+
+@pytest.mark.parametrize("total, top, expected", [
+    ([2.5, 2.1, 3.0, 0.0, 2.9, 1.0], 2, ([2, 0], [3.0, 2.0])),  # by sum 3.0 then 2.9; by score 3 then the first 2
+    ([2.5, 2.1, 3.5, 0.0, 2.9, 1.0], 1, ([2], [3.0])),          # no other sum has the top one's root
+    ([0.0, 0.0, 1.5], 3, ([2], [1.0])),                          # fewer nodes above 0 than asked for
+    ([1.2, 1.7, 1.1], 0, ([], [])),
+])
+def test_the_best_scores_are_chosen_by_their_sums_and_rooted_where_roots_may_tie(total, top, expected):
+    from kqe_rdf.kb.hierarchy import _best_rooted
+
+    order, values, matched = _best_rooted(_FlooredSums(total), ["t"], top)
+    assert (order.tolist(), values.tolist()) == expected
+    assert matched == sum(1 for t in total if t > 0)
+
+
 @pytest.mark.parametrize("top", [0, 1, 3, 7, 50, 400, 1000])
 def test_the_best_nodes_come_in_the_order_a_full_stable_sort_gives(top):
     from kqe_rdf.kb.hierarchy import best_first

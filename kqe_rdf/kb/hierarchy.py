@@ -261,18 +261,28 @@ class HierarchyMatch:
 
     def scored(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`score`, and the nodes that score above 0 (in order)."""
+        total, known = self.summed(terms)
+        # The root of a power is most of the cost on a large KB: it is taken where the sum is not 0 (most nodes
+        # share no informative ancestor with a request), the others stay 0, as the power would leave them.
+        matched = np.flatnonzero(total)
+        total[matched] = self.rooted(total[matched], known)
+        return total, matched
+
+    def summed(self, terms: Sequence[str]) -> tuple[np.ndarray, int]:
+        """Per node, the sum over the known ``terms`` of ``IC ** power`` (what :meth:`score` roots), and how many
+        terms were known."""
         known = [self.term_index[t] for t in terms if t in self.term_index]
         if not known:
-            return np.zeros(len(self.nodes), dtype=np.float64), np.zeros(0, dtype=np.int64)
+            return np.zeros(len(self.nodes), dtype=np.float64), 0
         # Summed one term after another, as np.sum over the stacked rows adds them, without stacking them.
         total = self.term_scores(known[0]).copy()
         for t in known[1:]:
             total += self.term_scores(t)
-        # The root of a power is most of the cost on a large KB: it is taken where the sum is not 0 (most nodes
-        # share no informative ancestor with a request), the others stay 0, as the power would leave them.
-        matched = np.flatnonzero(total)
-        total[matched] = (total[matched] / len(known)) ** (1.0 / self.power)
-        return total, matched
+        return total, len(known)
+
+    def rooted(self, sums: np.ndarray, known: int) -> np.ndarray:
+        """Sums of :meth:`summed` as scores: the power's root of their mean."""
+        return (sums / known) ** (1.0 / self.power)
 
     def explain(self, nodes: Sequence[str], terms: Sequence[str]) -> dict[str, list[Match]]:
         """For each node, each requested term's most informative common ancestor, its IC and the node's
@@ -450,14 +460,17 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     if found is None:
         return None
     matcher, positive, ruled_out = found
-    # Only nodes that score above 0 are kept: the best of those, without ordering every node of a large KB.
-    structural, above = matcher.scored(positive)
     if ruled_out and negated_weight and negated != "ignore":
+        structural, _above = matcher.scored(positive)
         sign = 1.0 if negated == "context" else -1.0
         structural = structural + sign * negated_weight * matcher.score(ruled_out)
+        # Only nodes that score above 0 are kept: the best of those, without ordering every node of a large KB.
         above = np.flatnonzero(structural > 0)
-    order = above[best_first(structural[above], top)]
-    scores = {matcher.nodes[i]: float(structural[i]) for i in order}
+        order, matched = above[best_first(structural[above], top)], len(above)
+        values = structural[order]
+    else:
+        order, values, matched = _best_rooted(matcher, positive, top)
+    scores = dict(zip([matcher.nodes[i] for i in order.tolist()], values.tolist()))
     weight = kb.settings.fourstep_text_weight
     if weight and scores:
         found, best = kb.text_index.scores_among(text, list(scores), top, list(types) if types else None)
@@ -468,7 +481,32 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     support = {iri: [{"term": m.term, "ancestor": m.ancestor, "ic": m.ic, "annotations": m.annotations[:3]}
                      for m in matches] for iri, matches in matcher.explain(shown, positive).items()}
     counted = {"as": negated if negated_weight else "ignore", "terms": len(ruled_out)} if ruled_out else {}
-    return Scored(scores, support, len(above), provenance_query(matcher, support, shown[:3]), counted)
+    return Scored(scores, support, matched, provenance_query(matcher, support, shown[:3]), counted)
+
+
+def _best_rooted(matcher: HierarchyMatch, terms: Sequence[str], top: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """The ``top`` nodes by :meth:`HierarchyMatch.score` of ``terms`` (above 0; by score, then index), their scores,
+    and how many nodes score above 0, taking the root for those nodes only, not for every node of a large KB.
+
+    The root keeps the sums' order, so the best sums are the best scores, but two different sums may have one root:
+    the ``top``-th sum's neighbours (the next sum below it and above it) are rooted too, and when either comes out
+    equal to its root, every node is rooted as :meth:`HierarchyMatch.score` does."""
+    total, known = matcher.summed(terms)
+    matched = int(np.count_nonzero(total))
+    chosen = best_first(total, top)
+    chosen = chosen[total[chosen] > 0]
+    roots = matcher.rooted(total[chosen], known) if known else total[chosen]
+    if 0 < top == len(chosen) < matched:
+        edge = total[chosen[-1]]
+        below = np.max(total, where=total < edge, initial=0.0)
+        above = np.min(total, where=total > edge, initial=np.inf)
+        neighbours = matcher.rooted(np.array([below, edge, above if np.isfinite(above) else edge]), known)
+        if (below > 0 and neighbours[0] == neighbours[1]) or (np.isfinite(above) and neighbours[2] == neighbours[1]):
+            structural, nonzero = matcher.scored(terms)
+            order = nonzero[best_first(structural[nonzero], top)]
+            return order, structural[order], matched
+    ranked = np.lexsort((chosen, -roots))
+    return chosen[ranked], roots[ranked], matched
 
 
 def best_first(values: np.ndarray, top: int) -> np.ndarray:
