@@ -309,3 +309,15 @@ def test_the_best_nodes_come_in_the_order_a_full_stable_sort_gives(top):
 
     values = np.random.default_rng(top).integers(0, 6, 500) / 4.0  # many ties, at the cut too
     assert best_first(values, top).tolist() == np.argsort(-values, kind="stable")[:top].tolist()
+
+
+@pytest.mark.parametrize("levels", [[0.0], [0.0, 1.5], [0.0, 0.5, 2.0, 3.25], None])
+@pytest.mark.parametrize("top", [1, 10, 500])
+def test_the_best_of_a_large_array_of_few_levels_are_those_a_full_stable_sort_gives(levels, top):
+    """A large KB's hierarchy scores: a few levels shared by most of 200,000 nodes (where a plain partition is slow),
+    or all different (None)."""
+    from kqe_rdf.kb.hierarchy import best_first
+
+    rng = np.random.default_rng(top)
+    values = rng.random(200_000) if levels is None else rng.choice(levels, 200_000)
+    assert best_first(values, top).tolist() == np.argsort(-values, kind="stable")[:top].tolist()

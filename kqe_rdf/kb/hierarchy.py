@@ -262,6 +262,7 @@ class HierarchyMatch:
     def scored(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`score`, and the nodes that score above 0 (in order)."""
         total, known = self.summed(terms)
+        total = total if total.flags.writeable else total.copy()
         # The root of a power is most of the cost on a large KB: it is taken where the sum is not 0 (most nodes
         # share no informative ancestor with a request), the others stay 0, as the power would leave them.
         matched = np.flatnonzero(total)
@@ -269,14 +270,16 @@ class HierarchyMatch:
         return total, matched
 
     def summed(self, terms: Sequence[str]) -> tuple[np.ndarray, int]:
-        """Per node, the sum over the known ``terms`` of ``IC ** power`` (what :meth:`score` roots), and how many
-        terms were known."""
+        """Per node, the sum over the known ``terms`` of ``IC ** power`` (what :meth:`score` roots; one term's kept
+        scores themselves, read-only, when there is one), and how many terms were known."""
         known = [self.term_index[t] for t in terms if t in self.term_index]
         if not known:
             return np.zeros(len(self.nodes), dtype=np.float64), 0
+        if len(known) == 1:
+            return self.term_scores(known[0]), 1
         # Summed one term after another, as np.sum over the stacked rows adds them, without stacking them.
-        total = self.term_scores(known[0]).copy()
-        for t in known[1:]:
+        total = self.term_scores(known[0]) + self.term_scores(known[1])
+        for t in known[2:]:
             total += self.term_scores(t)
         return total, len(known)
 
@@ -509,6 +512,10 @@ def _best_rooted(matcher: HierarchyMatch, terms: Sequence[str], top: int) -> tup
     return chosen[ranked], roots[ranked], matched
 
 
+#: ``best_first`` samples an array this many times longer than the top asked for before partitioning it.
+SAMPLED_FROM = 64
+
+
 def best_first(values: np.ndarray, top: int) -> np.ndarray:
     """The indices of the ``top`` largest values, largest first, ties by index: ``np.argsort(-values,
     kind="stable")[:top]`` without sorting every value (a KB has hundreds of thousands of annotated nodes).
@@ -516,10 +523,37 @@ def best_first(values: np.ndarray, top: int) -> np.ndarray:
     >>> best_first(np.array([0.5, 2.0, 0.5, 1.0, 0.5]), 3).tolist()
     [1, 3, 0]
     """
-    if top >= len(values):
-        return np.argsort(-values, kind="stable")
     if top <= 0:
         return np.zeros(0, dtype=np.int64)
+    if len(values) > SAMPLED_FROM * top:
+        # A large array: a strided sample says a value the top ones are at or above, and only the values at or
+        # above it are partitioned (partitioning every value is slow where many are equal, as a hierarchy's
+        # scores on a large KB are: a few levels shared by hundreds of thousands of nodes). The nodes kept hold
+        # all of the top, ties included, so the answer is the whole array's.
+        stride = len(values) // (SAMPLED_FROM // 2 * top)
+        sample = -values[::stride]
+        for wanted in (2 * (top // stride) + 2, 8 * (top // stride) + 8):
+            if wanted >= len(sample):
+                break
+            bound = -np.partition(sample, wanted - 1)[wanted - 1]
+            kept = np.flatnonzero(values >= bound)
+            if len(kept) < top:
+                continue
+            over = values[kept] > bound
+            if np.count_nonzero(over) < top:  # the bound is the top-th value: no partition at all
+                chosen = np.concatenate([kept[over], kept[~over][: top - np.count_nonzero(over)]])
+                return chosen[np.lexsort((chosen, -values[chosen]))]
+            if len(kept) <= len(values) // 2:
+                return kept[_partitioned(values[kept], top)]
+    return _partitioned(values, top)
+
+
+def _partitioned(values: np.ndarray, top: int) -> np.ndarray:
+    """:func:`best_first` by one partition of every value."""
+    if top <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if top >= len(values):
+        return np.argsort(-values, kind="stable")
     negated = -values
     threshold = np.partition(negated, top - 1)[top - 1]
     above = np.flatnonzero(negated < threshold)
