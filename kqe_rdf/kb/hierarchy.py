@@ -539,10 +539,8 @@ def best_first(values: np.ndarray, top: int) -> np.ndarray:
             kept = np.flatnonzero(values >= bound)
             if len(kept) < top:
                 continue
-            over = values[kept] > bound
-            if np.count_nonzero(over) < top:  # the bound is the top-th value: no partition at all
-                chosen = np.concatenate([kept[over], kept[~over][: top - np.count_nonzero(over)]])
-                return chosen[np.lexsort((chosen, -values[chosen]))]
+            if np.count_nonzero(values[kept] > bound) < top:  # the bound is the top-th value: no partition at all
+                return kept[_cut(values[kept], bound, top)]
             if len(kept) <= len(values) // 2:
                 return kept[_partitioned(values[kept], top)]
     return _partitioned(values, top)
@@ -554,11 +552,15 @@ def _partitioned(values: np.ndarray, top: int) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if top >= len(values):
         return np.argsort(-values, kind="stable")
-    negated = -values
-    threshold = np.partition(negated, top - 1)[top - 1]
-    above = np.flatnonzero(negated < threshold)
-    chosen = np.concatenate([above, np.flatnonzero(negated == threshold)[: top - len(above)]])
-    return chosen[np.lexsort((chosen, negated[chosen]))]
+    return _cut(values, -np.partition(-values, top - 1)[top - 1], top)
+
+
+def _cut(values: np.ndarray, threshold: float, top: int) -> np.ndarray:
+    """The ``top`` best indices when ``threshold`` is the ``top``-th value: those above it, then those at it by
+    index, largest first, ties by index."""
+    above = np.flatnonzero(values > threshold)
+    chosen = np.concatenate([above, np.flatnonzero(values == threshold)[: top - len(above)]])
+    return chosen[np.lexsort((chosen, -values[chosen]))]
 
 
 def provenance_query(matcher: HierarchyMatch, support: dict[str, list], nodes: Sequence[str]) -> str | None:

@@ -90,18 +90,17 @@ class NameIndex:
         self.keys = list(self.by_name)
         #: Words in the longest name (capped): how long a span of a request can name a node.
         self.longest = min(max((k.count(" ") + 1 for k in self.by_name), default=1), self.LONGEST)
-        #: First and last words of names, so a span that cannot name a node is passed over without a lookup.
-        self.first_words = {k.partition(" ")[0] for k in (*self.by_name, *self.inverted)}
+        #: Last words of names, and how many words the names that start with each word have (its keys: their
+        #: first words): a span of a request is looked up only when some name starts with its first word, ends
+        #: with its last and has as many words (most spans of a long request have none).
         self.last_words = {k.rpartition(" ")[2] for k in (*self.by_name, *self.inverted)}
-        #: How many words the names that start with each word have: a span of a request is looked up only when
-        #: some name starts with its first word and has as many words (most spans of a long request have none).
         self.lengths: dict[str, set[int]] = {}
         for k in (*self.by_name, *self.inverted):
             self.lengths.setdefault(k.partition(" ")[0], set()).add(k.count(" ") + 1)
 
     def could_start(self, word: str) -> bool:
         """Whether a folded word may start a name (as a plural too, when it is the name's only word)."""
-        return word in self.first_words or singular(word) in self.first_words
+        return word in self.lengths or singular(word) in self.lengths
 
     def could_name(self, first: str, words: int) -> bool:
         """Whether a folded span of ``words`` words starting with ``first`` may be a name (as a plural too)."""

@@ -114,9 +114,6 @@ class NodeTable:
         self.type_set = arrays["type_set"]
         self._decoded: dict[int, str] = {}
 
-    def __len__(self) -> int:
-        return len(self.type_set)
-
     #: How many decoded IRIs are remembered (a deep search reads the same frequent hits request after request).
     REMEMBERED = 200_000
 
@@ -211,8 +208,7 @@ class TextIndex:
         query = self.parse(text, raw=raw)
         if query is None or k <= 0:
             return []
-        hits = self._top(query, k, types)
-        return list(zip(self._iris_of([a for _s, a in hits]), (float(s) for s, _a in hits)))
+        return self._named(self._top(query, k, types))
 
     def _top(self, query, k: int, types: Sequence[str] | None) -> list:
         """The (score, address) hits of the top ``k`` nodes of ``types`` (any type without them).
@@ -272,8 +268,7 @@ class TextIndex:
         query = self.parse(text)
         if query is None or not iris:
             return {}
-        hits = self._among(query, iris)
-        return dict(zip(self._iris_of([a for _s, a in hits]), (float(s) for s, _a in hits)))
+        return dict(self._named(self._among(query, iris)))
 
     def _among(self, query, iris: Sequence[str]) -> list:
         """(score, address) hits of ``query`` among the nodes ``iris`` (a zero-score filter: ``search``'s scores)."""
@@ -281,6 +276,10 @@ class TextIndex:
         only = q.const_score_query(q.term_set_query(self.index.schema, "iri", list(iris)), 0.0)
         return self.searcher.search(q.boolean_query([(occur.Must, query), (occur.Must, only)]), limit=len(iris),
                                     count=False).hits
+
+    def _named(self, hits: list) -> list[tuple[str, float]]:
+        """(node IRI, score) pairs of Tantivy's (score, address) hits, in their order."""
+        return list(zip(self._iris_of([a for _s, a in hits]), (float(s) for s, _a in hits)))
 
     def _iris_of(self, addresses: list) -> list[str]:
         """The node IRIs of hits (their names remembered for the results): from their numbers with the node table."""
@@ -311,8 +310,7 @@ class TextIndex:
         if not source:
             return []
         query, _errors = self.index.parse_query_lenient(source, ["name"])
-        hits = self.searcher.search(self._restricted(query, types), limit=k, count=False).hits
-        return list(zip(self._iris_of([a for _s, a in hits]), (float(s) for s, _a in hits)))
+        return self._named(self.searcher.search(self._restricted(query, types), limit=k, count=False).hits)
 
     def document(self, iri: str) -> dict[str, object] | None:
         """The stored fields of one node (name, types, body), or None."""
