@@ -230,7 +230,7 @@ def stage_clock() -> StageClock:
             (kar.NodeScorer, "scores", "neighbour scoring (kar)"),
             (retrieval.Dense, "transform", "dense search"),
             (text_index.TextIndex, "search", "BM25 search (engine + IRIs)"),
-            (text_index.TextIndex, "scores_among", "BM25 fusion (in hierarchy matching)"),
+            (text_index.TextIndex, "_numbered_among", "BM25 fusion (in hierarchy matching, after the arrays)"),
             (embeddings.DenseIndex, "vectors_of", "stored vectors read"),
             (embeddings.OnnxEncoder, "encode", "ONNX encoder (inside the others)"),
             (retrieval.Stage, "named", "result rendering (names)")):

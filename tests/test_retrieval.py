@@ -252,3 +252,15 @@ def test_bm25_with_the_node_table_finds_what_the_stored_documents_say(tmp_path, 
         expected, expected_best = old.scores_among(text, some, k, types)
         assert among == pytest.approx(expected, rel=1e-6) and best == pytest.approx(expected_best, rel=1e-6)
         assert new.names[found[0][0]] == old.names[found[0][0]] == f"Node {found[0][0].rsplit('n', 1)[1]}"
+
+
+@pytest.mark.parametrize("types", [None, ["http://x#Common"], ["http://x#Rare"]])
+def test_bm25_scores_among_nodes_known_later_are_scores_among(tmp_path, types):
+    """Hierarchy matching starts its BM25 search before it knows its nodes (a worker thread searches meanwhile)."""
+    new, old = _two_indexes(tmp_path)
+    for index in (new, old):
+        for text in ["camera lens", "flash", "strap tripod canon lens camera", "", "!!"]:
+            among_later = index.scores_among_later(text, 40, types)
+            some = [i for i, _s in index.search(text, 60)][::2] + ["http://x/none"]
+            assert among_later(some) == index.scores_among(text, some, 40, types)
+            assert among_later([]) == index.scores_among(text, [], 40, types)

@@ -463,6 +463,9 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     if found is None:
         return None
     matcher, positive, ruled_out = found
+    weight = kb.settings.fourstep_text_weight
+    # The BM25 side needs only the request: Tantivy searches while the arrays below are summed.
+    bm25_among = kb.text_index.scores_among_later(text, top, list(types) if types else None) if weight else None
     if ruled_out and negated_weight and negated != "ignore":
         structural, _above = matcher.scored(positive)
         sign = 1.0 if negated == "context" else -1.0
@@ -474,9 +477,8 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     else:
         order, values, matched = _best_rooted(matcher, positive, top)
     scores = dict(zip([matcher.nodes[i] for i in order.tolist()], values.tolist()))
-    weight = kb.settings.fourstep_text_weight
-    if weight and scores:
-        found, best = kb.text_index.scores_among(text, list(scores), top, list(types) if types else None)
+    if bm25_among is not None and scores:
+        found, best = bm25_among(list(scores))
         best = best or 1.0
         for iri, s in found.items():
             scores[iri] += weight * s / best

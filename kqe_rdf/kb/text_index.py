@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +39,17 @@ NODES = "nodes.npz"
 #: A type filter runs after a flat disjunction when at least this share of the nodes has the type (the
 #: disjunction then fetches a few more hits than asked for); a rarer type is filtered inside the index.
 AFTER_FILTER_SHARE = 0.5
+
+
+_WORKERS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _in_background(work: Callable, *args) -> Future:
+    """``work(*args)`` in this process's worker thread (a forked server's child gets its own)."""
+    pid = os.getpid()
+    if pid not in _WORKERS:
+        _WORKERS[pid] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kqe-bm25")
+    return _WORKERS[pid].submit(work, *args)
 
 
 def plain_query(text: str) -> str:
@@ -243,17 +256,34 @@ class TextIndex:
         With the node table the hits' IRIs come from their numbers; an older index takes the nodes of ``iris``
         among the top ``depth`` by a second search restricted to ``iris`` (a zero-score filter, so scores are
         the same)."""
+        return self.scores_among_later(text, depth, types, now=True)(iris)
+
+    def scores_among_later(self, text: str, depth: int, types: Sequence[str] | None = None, now: bool = False
+                           ) -> Callable[[Sequence[str]], tuple[dict[str, float], float]]:
+        """:meth:`scores_among` for ``iris`` a caller knows only later: with the node table, Tantivy searches
+        in a worker thread meanwhile (it lets go of the GIL), beside the caller's own work (hierarchy
+        matching's arrays). Called with ``iris``, the function waits for the hits; ``now`` searches here."""
         query = self.parse(text)
         if query is None or depth <= 0:
-            return {}, 0.0
-        if self.nodes is not None:
-            top = self._top(query, depth, types)
-            if not top or not iris:
-                return {}, float(top[0][0]) if top else 0.0
-            wanted, table = set(iris), self.nodes
-            numbers = self.searcher.fast_field_values("n", [a for _s, a in top])
-            found = {iri: float(s) for (s, _a), n in zip(top, numbers) if (iri := table.iri(n)) in wanted}
-            return found, float(top[0][0])
+            return lambda _iris: ({}, 0.0)
+        if self.nodes is None:
+            return lambda iris: self._among_top(query, iris, depth, types)
+        top = self._top(query, depth, types) if now else _in_background(self._top, query, depth, types)
+        return lambda iris: self._numbered_among(top, iris)
+
+    def _numbered_among(self, top: list | Future, iris: Sequence[str]) -> tuple[dict[str, float], float]:
+        """``scores_among`` from the top hits (once the worker has them), named by the node table."""
+        if isinstance(top, Future):
+            top = top.result()
+        if not top or not iris:
+            return {}, float(top[0][0]) if top else 0.0
+        wanted, table = set(iris), self.nodes
+        numbers = self.searcher.fast_field_values("n", [a for _s, a in top])
+        return {iri: float(s) for (s, _a), n in zip(top, numbers) if (iri := table.iri(n)) in wanted}, float(top[0][0])
+
+    def _among_top(self, query, iris: Sequence[str], depth: int, types: Sequence[str] | None
+                   ) -> tuple[dict[str, float], float]:
+        """``scores_among`` on an index without the node table."""
         query = self._restricted(query, types)
         top = self.searcher.search(query, limit=depth, count=False).hits
         if not top or not iris:
