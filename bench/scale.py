@@ -527,7 +527,9 @@ with k 500 (hierarchy matching's fusion depth), no stored field read; each 4step
 SPARQL in pyoxigraph, and the store queries its reading asks (recorded by a fresh pipeline, then run alone one
 after the other; every solution iterated); the ONNX encoder on each structured request; and, per 4step-offline
 request, the sum of its Tantivy search, its reading's store queries and the encoder: the engines' own time for
-that request, without any of this package's work.
+that request, without any of this package's work. Hierarchy matching's Tantivy search runs in a worker thread
+beside its arrays: "BM25 fusion" is what is left of it after them (waiting for the hits, naming them), and a
+request can take less than the engines' sum.
 
 {stages}""" if stages else ""
     if not built:
