@@ -45,10 +45,12 @@ _WORKERS: dict[int, ThreadPoolExecutor] = {}
 
 
 def _in_background(work: Callable, *args) -> Future:
-    """``work(*args)`` in this process's worker thread (a forked server's child gets its own)."""
+    """``work(*args)`` in this process's worker thread (a forked child gets its own). One thread: a process
+    serves one request at a time (the server's workers are processes), and a server worker's threads get its
+    64 MiB job stack, which counts against its memory limit."""
     pid = os.getpid()
     if pid not in _WORKERS:
-        _WORKERS[pid] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kqe-bm25")
+        _WORKERS[pid] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kqe-bm25")
     return _WORKERS[pid].submit(work, *args)
 
 
