@@ -549,9 +549,7 @@ def best_first(values: np.ndarray, top: int) -> np.ndarray:
 
 
 def _partitioned(values: np.ndarray, top: int) -> np.ndarray:
-    """:func:`best_first` by one partition of every value."""
-    if top <= 0:
-        return np.zeros(0, dtype=np.int64)
+    """:func:`best_first` by one partition of every value (``top`` > 0)."""
     if top >= len(values):
         return np.argsort(-values, kind="stable")
     return _cut(values, -np.partition(-values, top - 1)[top - 1], top)

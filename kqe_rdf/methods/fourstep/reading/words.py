@@ -16,7 +16,6 @@ director)"]``); the ranking (:mod:`.ranking`) reads the weights, the explanation
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Iterable, Sequence
 
