@@ -103,10 +103,21 @@ def test_irn_questions_keep_the_text_and_every_answer_and_the_path_for_reports_o
     assert qs.queries[1].facets["relations"] == "2-relation" and "constraints" not in qs.queries[1].facets
 
 
-def test_irn_refuses_a_line_without_its_four_columns(tmp_path):
+def test_irn_refuses_a_line_without_its_columns(tmp_path):
     (tmp_path / "q.txt").write_text("who is it\tX\n")
     with pytest.raises(InputError, match="q.txt:1"):
         load_irn(tmp_path / "q.txt")
+
+
+def test_irn_reads_pathquestions_own_layout_with_every_answer_in_parentheses(tmp_path):
+    (tmp_path / "q.txt").write_text(
+        " what is the gender of Let_Me_In 's artist ?\tMale(Male/)\tLet_Me_In#__music__album__artist#Michael_Giacchino"
+        "#__people__person__gender#Male\n"
+        "what is the tracks of X 's tracks ?\tX(X/Y/)\tX#__music__recording__tracks#X#__music__recording__tracks#X\n")
+    first, second = load_irn(tmp_path / "q.txt")
+    assert first.text == "what is the gender of Let_Me_In 's artist ?" and first.answers == {"Male": 1}
+    assert first.facets == {"path": "__music__album__artist / __people__person__gender", "relations": "2-relation"}
+    assert second.answers == {"X": 1, "Y": 1}
 
 
 def test_build_and_eval_as_a_user_runs_them(kg, tmp_path):
