@@ -46,7 +46,11 @@ def consume(kb, prepared: Prepared, functions, settings, use: Callable[[object, 
         failure = None
         try:
             result = evaluate(kb, query, functions, **options)
-            return use(result, lambda: evaluate(kb, query, functions, **options))
+            value = use(result, lambda: evaluate(kb, query, functions, **options))
+            # A callee's cyclic garbage (a verifier's parse on an earlier attempt) keeps this frame alive through
+            # its f_back until a collection, maybe on another thread: the result must not be in it then.
+            result = None
+            return value
         except (OSError, RuntimeError, ValueError) as exc:  # what pyoxigraph raises while it evaluates
             failure = service_failure(query, exc) or SparqlError(f"SPARQL evaluation failed: {exc}")
         # Raised here, outside the except block, so that no traceback keeps the result alive (pyoxigraph results
@@ -112,5 +116,6 @@ def without_silent_calls(prepared: Prepared, endpoint: str, prefixes: dict[str, 
         return None
     for start, end in reversed(edits):
         text = text[:start] + "{}" + text[end:]
-    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), prefixes)
+    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), prefixes,
+                                 strict=prepared.strict)
     return dataclasses.replace(prepared, text=verified.text, services=verified.services + verified.loads)

@@ -16,7 +16,12 @@ a fresh worker takes its place. Each worker:
   now) before each job, and hands the job back and quits: a fresh worker opens
   the new KB and runs it, so updates never go to a replaced store;
 * runs its jobs on a thread with a 64 MiB stack, so deep recursion in pyoxigraph
-  has room, and a crash kills only this worker.
+  has room, and a crash kills only this worker;
+* evaluates SPARQL queries and updates on a second thread
+  (:class:`~kqe_rdf.service.isolation.OfflineThread`) that, with no SERVICE
+  allow-list, is in a network namespace of its own: whatever a query names,
+  pyoxigraph cannot connect anywhere. The worker says at start-up whether that
+  isolation holds; where it does not, its queries take the verified path.
 
 The pool (:class:`WorkerPool`, in the server's event loop) shares the workers
 between clients (a client is its credentials, else its address:
@@ -136,9 +141,13 @@ class _Context:
     """What one worker keeps open: the KB (its store, indexes, documents), the search functions, the retrieval
     pipelines its requests asked for."""
 
-    def __init__(self, kb_path: Path, kb_settings, settings, writable: bool) -> None:
+    def __init__(self, kb_path: Path, kb_settings, settings, writable: bool, offline=None) -> None:
         from ..kb.knowledge_base import KnowledgeBase
+        from .isolation import OfflineThread, not_wanted
         from .sparql_search import SearchFunctions
+
+        #: Where SPARQL is evaluated; while its isolation holds, queries need not take the verified path.
+        self.offline = offline or OfflineThread(not_wanted(settings))
 
         self.identity = _store_identity(os.path.join(kb_path, "store"))
         self.kb = KnowledgeBase.open(kb_path, kb_settings)
@@ -190,7 +199,7 @@ class _Context:
             self._prepared.move_to_end(query)
             return prepared
         search = functools.partial(run_search, self.kb, self.settings, build=self.pipeline)
-        prepared = prepare(self.kb, query, self.settings, search=search)
+        prepared = prepare(self.kb, query, self.settings, search=search, strict=not self.offline.active)
         if not prepared.searches:
             self._prepared[query] = prepared
             if len(self._prepared) > PREPARED_CACHE:
@@ -213,10 +222,13 @@ def _serve(sock: socket.socket, init: dict) -> None:
     from .jobs import run_job  # noqa: PLC0415
     from .protocol import status_of  # noqa: PLC0415
 
+    from .isolation import OfflineThread, not_wanted  # noqa: PLC0415
+
     kb_path, writable = Path(init["kb"]), init["writable"]
     store = os.path.join(kb_path, "store")
-    context = _Context(kb_path, init["kb_settings"], init["settings"], writable)
-    _send(sock, ("ready", os.getpid()))
+    reason = not_wanted(init["settings"]) or init.get("no_user_namespace")
+    context = _Context(kb_path, init["kb_settings"], init["settings"], writable, OfflineThread(reason))
+    _send(sock, ("ready", os.getpid(), context.offline.active, context.offline.how))
     while True:
         try:
             kind, payload, timeout = _recv(sock)
@@ -254,6 +266,10 @@ def main(argv: list[str] | None = None) -> None:
     _die_with_parent()
     sock = socket.socket(fileno=int(argv[0]))
     init = _recv(sock)
+    from .isolation import enter_user_namespace, not_wanted  # noqa: PLC0415
+
+    if not_wanted(init["settings"]) is None:  # not root: a user namespace first, while this is the only thread
+        init["no_user_namespace"] = enter_user_namespace()
     _limit_memory(init["memory_mb"])
     failure: list[BaseException] = []
 
@@ -383,6 +399,9 @@ class WorkerPool:
         self._arrivals = itertools.count()
         self.closed = False
         self.killed = 0  # workers ended for a deadline, or found dead
+        #: What keeps SPARQL from calling out, as the first worker reported it (None until one has started).
+        self.protection: str | None = None
+        self.isolated = False
         self.jobs = 0  # jobs handed to workers
         self._tasks: set[asyncio.Task] = set()
 
@@ -418,6 +437,11 @@ class WorkerPool:
         if reply[0] != "ready":
             self._end(worker)
             raise KqeError(f"a query worker could not start: {reply[1]}")
+        _, _, isolated, how = reply
+        if self.protection is None:
+            self.isolated, self.protection = isolated, how
+        elif isolated != self.isolated:  # the kernel's answer changed: say so, each worker still protects itself
+            log.warning("a new query worker: %s", how)
         return worker
 
     def _end(self, worker: _Worker) -> None:
