@@ -283,6 +283,11 @@ def _plain_endpoints(kb, settings, pool):
         return JSONResponse(openapi_description(settings))
 
     async def health(_request):
+        if not (kb.path / "manifest.json").is_file() or not (kb.path / "store").is_dir():
+            # The KB folder is gone (deleted or moved under the server): no worker can open it.
+            return JSONResponse({"status": "unavailable", "kb": kb.path.name, "error": f"the KB {kb.path.name} is no "
+                                 "longer where the server opened it (deleted or moved?); rebuild it or restart the "
+                                 "server"}, 503, headers={"Retry-After": "5"})
         return JSONResponse({"status": "ok", "kb": kb.path.name, "nodes": kb.manifest.get("counts", {}).get("nodes"),
                              "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token),
                              "network_isolation": pool.isolated, "protection": pool.protection,

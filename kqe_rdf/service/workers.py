@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     if failure:
         exc = failure[0]
         message = str(exc) if isinstance(exc, KqeError) else f"{type(exc).__name__}: {exc}"
+        message = without_paths(message, Path(init["kb"]))
         try:
             _send(sock, ("failed", message))
         except OSError:
@@ -436,7 +437,7 @@ class WorkerPool:
             raise
         if reply[0] != "ready":
             self._end(worker)
-            raise KqeError(f"a query worker could not start: {reply[1]}")
+            raise KqeError(f"a query worker could not start: {without_paths(reply[1], self.kb_path)}")
         _, _, isolated, how = reply
         if self.protection is None:
             self.isolated, self.protection = isolated, how
@@ -632,7 +633,8 @@ class WorkerPool:
             except (ConnectionError, OSError):
                 raise self._died(worker) from None
             if reply[0] == "failed":
-                raise HTTPError(503, f"a query worker stopped: {reply[1]}", {"Retry-After": "5"})
+                raise HTTPError(503, f"a query worker stopped: {without_paths(reply[1], self.kb_path)}",
+                                {"Retry-After": "5"})
             ok = reply[0] != "rebuilt"
             return reply
         finally:
