@@ -24,7 +24,6 @@ def test_no_generated_call_reaches_the_canary(bio_kb, canary, tmp_path):  # noqa
                            cli_every=10)
     finally:
         allowed.close()
-    print(report)
     # The oracle: the generator's calls are real, Oxigraph unguarded follows a good share of them.
     assert report.oxigraph_called >= COUNT // 10, report
     assert set(report.sent) == {name for name, _, _ in TARGETS} | {name for name, _ in CLI_TARGETS}

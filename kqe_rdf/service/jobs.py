@@ -12,7 +12,7 @@ import time
 
 from ..core.errors import KqeError, SparqlError
 from .protocol import _VOLATILE, HTTPError, Rendered, render
-from .federation import ServiceFailed, consume, service_failure
+from .federation import ServiceFailed, consume, cut_off, service_failure
 from .sparql_search import prepare
 
 log = logging.getLogger(__name__)
@@ -170,7 +170,8 @@ def update_job(context, payload: dict) -> None:
         except SyntaxError as exc:
             raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
         except (OSError, ValueError, RuntimeError) as exc:
-            raise service_failure(prepared, exc) or SparqlError(f"SPARQL Update failed: {exc}") from None
+            raise cut_off(exc) or service_failure(prepared, exc) or SparqlError(f"SPARQL Update failed: {exc}") \
+                from None
 
     with naming("update"):
         prepared = prepare(kb, payload["update"], settings, update=True, strict=not context.offline.active)
