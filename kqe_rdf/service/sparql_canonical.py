@@ -133,7 +133,8 @@ def canonical_text(text: str, prefixes: Mapping[str, str]) -> str:
             continue
         if kind == "word" and token.upper() == "PREFIX" and i + 1 < len(tokens):
             rest = [t for t in tokens[i + 1:i + 6] if t[0] not in ("ws", "comment")][:2]
-            if len(rest) == 2 and rest[0][0] == "pname" and rest[0][1].endswith(":") and rest[1][0] == "iri":
+            if len(rest) == 2 and rest[0][0] == "pname" and rest[0][1].find(":") == len(rest[0][1]) - 1 \
+                    and rest[1][0] == "iri":  # PREFIX p: <iri>, p: a name and one colon (else written as read)
                 known[rest[0][1][:-1]] = _decode_uchars(rest[1][1][1:-1], "an IRI")
                 _iri(known[rest[0][1][:-1]], rest[1][1])
                 last = tokens.index(rest[1], i)
