@@ -5,12 +5,14 @@ query or update names, and offers no hook to veto a call. Reading the text first
 to find those calls (:mod:`.sparql_guard`) is a second parser beside Oxigraph's,
 and three rounds of bypasses came from the two disagreeing. So when nothing may
 be called (no ``server_service_allow``), the queries are evaluated where the
-kernel refuses every connection: an :class:`OfflineThread` enters a network
-namespace of its own (``unshare(CLONE_NEWNET)``), which holds only a loopback
-device that is down, before it evaluates anything. Namespaces belong to a
-thread, so the rest of the process — the LLM client of ``/expand``, the searches
-of ``SERVICE <urn:kqe:search>`` — keeps the machine's network, and the files of
-the KB are read as before (a network namespace does not touch the file system).
+kernel refuses every connection: the thread that evaluates them (a server
+worker's job thread, :func:`isolate_this_thread`; ``kqe-rdf sparql``'s
+:class:`OfflineThread`) enters a network namespace of its own
+(``unshare(CLONE_NEWNET)``), which holds only a loopback device that is down,
+before it evaluates anything. Namespaces belong to a thread, so a thread started
+before — where a worker runs the LLM client of ``/expand`` and the searches of
+``SERVICE <urn:kqe:search>`` — keeps the machine's network, and the files of the
+KB are read as before (a network namespace does not touch the file system).
 
 The thread checks that it worked before it is used: its namespace differs from
 the process's, and a connection to a listener opened just before on the
@@ -39,6 +41,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -85,7 +88,7 @@ def enter_user_namespace() -> str | None:
     return None
 
 
-def _enter_own_network() -> str | None:
+def enter_own_network() -> str | None:
     """Move the calling thread into a network namespace of its own and check that nothing can be reached from it;
     None when it worked, else why not (the thread is then where it was, or in a namespace that is not trusted)."""
     try:
@@ -115,11 +118,36 @@ def _enter_own_network() -> str | None:
         return "a connection to the machine's loopback still went through from the new namespace"
 
 
+@dataclass(frozen=True)
+class Protection:
+    """What keeps the SPARQL evaluated on one thread from calling out: a network namespace of its own
+    (``reason`` None), or, where there is none (``reason`` says why), the verified path."""
+
+    reason: str | None
+
+    @property
+    def active(self) -> bool:
+        return self.reason is None
+
+    @property
+    def how(self) -> str:
+        """For the server's start-up line and ``/health``."""
+        if self.active:
+            return "SPARQL is evaluated in a network namespace of its own: no outbound connection can be opened"
+        return f"no network isolation ({self.reason}): every query and update takes the verified path"
+
+
+def isolate_this_thread(not_wanted: str | None = None) -> Protection:
+    """Move the calling thread into a network namespace of its own, unless ``not_wanted`` says why not (then it
+    keeps the network). Threads it starts afterwards are in that namespace too; ones started before are not."""
+    return Protection(not_wanted if not_wanted is not None else enter_own_network())
+
+
 class OfflineThread:
     """One thread, in a network namespace of its own when the kernel allows it, that runs functions handed to it.
 
-    :attr:`active` says whether its isolation is in force, :attr:`how` says what protects the queries it runs
-    (for the server's start-up line and ``/health``). Results and exceptions come back to the caller; what the
+    :attr:`protection` says whether its isolation is in force (``not_wanted`` given: a plain thread that keeps the
+    network, as a server worker's for its REST jobs). Results and exceptions come back to the caller; what the
     function made (pyoxigraph results, which may only be freed on the thread that made them) stays on it.
     """
 
@@ -127,8 +155,8 @@ class OfflineThread:
         """``not_wanted``: why the thread keeps the network (:func:`not_wanted`), None to isolate it."""
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._ready = threading.Event()
-        self.reason = not_wanted
-        self._isolate = not_wanted is None
+        self._not_wanted = not_wanted
+        self.protection = Protection(not_wanted)
         previous = threading.stack_size()
         threading.stack_size(STACK)
         try:
@@ -140,17 +168,18 @@ class OfflineThread:
 
     @property
     def active(self) -> bool:
-        return self.reason is None
+        return self.protection.active
+
+    @property
+    def reason(self) -> str | None:
+        return self.protection.reason
 
     @property
     def how(self) -> str:
-        if self.active:
-            return "SPARQL is evaluated in a network namespace of its own: no outbound connection can be opened"
-        return f"no network isolation ({self.reason}): every query and update takes the verified path"
+        return self.protection.how
 
     def _main(self) -> None:
-        if self._isolate:
-            self.reason = _enter_own_network()
+        self.protection = isolate_this_thread(self._not_wanted)
         self._ready.set()
         while True:
             job = self._jobs.get()

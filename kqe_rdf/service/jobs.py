@@ -127,32 +127,27 @@ def naming(parameter: str):
 def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     """A SPARQL query evaluated and rendered in the negotiated format (a failing SERVICE endpoint: 502).
 
-    Its searches run here (they may need the network: an LLM); Oxigraph evaluates it on the worker's offline
-    thread (:class:`~kqe_rdf.service.isolation.OfflineThread`)."""
+    Evaluated on the worker's job thread, in its network namespace when it has one (its searches run on the
+    thread that keeps the network: :mod:`.workers`)."""
     kb, settings = context.kb, context.settings
     with naming("query"):
         prepared = context.prepare(payload["query"])
     options = {"default_graphs": payload["defaults"], "named_graphs": payload["named"], "base_iri": payload.get("base"),
                "union": settings.server_union_default_graph}
-
-    def evaluate() -> Rendered:
-        failure = None
-        try:
-            with naming("query"):  # (a SyntaxError surfaces when the query is first evaluated)
-                rendered = consume(kb, prepared, context.functions, settings,
-                                   lambda result, again: render(result, payload["accept"], settings.server_result_cap,
-                                                                deadline, again=again), **options)
-        except Exception as exc:  # noqa: BLE001
-            if not isinstance(exc, KqeError):
-                log.exception("internal error while rendering results")
-            # pyoxigraph results may only be freed on the thread that made them: drop every reference here (the
-            # traceback's frames hold one) before the answer leaves this function.
-            failure = exc.with_traceback(None)
-        if failure is not None:
-            raise failure
-        return rendered
-
-    rendered = context.offline.run(evaluate)
+    failure = None
+    try:
+        with naming("query"):  # (a SyntaxError surfaces when the query is first evaluated)
+            rendered = consume(kb, prepared, context.functions, settings,
+                               lambda result, again: render(result, payload["accept"], settings.server_result_cap,
+                                                            deadline, again=again), **options)
+    except Exception as exc:  # noqa: BLE001
+        if not isinstance(exc, KqeError):
+            log.exception("internal error while rendering results")
+        # pyoxigraph results may only be freed on the thread that made them: drop every reference here (the
+        # traceback's frames hold one) before the answer leaves this function.
+        failure = exc.with_traceback(None)
+    if failure is not None:
+        raise failure
     rendered.searches = prepared.searches
     rendered.repeatable = (not rendered.graph and not prepared.services
                            and not _VOLATILE.search(prepared.text))
@@ -160,23 +155,19 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
 
 
 def update_job(context, payload: dict) -> None:
-    """A SPARQL Update, prepared here and run on the worker's offline thread (as a query is)."""
+    """A SPARQL Update, evaluated as a query is (in the job thread's network namespace when it has one)."""
     kb, settings = context.kb, context.settings
-
-    def run(prepared) -> None:
+    with naming("update"):
+        prepared = prepare(kb, payload["update"], settings, update=True, strict=not context.protection.active)
         try:
             kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions,
                             base_iri=payload.get("base"))
+            context.updated()
         except SyntaxError as exc:
             raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
         except (OSError, ValueError, RuntimeError) as exc:
             raise cut_off(exc) or service_failure(prepared, exc) or SparqlError(f"SPARQL Update failed: {exc}") \
                 from None
-
-    with naming("update"):
-        prepared = prepare(kb, payload["update"], settings, update=True, strict=not context.offline.active)
-        context.offline.run(run, prepared)
-        context.updated()
 
 
 def run_job(context, kind: str, payload: dict, deadline: float):
@@ -186,6 +177,6 @@ def run_job(context, kind: str, payload: dict, deadline: float):
     if kind == "update":
         return update_job(context, payload)
     started = time.perf_counter()
-    out = REST_JOBS[kind](context, payload)
+    out = context.networked.run(REST_JOBS[kind], context, payload)  # an LLM may be called: not in the namespace
     out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()

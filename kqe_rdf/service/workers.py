@@ -17,11 +17,13 @@ a fresh worker takes its place. Each worker:
   the new KB and runs it, so updates never go to a replaced store;
 * runs its jobs on a thread with a 64 MiB stack, so deep recursion in pyoxigraph
   has room, and a crash kills only this worker;
-* evaluates SPARQL queries and updates on a second thread
-  (:class:`~kqe_rdf.service.isolation.OfflineThread`) that, with no SERVICE
-  allow-list, is in a network namespace of its own: whatever a query names,
-  pyoxigraph cannot connect anywhere. The worker says at start-up whether that
-  isolation holds; where it does not, its queries take the verified path.
+* with no SERVICE allow-list, moves that job thread into a network namespace of
+  its own before it opens anything (:mod:`~kqe_rdf.service.isolation`), so that
+  whatever a SPARQL query or update names, pyoxigraph cannot connect anywhere;
+  what needs the network (an LLM: the REST jobs, the searches of
+  ``SERVICE <urn:kqe:search>``) runs on a second thread, started before, that
+  keeps it. The worker says at start-up whether the isolation holds; where it
+  does not, its queries take the verified path.
 
 The pool (:class:`WorkerPool`, in the server's event loop) shares the workers
 between clients (a client is its credentials, else its address:
@@ -141,13 +143,17 @@ class _Context:
     """What one worker keeps open: the KB (its store, indexes, documents), the search functions, the retrieval
     pipelines its requests asked for."""
 
-    def __init__(self, kb_path: Path, kb_settings, settings, writable: bool, offline=None) -> None:
+    def __init__(self, kb_path: Path, kb_settings, settings, writable: bool, protection=None,
+                 networked=None) -> None:
         from ..kb.knowledge_base import KnowledgeBase
-        from .isolation import OfflineThread, not_wanted
+        from .isolation import OfflineThread, Protection
         from .sparql_search import SearchFunctions
 
-        #: Where SPARQL is evaluated; while its isolation holds, queries need not take the verified path.
-        self.offline = offline or OfflineThread(not_wanted(settings))
+        #: What keeps the SPARQL this thread evaluates from calling out; while it is a namespace, queries need not
+        #: take the verified path.
+        self.protection = protection or Protection("not isolated")
+        #: Where what needs the network runs (REST jobs, searches): this thread, unless it is isolated.
+        self.networked = networked or OfflineThread("it keeps the network", name="kqe-networked")
 
         self.identity = _store_identity(os.path.join(kb_path, "store"))
         self.kb = KnowledgeBase.open(kb_path, kb_settings)
@@ -198,8 +204,9 @@ class _Context:
         if prepared is not None:
             self._prepared.move_to_end(query)
             return prepared
-        search = functools.partial(run_search, self.kb, self.settings, build=self.pipeline)
-        prepared = prepare(self.kb, query, self.settings, search=search, strict=not self.offline.active)
+        search = functools.partial(self.networked.run, functools.partial(run_search, self.kb, self.settings,
+                                                                          build=self.pipeline))
+        prepared = prepare(self.kb, query, self.settings, search=search, strict=not self.protection.active)
         if not prepared.searches:
             self._prepared[query] = prepared
             if len(self._prepared) > PREPARED_CACHE:
@@ -222,13 +229,14 @@ def _serve(sock: socket.socket, init: dict) -> None:
     from .jobs import run_job  # noqa: PLC0415
     from .protocol import status_of  # noqa: PLC0415
 
-    from .isolation import OfflineThread, not_wanted  # noqa: PLC0415
+    from .isolation import OfflineThread, isolate_this_thread, not_wanted  # noqa: PLC0415
 
     kb_path, writable = Path(init["kb"]), init["writable"]
     store = os.path.join(kb_path, "store")
-    reason = not_wanted(init["settings"]) or init.get("no_user_namespace")
-    context = _Context(kb_path, init["kb_settings"], init["settings"], writable, OfflineThread(reason))
-    _send(sock, ("ready", os.getpid(), context.offline.active, context.offline.how))
+    networked = OfflineThread("it keeps the network", name="kqe-networked")  # started here: outside the namespace
+    protection = isolate_this_thread(not_wanted(init["settings"]) or init.get("no_user_namespace"))
+    context = _Context(kb_path, init["kb_settings"], init["settings"], writable, protection, networked)
+    _send(sock, ("ready", os.getpid(), protection.active, protection.how))
     while True:
         try:
             kind, payload, timeout = _recv(sock)
