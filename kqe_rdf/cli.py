@@ -329,8 +329,9 @@ def sparql(query, kb_path, fmt):
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
     # allow-listed endpoints (a failing one is named in one error; SILENT ones answer nothing), and kqe:bm25 /
-    # kqe:similarity as functions. Oxigraph evaluates it on a thread without network when the kernel allows it
-    # (a server worker's offline thread), else the text that runs is the verifier's (the verified path).
+    # kqe:similarity as functions. Oxigraph evaluates it on a thread in a network namespace of its own when the
+    # kernel allows it (as a server worker's job thread), else the text that runs is the verifier's (the verified
+    # path); the searches run here, where an LLM can be reached.
     from .service.isolation import OfflineThread, enter_user_namespace, not_wanted
 
     reason = not_wanted(settings)
