@@ -335,8 +335,15 @@ def sparql(query, kb_path, fmt):
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
     # allow-listed endpoints (a failing one is named in one error; SILENT ones answer nothing), and kqe:bm25 /
-    # kqe:similarity as functions.
-    kind, answer = consume(kb, prepare(kb, query, settings), SearchFunctions(kb), settings, read)
+    # kqe:similarity as functions. Oxigraph evaluates it on a thread in a network namespace of its own when the
+    # kernel allows it (as a server worker's job thread), else the text that runs is the verifier's (the verified
+    # path); the searches run here, where an LLM can be reached.
+    from .service.isolation import OfflineThread, enter_user_namespace, not_wanted
+
+    reason = not_wanted(settings)
+    offline = OfflineThread(reason or enter_user_namespace())
+    prepared = prepare(kb, query, settings, strict=not offline.active)
+    kind, answer = offline.run(consume, kb, prepared, SearchFunctions(kb), settings, read)
     if kind == "boolean":
         click.echo(json.dumps({"boolean": answer}) if fmt == "json" else str(answer).lower())
     elif kind == "graph":
