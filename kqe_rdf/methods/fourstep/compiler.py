@@ -244,8 +244,8 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
 
     def no_return(triplets: list[Triplet]) -> str:
         """A path does not walk back through its own constants: in "the films directed by the director of
-        Kismet" the films are the director's other films (the answer itself is left to the caller). A path that
-        retraces no step may ("the release of X's track", where X is its own track)."""
+        Kismet" the films are the director's other films (the answer itself is left to the caller). A path whose
+        first hops come back to the constant by structure may ("the release of X's track", X its own track)."""
         consts = sorted({names[(e.text, e.type)] for t in triplets for e in (t.head, t.tail) if not e.is_variable}
                         - revisiting)
         inner = sorted({_var(v) for t in triplets for v in t.variables()} - {_var(tq.answer)})

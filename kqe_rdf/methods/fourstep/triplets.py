@@ -69,8 +69,8 @@ class TripletQuery:
     #: Constants (by text) whose path comes back to them by its structure ("the mother of X's daughter", "the
     #: tracks of X's tracks"): they may be their own answer. Every other constant is not.
     returning: set[str] = field(default_factory=set)
-    #: Constants (by text) whose path retraces no step, so it may pass through them ("the release of X's track"
-    #: where X is its own track); a path that retraces one ("the films of X's director") may not.
+    #: Constants (by text) a path may pass through: its hops before the last come back to them by structure ("the
+    #: release of X's track", where X is its own track); other paths ("the films of X's director") may not.
     revisiting: set[str] = field(default_factory=set)
 
     def constants(self) -> list[End]:

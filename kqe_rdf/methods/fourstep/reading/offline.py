@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from ....kb.linking import Linker, Mention
 from ....kb.ontology import local_name
 from ..triplets import End, Triplet, TripletQuery
-from .paths import PathReader, retraces
+from .paths import PathReader
 from .ranking import Request, Scored
 from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
                       names_the_asked_kind)
@@ -138,13 +138,15 @@ class OfflineTriplets:
         best = ranked[primary][0]
         notes: list[str] = []
         if best.confidence < self.min_confidence:
-            # No word names the relation: the reading is evidence, not an order.
-            found = self._from_graph(ranked[primary], groups[primary], mentions, request.wanted)
-            if found is None and (len(groups[primary]) > 1 or not self._says_more(request)):
-                # A list of names, or a name alone, with no class asked for: answered as text. The encoder reads
-                # a relation only from the words around one name ("what has X", "what is a X film").
-                return self._abstained(query, best, request.wanted)
-            best = found or self._guessed(best)
+            # No word names the relation: the reading is evidence, not an order. A list of names, or a name with
+            # no other word, is read from the graph (with the class asked for or given), else answered as text; the
+            # words around one name are read by the encoder ("what has X", "X is a film by that person").
+            if len(groups[primary]) > 1 or not self._says_more(request):
+                best = self._from_graph(ranked[primary], groups[primary], mentions, request.wanted)
+                if best is None:
+                    return self._abstained(query, ranked[primary][0], request.wanted)
+            else:
+                best = self._guessed(best)
             ranked[primary] = [best] + [s for s in ranked[primary] if s.path != best.path]
             notes.append(best.why["read from"])
         answer_type = best.path.end
@@ -426,10 +428,11 @@ class OfflineTriplets:
         return {mentions[n].text for n, scored in choice.items()
                 if self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps)}
 
-    @staticmethod
-    def _revisiting(mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
-        """The constants whose path retraces no step (:func:`.paths.retraces`): it may pass through them."""
-        return {mentions[n].text for n, scored in choice.items() if not retraces(scored.path.steps)}
+    def _revisiting(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
+        """The constants the path may pass through: its hops before the last come back to them by structure ("the
+        release of X's track", where X is its own track). "The films of the writer of X's director" may not."""
+        return {mentions[n].text for n, scored in choice.items() if len(scored.path.steps) > 1
+                and self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps[:-1])}
 
     def _triplets(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:
         triplets: list[Triplet] = []

@@ -16,6 +16,7 @@ director)"]``); the ranking (:mod:`.ranking`) reads the weights, the explanation
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -95,9 +96,13 @@ def wordnet_words(named: dict[str, set[str]]) -> dict[str, dict[str, list]]:
     process): ``{relation: {stem: [how, weight, text]}}``."""
     key = tuple(sorted((iri, tuple(sorted(ps))) for iri, ps in named.items()))
     if key not in _LEXICONS:
-        from ....kb.lexicon import build_lexicon
+        from ....core.resources import cached
+        from ....kb.lexicon import LEXICON_VERSION, build_lexicon, wordnet_dir
 
-        _LEXICONS[key] = build_lexicon(named, stem, FUNCTION_WORDS)
+        # Made once per machine for these phrases (about half a second a process otherwise).
+        made_from = hashlib.sha256(repr((key, sorted(FUNCTION_WORDS), LEXICON_VERSION, str(wordnet_dir()))).encode()
+                              ).hexdigest()[:24]
+        _LEXICONS[key] = cached(f"lexicon-{made_from}.pickle", lambda: build_lexicon(named, stem, FUNCTION_WORDS))
     return _LEXICONS[key]
 
 
