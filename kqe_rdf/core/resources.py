@@ -6,6 +6,9 @@ checkout keeps them at the top level, where people read and edit them.
 
 from __future__ import annotations
 
+import os
+import pickle
+import tempfile
 from pathlib import Path
 
 _HERE = Path(__file__).resolve().parent.parent  # the kqe_rdf package
@@ -20,3 +23,32 @@ def resource_dir(name: str) -> Path:
 
 def ontology_path(domain: str) -> Path:
     return resource_dir("ontologies") / f"{domain}.ttl"
+
+
+def cache_dir() -> Path:
+    """Where derived tables that every process would otherwise rebuild are kept (the reader's WordNet index and
+    relation words): ``$KQE_CACHE_DIR``, else ``$XDG_CACHE_HOME/kqe-rdf``, else ``~/.cache/kqe-rdf``."""
+    if os.environ.get("KQE_CACHE_DIR"):
+        return Path(os.environ["KQE_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kqe-rdf"
+
+
+def cached(name: str, make):
+    """``make()``, kept in :func:`cache_dir` under ``name`` (a name that says what the value was made from): a later
+    process reads it instead of making it again. A cache that cannot be read or written is made anew, never an
+    error; it is written aside and renamed, so a reader never sees half a file."""
+    path = cache_dir() / name
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except Exception:  # noqa: BLE001 - absent, stale or unreadable: made again below
+        pass
+    value = make()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".part") as f:
+            pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(f.name, path)
+    except OSError:
+        pass  # a read-only home: every process makes it
+    return value
