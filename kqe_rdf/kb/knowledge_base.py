@@ -234,4 +234,5 @@ class KnowledgeBase:
                  for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
         relations = sorted(((local_name(iri), n) for iri, n in self.relation_counts.items()
                             if iri in self.schema.relations), key=lambda x: -x[1])
-        return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations}
+        return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations,
+                "bm25": self.text_index.describe()}

@@ -17,6 +17,7 @@ dropped after.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -59,17 +60,55 @@ def plain_query(text: str) -> str:
     return " ".join(_SYNTAX.sub(" ", text).split())
 
 
-def _schema():
+#: The analyzers an index's text fields may have, by the name its schema gives them. ``english`` is the one Lucene,
+#: Anserini and Pyserini use by default: lower-case, Lucene's 33 English stop words (Tantivy's "english" list is
+#: that list), an English stemmer (Tantivy's Snowball "english", as before). ``en_stem`` has no stop words: indexes
+#: built before it keep it, and their requests are read with it.
+ANALYZERS = {
+    "english": "lower-case, Lucene's 33 English stop words, English (Snowball) stemmer",
+    "en_stem": "lower-case, English (Snowball) stemmer, no stop words (built before the stop words: rebuild to upgrade)",
+}
+#: What a build writes into the index folder: which analyzer its text fields have.
+ANALYZER_FILE = "analyzer.json"
+
+
+def analyzer(name: str):
+    """The Tantivy analyzer of that name (:data:`ANALYZERS`), as indexes and requests read text."""
+    import tantivy
+
+    builder = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+               .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase()))
+    if name == "english":
+        builder = builder.filter(tantivy.Filter.stopword("english"))
+    return builder.filter(tantivy.Filter.stemmer("english")).build()
+
+
+def _schema(text_analyzer: str = "english"):
     import tantivy
 
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("iri", stored=True, tokenizer_name="raw")
     builder.add_text_field("identifier", stored=True, tokenizer_name="raw")
     builder.add_text_field("types", stored=True, tokenizer_name="raw")
-    builder.add_text_field("name", stored=True, tokenizer_name="en_stem")
-    builder.add_text_field("body", stored=True, tokenizer_name="en_stem")
+    builder.add_text_field("name", stored=True, tokenizer_name=text_analyzer)
+    builder.add_text_field("body", stored=True, tokenizer_name=text_analyzer)
     builder.add_integer_field("n", fast=True)  # the node's number in the folder's node table
     return builder.build()
+
+
+#: A document line's field label ("has phenotype: ", "name: "): every document of a kind carries the same ones.
+_LABEL = re.compile(r"^[^:\n]{1,80}: ", re.M)
+
+
+def indexed_text(text: str) -> str:
+    """What BM25 indexes of a document's text: its values, without the field labels and the type line every
+    document of a kind carries ("has phenotype:", "type: disease"), words that match nearly every document and
+    cost the engine a long posting list per request while they rank nothing (the type is a field of its own).
+
+    >>> indexed_text("name: Kismet\\ntype: movie\\ndirected by: William Dieterle")
+    'Kismet\\nWilliam Dieterle'
+    """
+    return _LABEL.sub("", "\n".join(line for line in text.split("\n") if not line.startswith("type: ")))
 
 
 def _packed(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -80,19 +119,24 @@ def _packed(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets
 
 
-def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: int = 800_000_000) -> int:
-    """Write a fresh index at ``path`` (replacing what is there); returns the document count."""
+def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: int = 1_500_000_000) -> int:
+    """Write a fresh index at ``path`` (replacing what is there); returns the document count.
+
+    One indexing thread: two builds of the same documents give the same index, documents numbered in their
+    order, so equal scores rank by node number (with two threads their segments, and so tie orders, differed
+    between builds). Its heap holds a KB of a million documents in one segment, which Tantivy searches fastest."""
     import tantivy
 
     if path.exists():
         shutil.rmtree(path)
     path.mkdir(parents=True)
     index = tantivy.Index(_schema(), path=str(path))
-    writer = index.writer(heap_size=heap_bytes, num_threads=2)
+    index.register_tokenizer("english", analyzer("english"))
+    writer = index.writer(heap_size=heap_bytes, num_threads=1)
     iris, names, type_set, sets = [], [], [], {}
     for doc in documents:
         writer.add_document(tantivy.Document(iri=doc.iri, identifier=doc.identifier, types=list(doc.types),
-                                             name=doc.name, body=doc.text, n=len(iris)))
+                                             name=doc.name, body=indexed_text(doc.text), n=len(iris)))
         iris.append(doc.iri)
         names.append(doc.name)
         type_set.append(sets.setdefault(tuple(sorted(set(doc.types))), len(sets)))
@@ -110,6 +154,7 @@ def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: 
         np.savez(out, iri_bytes=iri_bytes, iri_offsets=iri_offsets, name_bytes=name_bytes, name_offsets=name_offsets,
                  type_bytes=type_bytes, type_offsets=type_offsets, type_set=np.array(type_set, dtype=np.int32),
                  set_offsets=set_offsets, set_members=np.array([t for m in set_members for t in m], dtype=np.int32))
+    (path / ANALYZER_FILE).write_text(json.dumps({"analyzer": "english", "indexed": "values without field labels"}))
     return len(iris)
 
 
@@ -160,13 +205,16 @@ class TextIndex:
         if not path.is_dir():
             raise KqeError(f"no BM25 index at {path}; rebuild the KB with `kqe-rdf kb build`")
         self.index = tantivy.Index.open(str(path))
+        built = json.loads((path / ANALYZER_FILE).read_text()) if (path / ANALYZER_FILE).is_file() else {}
+        #: The analyzer of the text fields (:data:`ANALYZERS`): an index built before the stop words keeps its own.
+        self.analyzer_name = built.get("analyzer", "en_stem")
+        # Tantivy knows its own analyzers by name (en_stem); one of ours is registered each time an index opens.
+        self._analyzer = analyzer(self.analyzer_name)
+        if self.analyzer_name != "en_stem":
+            self.index.register_tokenizer(self.analyzer_name, self._analyzer)
         self.index.reload()
         self.searcher = self.index.searcher()
         self._tantivy = tantivy
-        #: The fields' tokenizer (``en_stem``, as the schema names it), to make the parser's terms.
-        self._analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-                          .filter(tantivy.Filter.remove_long(40)).filter(tantivy.Filter.lowercase())
-                          .filter(tantivy.Filter.stemmer("english")).build())
         self._iris: dict[tuple[int, int], str] = {}
         #: The names of the nodes a search has found (read with their IRIs): what a result shows.
         self.names: dict[str, str] = {}
@@ -175,6 +223,16 @@ class TextIndex:
 
     def __len__(self) -> int:
         return self.searcher.num_docs
+
+    def describe(self) -> dict:
+        """The analyzer, segments and documents of the index (``kqe-rdf kb info``)."""
+        return {"analyzer": self.analyzer_name, "analysis": ANALYZERS[self.analyzer_name],
+                "segments": self.searcher.num_segments, "documents": self.searcher.num_docs}
+
+    def only_stop_words(self, text: str) -> bool:
+        """Whether a request has words but none the analyzer keeps ("the of in"): BM25 finds nothing for it."""
+        words = plain_query(text).split()
+        return bool(words) and not any(self._analyzer.analyze(w) for w in words)
 
     def parse(self, text: str, raw: bool = False):
         source = text if raw else plain_query(text)
