@@ -35,6 +35,22 @@ def _console():
     return Console(stderr=True, soft_wrap=True)
 
 
+def _stdout(*tables):
+    """The console a command prints its output on. On a terminal, as wide as the terminal. To a pipe or a file,
+    lines are never wrapped and ``tables`` are laid out as wide as their contents need, so nothing is cut
+    ("Recal…", "0.23…") and no IRI is broken in the middle (rich would lay everything out in 80 columns)."""
+    from rich.console import Console
+
+    console = Console()
+    if console.is_terminal:
+        return console
+    from rich.measure import Measurement
+
+    wide = console.options.update_width(1 << 16)
+    need = max((Measurement.get(console, wide, table).maximum for table in tables), default=0)
+    return Console(width=max(need, console.width), soft_wrap=True)
+
+
 def _progress():
     from .core.progress import Progress
 
@@ -158,23 +174,29 @@ def kb_info(kb_path, as_json):
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     m = info["manifest"]
-    console = Console()
-    console.print(f"[bold]{info['path']}[/] — importer {m['importer']}, built {m['created']}")
-    console.print(f"dataset: {m['dataset']}")
-    emb = m.get("embeddings")
-    console.print("embeddings: " + (f"{emb['count']:,} documents, {emb['model_id']}" if emb else
-                                    "none yet (run `kqe-rdf kb embed`)")
-                  + (f", approximate index ({emb['ann']['library']})" if emb and emb.get("ann") else ""))
+    tables = []
     for title, rows in (("node type", info["types"]), ("relation", info["relations"])):
         table = Table(title_justify="left")
         table.add_column(title)
         table.add_column("count", justify="right")
         for name, count in rows:
             table.add_row(name, f"{count:,}")
+        tables.append(table)
+    console = _stdout(*tables)
+    console.print(f"[bold]{info['path']}[/] — importer {m['importer']}, built {m['created']}")
+    dataset = m["dataset"] if isinstance(m["dataset"], dict) else {"name": m["dataset"]}
+    console.print("dataset:")
+    for key, value in dataset.items():  # one field a line, as written (not a Python dict wrapped at 80 columns)
+        if value not in (None, ""):
+            console.print(f"  {key}: {value}", markup=False, highlight=False)
+    emb = m.get("embeddings")
+    console.print("embeddings: " + (f"{emb['count']:,} documents, {emb['model_id']}" if emb else
+                                    "none yet (run `kqe-rdf kb embed`)")
+                  + (f", approximate index ({emb['ann']['library']})" if emb and emb.get("ann") else ""))
+    for table in tables:
         console.print(table)
 
 
@@ -282,7 +304,6 @@ def triplets(text, kb_path, strict, as_json):
 
 
 def _print_results(text, method, rows):
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{method}: {text}", title_justify="left")
@@ -290,7 +311,7 @@ def _print_results(text, method, rows):
         table.add_column(col, justify="right" if col in ("#", "score") else "left")
     for r in rows:
         table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}")
-    Console().print(table if rows else f"no results for {text!r}")
+    _stdout(table).print(table if rows else f"no results for {text!r}")
 
 
 @cli.command()
@@ -338,16 +359,15 @@ def sparql(query, kb_path, fmt):
     elif kind == "results":
         sys.stdout.write(answer)
     else:
-        from rich.console import Console
         from rich.table import Table
 
         variables, rows = answer
         table = Table()
         for v in variables:
-            table.add_column(v, overflow="fold")  # long IRIs wrap in their cell, never cut
+            table.add_column(v, overflow="fold")  # on a narrow terminal long IRIs wrap in their cell, never cut
         for row in rows:
             table.add_row(*row)
-        Console().print(table)
+        _stdout(table).print(table)  # to a file or a pipe: each IRI whole on its line
         click.echo(f"{len(rows)} result(s)", err=True)
 
 
@@ -356,7 +376,9 @@ def sparql(query, kb_path, fmt):
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @KB_OPTION
 @click.option("--method", "-m", "methods", multiple=True, default=["bm25"], show_default=True,
-              help=f"Retrieval method (repeatable): {METHOD_NAMES}.")
+              help=f"Retrieval method (repeatable): {METHOD_NAMES}; question answering: ask (its answers, then its "
+                   "other candidates, as its ranking; also answer-set precision, recall and F1, and accuracy by "
+                   "confidence).")
 @click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
 @click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
@@ -414,6 +436,8 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     summary = {"queryset": qs.summary(), "kb": str(kb.path), "queries": result.queries,
                "answerable": result.answerable, "gold_ids_not_in_kb": result.unresolved_answers,
                "results": result.table()}
+    if result.reliability():
+        summary["reliability"] = result.reliability()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -421,20 +445,29 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
 
 
 def _print_evaluation(qs, result) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    def cell(column, value) -> str:
+        if value is None:
+            return ""
+        return f"{value:.4f}" if isinstance(value, float) and column != "queries/s" else str(value)
+
+    tables = []
+    for title, rows in [(None, result.table()),
+                        *((f"{method}: accuracy by confidence (is the first answer right?)", rows)
+                          for method, rows in result.reliability().items())]:
+        table = Table(title=title, title_justify="left")
+        for col in rows[0]:
+            table.add_column(col, justify="left" if col in ("method", "confidence") else "right")
+        for row in rows:
+            table.add_row(*[cell(k, v) for k, v in row.items()])
+        tables.append(table)
+    console = _stdout(*tables)
     console.print(qs.summary())
     console.print(f"{result.queries} queries, {result.answerable} with a gold answer in the KB "
                   f"({result.unresolved_answers} gold ids not in the KB; those queries count as misses)")
-    rows = result.table()
-    table = Table(title_justify="left")
-    for col in rows[0]:
-        table.add_column(col, justify="left" if col == "method" else "right")
-    for row in rows:
-        table.add_row(*[f"{v:.4f}" if isinstance(v, float) and k != "queries/s" else str(v) for k, v in row.items()])
-    console.print(table)
+    for table in tables:
+        console.print(table)
 
 
 @cli.command()
@@ -479,12 +512,18 @@ def ask(question, kb_path, sources, offline, shown, as_json):
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
         return
-    from rich.console import Console
     from rich.markup import escape
 
-    console = Console()
-    console.print(f"[bold]answer[/]: {result.answer if result.answer is not None else '(none found)'}"
-                  + (f"  <{result.nodes[0]}>" if result.nodes else "") + f"  [dim]({result.method})[/]")
+    console = _stdout()
+    if len(result.answers) > 1:  # a list question: every answer, best first
+        console.print(f"[bold]answers[/] ({len(result.answers)}): "
+                      + escape("; ".join(a.name for a in result.answers)) + f"  [dim]({escape(result.method)})[/]")
+    else:
+        console.print(f"[bold]answer[/]: {escape(result.answer) if result.answer is not None else '(none found)'}"
+                      + (f"  <{result.nodes[0]}>" if result.nodes else "") + f"  [dim]({escape(result.method)})[/]")
+    if result.answer is not None:
+        because = ", ".join(f"{k} {v:.2f}" for k, v in result.confidence_because.items())
+        console.print(f"[bold]confidence[/] {result.confidence:.2f}" + (f" ({because})" if because else ""))
     for piece in result.evidence:
         console.print(f"  because [{piece.id}] {piece.text}", markup=False)
     for flag in result.flags:
@@ -508,12 +547,14 @@ def ask(question, kb_path, sources, offline, shown, as_json):
             shown_constants = ", ".join(constants[:3]) + (f" and {len(constants) - 3} more" if len(constants) > 3 else "")
             console.print("[bold]path[/] " + escape(f"{shown_constants}: {path}" + (f"  ({words})" if words else "")))
     else:
-        stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items())
-        console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages}")
+        stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items()) if result.pruning else ""
+        console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages or escape(result.method)}")
         for rank, r in enumerate(result.top[:shown], start=1):
             console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
-    others = ", ".join(f"{c.name} ({c.score:.2f})" for c in result.candidates[1:5])
+    answered = {i for a in result.answers for i in a.iris}
+    others = [c for c in result.candidates if not answered.intersection(c.iris)][:4]
     if others:
+        others = ", ".join(f"{c.name} ({c.score:.2f})" for c in others)
         console.print(f"other candidates: {others}", markup=False)
 
 
