@@ -453,14 +453,14 @@ def _print_evaluation(qs, result) -> None:
         return f"{value:.4f}" if isinstance(value, float) and column != "queries/s" else str(value)
 
     tables = []
-    for title, rows in [(None, result.table()),
-                        *((f"{method}: accuracy by confidence (is the first answer right?)", rows)
-                          for method, rows in result.reliability().items())]:
+    for title, columns, rows in [(None, result.columns(), result.table()),
+                                 *((f"{method}: accuracy by confidence (is the first answer right?)", list(rows[0]), rows)
+                                   for method, rows in result.reliability().items())]:
         table = Table(title=title, title_justify="left")
-        for col in rows[0]:
+        for col in columns:
             table.add_column(col, justify="left" if col in ("method", "confidence") else "right")
         for row in rows:
-            table.add_row(*[cell(k, v) for k, v in row.items()])
+            table.add_row(*[cell(k, row.get(k)) for k in columns])
         tables.append(table)
     console = _stdout(*tables)
     console.print(qs.summary())

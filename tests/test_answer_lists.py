@@ -96,7 +96,7 @@ def test_eval_scores_ask_s_answer_sets_and_tabulates_accuracy_by_confidence(movi
     assert len(harrison["answered"]["answers"]) == 2
     assert (harrison["answer precision"], harrison["answer recall"]) == (0.5, 1.0)
     assert ask["answer F1"] == round(sum(r["answer F1"] for r in records.values()) / 3, 4)
-    assert ask["Hit@1"] == 1.0 and bm25["answer F1"] is None  # a retrieval method has no answer set
+    assert ask["Hit@1"] == 1.0 and "answer F1" not in bm25  # a retrieval method has no answer set
 
     reliability = summary["reliability"]["ask"]
     assert sum(row["questions"] for row in reliability) == 3

@@ -59,13 +59,11 @@ class Evaluation:
     gold: dict[str, list[tuple[str, int, list[str]]]] = field(repr=False, default_factory=dict)
     rel: int = 1
 
-    def table(self) -> list[dict[str, object]]:
-        """One row per method; every row has every column (None where a method has no such number)."""
-        rows = self._rows()
-        columns = list(dict.fromkeys(c for row in rows for c in row))
-        if "queries/s" in columns:  # the speed last, after the metrics some methods alone have
-            columns = [c for c in columns if c != "queries/s"] + ["queries/s"]
-        return [{c: row.get(c) for c in columns} for row in rows]
+    def columns(self) -> list[str]:
+        """The columns of :meth:`table` over all its rows (some methods alone have answer-set or LLM numbers),
+        the speed last."""
+        columns = list(dict.fromkeys(c for row in self.table() for c in row))
+        return [c for c in columns if c != "queries/s"] + (["queries/s"] if "queries/s" in columns else [])
 
     def reliability(self) -> dict[str, list[dict[str, object]]]:
         """Per ``ask`` run, its questions by confidence bucket: how many, their mean confidence, how often the
@@ -89,7 +87,8 @@ class Evaluation:
             out[r.method] = rows
         return out
 
-    def _rows(self) -> list[dict[str, object]]:
+    def table(self) -> list[dict[str, object]]:
+        """One row per method: its metrics and speed (and, for some, answer-set and LLM numbers)."""
         rows = []
         for r in self.results:
             row = {"method": r.method, **{k: round(v, 4) for k, v in r.metrics.items()},
