@@ -249,6 +249,10 @@ def _print_explain(how):
     from rich.syntax import Syntax
 
     console = Console()
+    rules = (how or {}).get("result rules", {})
+    for rule, iris in rules.items():  # what every method's results obey (methods.retrieval.ResultRules)
+        console.print(f"[bold]{rule}[/]: {', '.join(iris)}", highlight=False)
+    how = {key: value for key, value in (how or {}).items() if key != "result rules"}
     if not how:
         console.print("(this method keeps no explanation beyond the scores)")
         return

@@ -286,7 +286,7 @@ def test_kar_offline_search_finds_the_answer_the_graph_points_to_and_explains_it
 
 def test_prf_docs_appends_the_top_documents_of_the_final_retriever(movie_kb):
     exp = expand(movie_kb, Settings(expansion_docs=2), "Blade Runner", "prf-docs")
-    top = [h.iri for h in pipeline(OFFLINE.kar_final, movie_kb, OFFLINE, 2).search("Blade Runner")]
+    top = [h.iri for h in pipeline(OFFLINE.kar_final, movie_kb, OFFLINE, 2).inner.search("Blade Runner")]
     assert exp.method == "prf-docs" and exp.passages == top
     assert exp.expansions[0].startswith(movie_kb.document(top[0]).name + ": ")
 
