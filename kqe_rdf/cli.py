@@ -213,7 +213,7 @@ def _open_kb(kb_path, **overrides):
 @click.option("--method", "-m", default="bm25", show_default=True,
               help=f"{METHOD_NAMES}.")
 @click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
-@click.option("--k", "k", type=int, default=10, show_default=True, help="Number of results.")
+@click.option("--k", "-k", "k", type=int, default=10, show_default=True, help="Number of results.")
 @click.option("--strict/--soft", "strict", default=None,
               help="4step: every triplet must hold (strict) or rank by satisfied triplets (soft, default).")
 @click.option("--explain", is_flag=True, help="Show how the results were reached (triplets, SPARQL, bindings).")
@@ -322,7 +322,10 @@ def _print_results(text, method, rows):
 @click.argument("query")
 @KB_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default="table", show_default=True)
-def sparql(query, kb_path, fmt):
+@click.option("--service-allow", default=None, metavar="URLS",
+              help="SERVICE endpoints the query may call, space- or comma-separated (none by default; as "
+                   "`serve --service-allow`, setting server_service_allow).")
+def sparql(query, kb_path, fmt, service_allow):
     """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared.
 
     Search works inside it as on the server: SERVICE <urn:kqe:search> { ?n kqe:query "..." ; kqe:k 50 ;
@@ -335,7 +338,7 @@ def sparql(query, kb_path, fmt):
         if not path.is_file():
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
-    kb, settings = _open_kb(kb_path)
+    kb, settings = _open_kb(kb_path, server_service_allow=service_allow)
     from .service.federation import consume
     from .service.sparql_search import SearchFunctions, prepare
 
@@ -724,7 +727,7 @@ def expand(text, kb_path, method, types, hops, neighbours, expansions, passages,
     from .methods.expansion import expand as run_expansion
 
     if text == "-":
-        text = sys.stdin.read()
+        text = sys.stdin.read().strip()  # (not the newline that ends what was piped in)
     kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions,
                             kar_passages=passages, kar_grounded=grounded)
     exp = run_expansion(kb, settings, text, method, list(types) or None)

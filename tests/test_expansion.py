@@ -28,7 +28,7 @@ from kqe_rdf.methods.expansion.text import estimate_tokens
 from kqe_rdf.kb.importers import get_importer
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
-from kqe_rdf.methods.registry import METHODS, pipeline
+from kqe_rdf.methods.registry import EXPANSION, METHODS, pipeline
 
 M = "https://w3id.org/kqe/metaqa#"
 OFFLINE = Settings()
@@ -424,6 +424,8 @@ def test_cli_expand_errors_are_one_line(movie_kb):
     result = CliRunner().invoke(cli, ["expand", "who directed Kismet", "--kb", str(movie_kb.path), "-m", "hyde"])
     assert result.exit_code == 2
     assert result.output.startswith("error: hyde needs an LLM")
+    offline = [name for name, (_family, _variant, alone) in EXPANSION.items() if alone]
+    assert "kar-namefilter-offline" in offline and [m for m in offline if m not in result.output] == []
     bad = CliRunner().invoke(cli, ["expand", "x", "--kb", str(movie_kb.path), "--hops", "5"])
     assert bad.exit_code == 2 and "kar_hops must be 1 or 2" in bad.output
 

@@ -250,7 +250,11 @@ class Pipeline(Stage):
         return batch
 
     def __repr__(self) -> str:
-        return " >> ".join(map(repr, self.stages))
+        # A cut-off reads as PyTerrier writes it: "(BM25 + Dense) % 10", not "... >> % 10".
+        out = ""
+        for stage in self.stages:
+            out += f" {stage!r}" if isinstance(stage, Cutoff) else (" >> " if out else "") + repr(stage)
+        return out
 
 
 class Cutoff(Stage):
@@ -376,12 +380,13 @@ class RM3(Stage):
 
 
 def result_rows(kb, hits) -> list[dict]:
-    """What a person or a program needs to know of each hit (``kqe-rdf search`` and ``/search`` show these)."""
+    """What a person or a program needs to know of each hit (``kqe-rdf search`` and ``/search`` show these); its
+    classes by the names ``--type`` takes ("Disease")."""
     rows = []
     for hit in hits:
         doc = kb.document(hit.iri)
         rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
-                     "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
+                     "types": [local_name(t) for t in doc.types], "score": round(hit.score, 4),
                      "snippet": doc.text[:200]})
     return rows
 
