@@ -18,7 +18,7 @@ from fixtures_kb import MOVIES, bio_kb, metaqa_kb  # noqa: F401 - fixtures
 from kqe_rdf.cli import cli
 from kqe_rdf.core.config import Settings
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
-from kqe_rdf.methods.answering import QuestionAnswering, confidence
+from kqe_rdf.methods.answering import QuestionAnswering
 
 EASTWOOD = {"Unforgiven", "Gran Torino", "The Bridges of Madison County"}
 
@@ -101,16 +101,3 @@ def test_eval_scores_ask_s_answer_sets_and_tabulates_accuracy_by_confidence(movi
     reliability = summary["reliability"]["ask"]
     assert sum(row["questions"] for row in reliability) == 3
     assert all(0 <= row["Hit@1"] <= 1 and row["confidence"].startswith("[") for row in reliability)
-
-
-def test_a_reading_path_beaten_by_nothing_is_a_coin_toss_unless_it_gives_the_same_answer():
-    # What a grounded reading records (Grounded.path): the constant's link, the path read and the ones it beat.
-    path = {"linked": {"Kismet": [{"iri": "m:Kismet", "score": 1.0, "how": "exact"}]},
-            "reading": [{"constant": "Kismet", "path": "directed by / directed", "score": 0.1,
-                         "beat": [{"path": "written by / wrote", "score": 0.1}]}]}
-
-    tied, because = confidence.grounded(path, 9.5, [])
-    agreeing, _ = confidence.grounded({**path, "agreeing": ["written by / wrote"]}, 9.5, [])
-
-    assert because == {"linking": 1.0, "reading": 0.5, "answer": 1.0} and tied == 0.5
-    assert agreeing == 1.0  # the other reading reaches the same first answer: no reason to doubt it

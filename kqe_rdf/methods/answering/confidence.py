@@ -8,8 +8,7 @@ over the alternatives it beat; so the confidence is the product of one share per
 - **reading** (grounded readings): the structural reader scores every relation path it could read from each
   constant and keeps the best; the path's share against those it beat, ``1 / (1 + Σ exp(-(best - other) / T))``
   with :data:`READING_SCALE` as T, so a path that beats another by nothing is a coin toss (0.5) and one ahead by
-  0.3 is 0.95 sure; the least share over the constants. A path it beat whose own answers include the first
-  answer (run when it is that close) is no rival: either reading gives that answer;
+  0.3 is 0.95 sure; the least share over the constants;
 - **the answer among the candidates**: for structural scores (a path's specificity-weighted sum, a hierarchy
   match's IC mean), the answers' share against the candidates below them with the gaps taken relative to the
   answers' score (:data:`ANSWER_SCALE`): a disease 0.3% above the next one is hardly preferred to it, one 12%
@@ -57,11 +56,9 @@ def grounded(path: dict, answer_score: float, other_scores: Sequence[float]) -> 
     """The confidence of a grounded reading's answers (``path``: :attr:`.grounded.Grounded.path`)."""
     linked = [max((c.get("score", 0.0) for c in found), default=0.0) for found in path.get("linked", {}).values()]
     linking = min(linked, default=1.0)
-    # (A constant of a group the reader read together may list its own path among those its group beat.) A path
-    # whose own answers include the first answer is no rival to it (Grounded's path["agreeing"]).
-    same = set(path.get("agreeing", ()))
+    # (A constant of a group the reader read together may list its own path among those its group beat.)
     reading = min((path_share(part["score"], [b["score"] for b in part.get("beat", ())
-                                              if "score" in b and b.get("path") not in same | {part.get("path")}])
+                                              if "score" in b and b.get("path") != part.get("path")])
                    for part in path.get("reading", ()) if "score" in part), default=1.0)
     answer = structural_share(answer_score, other_scores)
     because = {"linking": round(linking, 4), "reading": round(reading, 4), "answer": round(answer, 4)}

@@ -19,31 +19,23 @@ The reading is offline even when an LLM is configured (as for the structural can
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from string import Template
 
 from pyoxigraph import NamedNode, Variable
 
 from ...core.errors import KqeError
-from ...core.progress import StepClock
 from ...kb import queries
 from ...kb.linking import Linker
 from ..fourstep.compiler import _strip_comments, _var, relation_path, stored_direction
 from ..fourstep.pipeline import Attempt, FourStep
 from ..fourstep.reading import OfflineTriplets
 from ..fourstep.triplets import Triplet
-from ..retrieval import Hit
 from .answer import CandidateAnswer, Reading
 from .evidence import EntityRef, Evidence
 
 #: Paths (or matched terms) of the first answer that are spelt out as facts.
 MAX_PATHS = 5
-#: How far below the chosen reading path's score a path it beat is still a rival worth running (three times
-#: :data:`.confidence.READING_SCALE`: further below, it takes less than 5% from the confidence).
-CLOSE = 0.3
-#: How the reader names its next reading of a request (``OfflineTriplets``'s note on an alternative).
-NEXT_PATH = re.compile(r"next relation path '(?P<path>.+)' → ")
 METHOD = "4step-offline (grounded reading)"
 
 
@@ -118,31 +110,9 @@ class GroundedReading:
                 "facts": facts, "linked": used.shown, "sparql": used.compiled.sparql}
         if explain.get("tried"):
             path["tried"] = explain["tried"]
-        path["agreeing"] = self.agreeing(used, hits[0].iri)
         reading = Reading(candidates[0], candidates, METHOD, answers=candidates[:answered])
         return Grounded(reading, evidence, path, unnamed, unread, named,
                         {iri: pieces for iri, (pieces, _facts) in cited.items()})
-
-    def agreeing(self, used: Attempt, first: str) -> list[str]:
-        """The relation paths the reader nearly chose instead (its next readings, at most :data:`CLOSE` below
-        its score) whose own answers include ``first``: rivals that would have given the same first answer, so
-        no reason to doubt it (:mod:`.confidence`). Each such reading is run as the chosen one was."""
-        close = {b["path"] for part in used.reading.reading or () if "score" in part
-                 for b in part.get("beat", ()) if part["score"] - b.get("score", float("-inf")) <= CLOSE}
-        out = []
-        for alternative in used.reading.alternatives if close else ():
-            named = next((m["path"] for m in map(NEXT_PATH.match, alternative.notes) if m), None)
-            if named is None or named not in close or named in out:
-                continue
-            rival = self.stage._attempt(alternative, StepClock())
-            if rival.scores and first in {h.iri for h in answer_set(self._ranked(rival.scores), rival.scores)}:
-                out.append(named)
-        return out
-
-    @staticmethod
-    def _ranked(scores: dict[str, float]) -> list[Hit]:
-        return [Hit("q", iri, score, rank) for rank, (iri, score) in
-                enumerate(sorted(scores.items(), key=lambda p: -round(p[1], 9)), start=1)]
 
     def _named_relations(self, parts: list[dict], triplets: list[Triplet]) -> int:
         """The most relations (a relation and its inverse are one) that words of the question name along one
