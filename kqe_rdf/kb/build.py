@@ -286,6 +286,9 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
             store.flush()
         background = {"BM25 index": bm25, "documents file": writing, "relation phrase vectors": phrases}
+        settled = time.monotonic() + 1.0  # a wait under a second gets no line of its own
+        for thread in background.values():
+            thread.thread.join(max(settled - time.monotonic(), 0.0))
         if running := [what for what, thread in background.items() if thread.thread.is_alive()]:
             with progress.task("waiting for the " + " and ".join(running), total=None):
                 for thread in background.values():
