@@ -132,6 +132,23 @@ class Run:
     def rate(self) -> float:
         return self.requests / self.seconds
 
+    @property
+    def failed(self) -> int:
+        """Requests not answered as expected (a status other than the request's, or no answer)."""
+        return sum(self.bad.values())
+
+
+def throughput(runs: list[Run]) -> str | None:
+    """Why the runs have no throughput to show (None when they have one): a run whose requests all failed measured
+    how fast errors come back, not the server."""
+    if all(r.failed < r.requests for r in runs):
+        return None
+    statuses = Counter()
+    for r in runs:
+        statuses.update(r.statuses)
+    return (f"no rate: {sum(r.failed for r in runs):,} of {sum(r.requests for r in runs):,} requests failed "
+            f"({', '.join(f'{k}: {v:,}' for k, v in sorted(statuses.items(), key=str))})")
+
 
 def sparql_request(url: str):
     def make(_client: int, _n: int):
@@ -368,6 +385,7 @@ def main() -> None:
     kqe_url, oxi_url = f"http://127.0.0.1:{kqe_port}", f"http://127.0.0.1:{oxi_port}"
     uncached_url = f"http://127.0.0.1:{uncached_port}"
     try:
+        protection = httpx.get(uncached_url + "/health", timeout=30).json().get("protection")
         texts = query_texts(args.kb, args.clients * search_per * args.repeats * len(SEARCH_METHODS) + 100)
         for url in (kqe_url + "/sparql", uncached_url + "/sparql", oxi_url + "/query"):  # warm-up
             Run(args.clients, 5, sparql_request(url))
@@ -410,26 +428,33 @@ def main() -> None:
                        ("failed SPARQL runs (oxigraph)", theirs)):
         if any(r.statuses.keys() - {200} for r in runs):
             print(f"warning: {name}: {[dict(r.statuses) for r in runs]}")
-    o_rate, o_p50, o_p95 = summary(ours)
-    t_rate, t_p50, t_p95 = summary(theirs)
-    e_rate, e_p50, e_p95 = summary(evaluated)
     def cpu(runs: list[Run]) -> str:
         return f"{statistics.median(r.cpu for r in runs) * 1000:.2f}"
 
-    rows = [["`kqe-rdf serve` /sparql", rate(o_rate), ms(o_p50), ms(o_p95), cpu(ours), ratio(o_rate, t_rate),
-             " ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(ours, theirs))],
-            ["`kqe-rdf serve` /sparql, result cache off (every request evaluated by a worker)", rate(e_rate),
-             ms(e_p50), ms(e_p95), cpu(evaluated), ratio(e_rate, t_rate),
-             " ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(evaluated, theirs))],
-            ["`oxigraph serve-read-only` /query", rate(t_rate), ms(t_p50), ms(t_p95), cpu(theirs), "1.00×", ""]]
+    def row(name: str, runs: list[Run], baseline: list[Run] | None) -> list[str]:
+        """A table row; runs whose requests all failed show why instead of a rate (and no ratio)."""
+        value, p50, p95 = summary(runs)
+        failures = sum(r.failed for r in runs)
+        no_rate = throughput(runs) or (throughput(baseline) if baseline else None)
+        if throughput(runs):
+            return [name, throughput(runs), "", "", "", "n/a", "", f"{failures:,}"]
+        return [name, rate(value), ms(p50), ms(p95), cpu(runs),
+                "n/a" if no_rate else ratio(value, summary(baseline)[0]) if baseline else "1.00×",
+                "" if no_rate or not baseline else " ".join(f"{a.rate / b.rate:.2f}" for a, b in zip(runs, baseline)),
+                f"{failures:,}"]
+
+    rows = [row("`kqe-rdf serve` /sparql", ours, theirs),
+            row("`kqe-rdf serve` /sparql, result cache off (every request evaluated by a worker)", evaluated, theirs),
+            row("`oxigraph serve-read-only` /query", theirs, None)]
     sparql_table = table(["server", "requests/s", "p50 ms", "p95 ms", "server CPU ms/request",
-                          "requests/s vs oxigraph", "ratio in each run"], rows)
+                          "requests/s vs oxigraph", "ratio in each run", "failed requests"], rows)
+    o_rate = None if throughput(ours) else summary(ours)[0]
     search_rows = []
     for method, runs in search_runs.items():
         r, p50, p95 = summary(runs)
         errors = sum(sum(v for k, v in run.statuses.items() if k != 200) for run in runs)
-        search_rows.append([f"/search `{method}` (type Disease, k 10)", rate(r), ms(p50), ms(p95),
-                            ratio(r, o_rate), errors])
+        search_rows.append([f"/search `{method}` (type Disease, k 10)", throughput(runs) or rate(r), ms(p50), ms(p95),
+                            "n/a" if throughput(runs) or o_rate is None else ratio(r, o_rate), errors])
     search_table = table(["request", "requests/s", "p50 ms", "p95 ms", "vs /sparql simple", "non-200"], search_rows)
     # A valid request answered with 5xx, or not answered at all (a connection error), is a failure.
     failed_valid = sum(n for (kind, status), n in load.bad.items()
@@ -452,6 +477,7 @@ def main() -> None:
             "the same text every time: `kqe-rdf serve` answers all but the first from its result cache "
             "(`server_result_cache_mb`); the row with the cache off shows the cost of evaluating each request in a "
             "worker process.\n"
+            f"- SERVICE and LOAD protection of both `kqe-rdf serve` (from /health): {protection}.\n"
             f"- Clients: {args.clients} threads of one Python process (httpx, keep-alive), on the same 2 CPUs as the "
             f"servers; {per} requests per client per run, {args.repeats} runs alternating the servers; medians "
             f"of the runs, and the ratio of each run to the oxigraph run after it. Server CPU: user + system time of "

@@ -268,7 +268,13 @@ def _print_explain(how):
     for note in t.get("notes", []):
         console.print(f"  note: {note}")
     for read in t.get("reading", []):
-        console.print(f"[bold]read[/] {read['constant']!r} as '{read['path']}' (score {read['score']})")
+        sure = f"score {read['score']}, confidence {read.get('confidence', '?')}"
+        if read.get("read from"):
+            sure += f", read from the {read['read from']}"
+        if read.get("used", True):
+            console.print(f"[bold]read[/] {read['constant']!r} as '{read['path']}' ({sure}; used)")
+        else:
+            console.print(f"[bold]abstained[/]: best path '{read['path']}' ({sure}) not used")
         for hop in read["hops"]:
             console.print(f"  {hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})")
         for other in read["beat"]:
@@ -357,8 +363,15 @@ def sparql(query, kb_path, fmt, service_allow):
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
     # allow-listed endpoints (a failing one is named in one error; SILENT ones answer nothing), and kqe:bm25 /
-    # kqe:similarity as functions.
-    kind, answer = consume(kb, prepare(kb, query, settings), SearchFunctions(kb), settings, read)
+    # kqe:similarity as functions. Oxigraph evaluates it on a thread in a network namespace of its own when the
+    # kernel allows it (as a server worker's job thread), else the text that runs is the verifier's (the verified
+    # path); the searches run here, where an LLM can be reached.
+    from .service.isolation import OfflineThread, enter_user_namespace, not_wanted
+
+    reason = not_wanted(settings)
+    offline = OfflineThread(reason or enter_user_namespace())
+    prepared = prepare(kb, query, settings, strict=not offline.active)
+    kind, answer = offline.run(consume, kb, prepared, SearchFunctions(kb), settings, read)
     if kind == "boolean":
         click.echo(json.dumps({"boolean": answer}) if fmt == "json" else str(answer).lower())
     elif kind == "graph":
@@ -392,6 +405,10 @@ def sparql(query, kb_path, fmt, service_allow):
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
 @click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query.")
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
+@click.option("--wording", type=click.Choice(["template", "list", "which", "child"]), default=None,
+              help="phenopackets: how each case is worded. template (the default): 'A female patient presents with "
+                   "a and b. C was not observed. Which disease explains this?'; list: 'a and b'; which: 'which "
+                   "disease causes a and b?'; child: 'child with a and b' (the last three: observed phenotypes only).")
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Write TREC run files here.")
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None,
               help="Write one JSON Lines record per method and query here: text, metrics, gold and top 10 "
@@ -399,8 +416,8 @@ def sparql(query, kb_path, fmt, service_allow):
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
               help="Write a self-contained HTML report here: metrics, chart, scores by query type, worst queries.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, depth, rel, run_dir, per_query_path,
-                 report_path, as_json):
+def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, depth, rel, wording, run_dir,
+                 per_query_path, report_path, as_json):
     """Evaluate retrieval methods on a QUERYSET read from PATHS (STaRK and TREC metrics).
 
     \b
@@ -415,8 +432,11 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
         if path is not None and not path.resolve().parent.is_dir():
             raise click.BadParameter(f"cannot write {path}: folder {path.resolve().parent} does not exist",
                                      param_hint=option)
+    if wording is not None and queryset != "phenopackets":
+        raise click.BadParameter(f"applies to phenopackets only; {queryset} questions keep their own text",
+                                 param_hint="--wording")
     kb, settings = _open_kb(kb_path)
-    qs = load(queryset, *paths, limit=limit)
+    qs = load(queryset, *paths, limit=limit, **({} if wording is None else {"wording": wording}))
     if not any(grade >= rel for q in qs for grade in q.answers.values()):
         from .core.errors import InputError
 

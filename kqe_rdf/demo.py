@@ -28,6 +28,8 @@ from .methods.registry import pipeline
 
 PHENOTYPES = ("A child presents with seizures, microcephaly, global developmental delay and hypotonia. "
               "Which disease explains this?")
+#: The same phenotypes as a user types them, a bare list: no word names the relation, the graph does.
+BARE_LIST = "seizures, microcephaly, global developmental delay and hypotonia"
 SEARCH_IN_SPARQL = """\
 # Diseases a BM25 search finds for the words, that are inherited autosomal recessively,
 # with how many phenotypes HPO annotates them with.
@@ -137,6 +139,12 @@ class Demo:
             self.console.print(f"  [bold]{answer['name']}[/] because", highlight=False)
             for reason in answer["because"]:
                 self.console.print(f"    {reason}", highlight=False, markup=False)
+        self.console.print(f"[bold]the same as a bare list[/], as a user types it: {BARE_LIST}", highlight=False)
+        bare = pipeline("4step-offline", kb, self.settings, 10, ["Disease"]).run(BARE_LIST, names=False)
+        read = summary(bare.explain.get("q"), self.name)
+        self.console.print("  read: " + "; ".join(read["triplets"]) + " (" + "; ".join(read.get("notes", [])[:1])
+                           + ")", highlight=False, markup=False)
+        self.results(kb, bare.ranked("q")[:3])
 
     def search_in_sparql(self, kb) -> None:
         from .service.sparql_search import SearchFunctions, execute, prepare

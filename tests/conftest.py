@@ -7,6 +7,7 @@ build their own copy from the same lines (``products_text``) with the ``jsonl`` 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -69,6 +70,17 @@ def pytest_collection_modifyitems(config, items):
         for marker, names in OPT_IN.items():
             if item.get_closest_marker(marker) and not any(re.search(rf"\b{n}\b", chosen) for n in names):
                 item.add_marker(pytest.mark.skip(reason=f"run with -m {marker}"))
+
+
+@pytest.fixture(scope="session")
+def wordnet_installed():
+    """The reader's lexical resource (Debian's wordnet-base): a developer's machine without it skips, CI fails."""
+    from kqe_rdf.kb.lexicon import wordnet
+
+    if wordnet() is None:
+        if os.environ.get("CI"):
+            pytest.fail("WordNet is missing: `make test` installs Debian's wordnet-base")
+        pytest.skip("WordNet is not installed (Debian's wordnet-base)")
 
 
 def write_jsonl(path: Path, text: str | bytes) -> Path:

@@ -175,3 +175,65 @@ def test_the_method_list_is_the_server_s_registry(page):
     page.wait_for_function(f"document.querySelectorAll('#search-method option').length === {len(METHODS)}")
     shown = page.eval_on_selector_all("#search-method option", "options => options.map(o => o.value)")
     assert sorted(shown) == sorted(METHODS)
+
+
+def local_tab(page, link: str):
+    """A new tab at ``link`` whose requests to anywhere but this server are recorded (and aborted)."""
+    server = page.url.split("/")[0] + "//" + page.url.split("/")[2]
+    tab = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
+    tab.outside = []
+    tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server)
+              else (tab.outside.append(route.request.url), route.abort()))
+    tab.goto(link)
+    tab.wait_for_function("window.kqeYasgui && window.kqeYasgui.getTab().getYasqe()")
+    return tab
+
+
+TYPED = "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name }"
+
+
+def test_a_query_typed_in_the_editor_stays_on_this_server_and_uses_the_kb_s_prefixes(page):
+    """Issue 37: typed key by key (autocompletion on), a query that uses the KB's predeclared bio: asks no other
+    site for completions, gets no PREFIX line inserted (LOV's bio: would shadow the KB's), is not flagged as an
+    error, and returns the KB's diseases."""
+    tab = local_tab(page, page.url.split("#")[0])
+    try:
+        tab.wait_for_function("document.getElementById('kb-info').textContent.startsWith('KB ')")  # prefixes read
+        tab.click(".yasqe .CodeMirror")
+        tab.keyboard.press("Control+A")
+        tab.keyboard.press("Backspace")
+        tab.keyboard.type(TYPED, delay=25)
+        tab.keyboard.press("Escape")  # close a completion list, if one is open
+        tab.wait_for_timeout(1000)  # time for an autocompleter to fetch or insert something
+        value = tab.evaluate("window.kqeYasgui.getTab().getYasqe().getValue()")
+        assert value == TYPED, value
+        assert tab.locator(".yasqe .CodeMirror-gutter-elt .error, .yasqe .gutterErrorBar *").count() == 0
+        assert tab.evaluate("window.kqeYasgui.getTab().getYasqe().queryValid") is True
+        # bio: completes from the KB's own prefixes: typing "PREFIX b" offers the KB's bio: only
+        hints = tab.evaluate("""async () => {
+            const yasqe = window.kqeYasgui.getTab().getYasqe();
+            return await yasqe.autocompleters.kbPrefixes.getCompletions({string: "bio", autocompletionString: "bio"});
+        }""")
+        assert hints and all(h.startswith("bio") for h in hints) and "https://w3id.org/kqe/bio#" in hints[0], hints
+        tab.click(".yasqe .yasqe_queryButton")
+        names = sorted(row[0] for row in table_rows(tab))
+        assert names == ["Focal epilepsy type 1", "Frontal bossing syndrome", "Generalized epilepsy with forehead anomaly"]
+        assert tab.outside == [], tab.outside
+    finally:
+        tab.close()
+
+
+def test_a_shared_link_cannot_point_the_editor_at_another_endpoint(page):
+    from urllib.parse import quote
+
+    base = page.url.split("#")[0].rstrip("/")
+    link = f"{base}/#query={quote(TYPED)}&endpoint={quote('http://other.example/sparql')}"
+    tab = local_tab(page, link)
+    try:
+        tab.wait_for_function("window.kqeYasgui.getTab().getYasqe().getValue().includes('bio:Disease')")
+        assert tab.evaluate("window.kqeYasgui.getTab().getEndpoint()") == base + "/sparql"
+        tab.click(".yasqe .yasqe_queryButton")
+        assert len(table_rows(tab)) == 3
+        assert tab.outside == [], tab.outside
+    finally:
+        tab.close()

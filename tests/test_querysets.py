@@ -13,6 +13,7 @@ from kqe_rdf.evaluation.metrics import stark_metrics
 from kqe_rdf.evaluation.querysets import (
     LOADERS,
     MAX_EXCLUDED,
+    WORDINGS,
     EvalQuery,
     load,
     load_metaqa,
@@ -199,6 +200,30 @@ def test_phenopacket_cases_become_one_fixed_question_template(tmp_path: Path) ->
     ]
     assert queries.queries[0].answers == {"OMIM:147791": 1, "ORPHA:2308": 1}
     assert [q.facets for q in queries] == [{"observed terms": "1-4"}] * 3  # what a report breaks scores down by
+
+
+def test_phenopacket_cases_in_the_wordings_a_user_types_list_the_observed_phenotypes_only(tmp_path: Path) -> None:
+    worded = {w: load_phenopackets(cases(tmp_path, CASE), wording=w) for w in WORDINGS}
+    assert {w: qs.queries[0].text for w, qs in worded.items() if w != "template"} == {
+        "list": "high forehead, seizure and EEG abnormality",
+        "which": "which disease causes high forehead, seizure and EEG abnormality?",
+        "child": "child with high forehead, seizure and EEG abnormality",
+    }
+    assert worded["list"].name == "phenopackets disease, wording 'list'" and worded["template"].name == "phenopackets disease"
+    assert all(qs.queries[0].answers == {"OMIM:147791": 1, "ORPHA:2308": 1} for qs in worded.values())
+    with pytest.raises(InputError, match="unknown wording 'prose'; one of template, list, which, child"):
+        load_phenopackets(cases(tmp_path, CASE), wording="prose")
+
+
+def test_eval_offers_every_wording_for_phenopackets_only() -> None:
+    from click.testing import CliRunner
+
+    from kqe_rdf.cli import cli, eval_command
+
+    choices = next(p for p in eval_command.params if p.name == "wording").type.choices
+    assert tuple(choices) == WORDINGS
+    refused = CliRunner().invoke(cli, ["eval", "metaqa", __file__, "--wording", "list"])
+    assert refused.exit_code == 2 and "applies to phenopackets only" in refused.output
 
 
 def test_phenopacket_excluded_terms_are_capped(tmp_path: Path) -> None:

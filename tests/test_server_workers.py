@@ -461,6 +461,28 @@ def test_the_first_request_after_a_rebuild_is_answered_and_no_answer_shows_a_ser
         assert str(tmp_path) not in dense.text and "kb embed --kb kb" in dense.text
 
 
+def test_a_kb_folder_that_disappears_gives_503_without_its_path_and_health_says_so(tmp_path, jsonl, products_text):
+    """Issue 37: the folder deleted under a running server. Every answer is 503 naming the KB by its name alone,
+    and /health stops saying ok."""
+    import shutil
+
+    path = tmp_path / "served" / "kb"
+    build_kb(JsonlImporter([jsonl(products_text)]), path)
+    app = create_app(KnowledgeBase.open(path), Settings(server_query_slots=2, server_result_cache_mb=0))
+    with serving(app) as url:
+        assert httpx.get(url + "/health", timeout=10).json()["status"] == "ok"
+        shutil.rmtree(path)
+        answers = [ask(url, "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"),
+                   httpx.get(url + "/search", params={"q": "lens"}, timeout=60),
+                   ask(url, "ASK {}")]
+        health = httpx.get(url + "/health", timeout=10)
+    for response in answers:
+        assert response.status_code == 503, (response.status_code, response.text)
+        assert str(tmp_path) not in response.text and "/served/" not in response.text, response.text
+    assert health.status_code == 503 and health.json()["status"] != "ok", health.text
+    assert str(tmp_path) not in health.text
+
+
 def test_a_second_writer_on_a_kb_is_refused_in_one_line_without_a_traceback(tmp_path, products_file):
     import subprocess
     import sys

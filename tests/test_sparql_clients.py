@@ -14,7 +14,7 @@ from fixtures_kb import bio_kb, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import create_app
-from live_servers import serving
+from live_servers import oxigraph_endpoint, serving  # noqa: F401 - fixture
 
 PREFIXES = "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#> "  # bio: is one of the KB's own prefixes
 DISEASES = PREFIXES + "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
@@ -75,6 +75,33 @@ def test_sparqlwrapper_construct_and_describe_with_each_format(endpoint, bio_kb,
         else:
             graph = result
         assert len(graph) >= at_least, (fmt, query)
+
+
+@pytest.mark.parametrize("form", ["SELECT * WHERE { ?s ?p ?o } LIMIT 2", "ASK { ?s ?p ?o }",
+                                  "CONSTRUCT WHERE { ?s ?p ?o } LIMIT 2", "DESCRIBE ?s WHERE { ?s ?p ?o } LIMIT 1"])
+def test_every_sparqlwrapper_return_format_is_answered_as_oxigraph_serve_answers_it(endpoint, oxigraph_endpoint,
+                                                                                    form):
+    """The very request SPARQLWrapper makes (its Accept header and its format=/output= parameters) for each of its
+    return formats: this endpoint answers it when `oxigraph serve` does, in the same kind of format (issue 37: a
+    SELECT asked for Turtle, or a CONSTRUCT asked for CSV, got 406 here)."""
+    import urllib.request
+
+    import httpx
+    import SPARQLWrapper as sw
+
+    kinds = {"application/sparql-results": "results", "text/csv": "results", "text/tab-separated-values": "results"}
+    answers = {}
+    for fmt in (sw.JSON, sw.XML, sw.CSV, sw.TSV, sw.TURTLE, sw.N3, sw.JSONLD, sw.RDFXML, sw.RDF):
+        for url in (endpoint, oxigraph_endpoint):
+            request = wrapper(url, form, fmt)._createRequest()
+            assert isinstance(request, urllib.request.Request)
+            response = httpx.request(request.get_method(), request.full_url, content=request.data,
+                                     headers=dict(request.header_items()), timeout=30)
+            media = response.headers.get("content-type", "").split(";")[0]
+            kind = next((k for prefix, k in kinds.items() if media.startswith(prefix)), "graph")
+            answers.setdefault(fmt, []).append((response.status_code, kind if response.status_code == 200 else None))
+    assert all(ours == theirs for ours, theirs in answers.values()), answers
+    assert all(ours[0] == 200 for ours, _ in answers.values()), answers
 
 
 def test_rdflib_sparqlstore_reads_the_endpoint(endpoint):

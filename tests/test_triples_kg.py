@@ -103,10 +103,21 @@ def test_irn_questions_keep_the_text_and_every_answer_and_the_path_for_reports_o
     assert qs.queries[1].facets["relations"] == "2-relation" and "constraints" not in qs.queries[1].facets
 
 
-def test_irn_refuses_a_line_without_its_four_columns(tmp_path):
+def test_irn_refuses_a_line_without_its_columns(tmp_path):
     (tmp_path / "q.txt").write_text("who is it\tX\n")
     with pytest.raises(InputError, match="q.txt:1"):
         load_irn(tmp_path / "q.txt")
+
+
+def test_irn_reads_pathquestions_own_layout_with_every_answer_in_parentheses(tmp_path):
+    (tmp_path / "q.txt").write_text(
+        " what is the gender of Let_Me_In 's artist ?\tMale(Male/)\tLet_Me_In#__music__album__artist#Michael_Giacchino"
+        "#__people__person__gender#Male\n"
+        "what is the tracks of X 's tracks ?\tX(X/Y/)\tX#__music__recording__tracks#X#__music__recording__tracks#X\n")
+    first, second = load_irn(tmp_path / "q.txt")
+    assert first.text == "what is the gender of Let_Me_In 's artist ?" and first.answers == {"Male": 1}
+    assert first.facets == {"path": "__music__album__artist / __people__person__gender", "relations": "2-relation"}
+    assert second.answers == {"X": 1, "Y": 1}
 
 
 def test_build_and_eval_as_a_user_runs_them(kg, tmp_path):
@@ -156,3 +167,30 @@ def test_gold_answers_written_as_names_resolve_on_a_kb_whose_ids_are_iris(tmp_pa
     kb = KnowledgeBase.open(tmp_path / "kb")
     assert kb.resolve_identifiers({"Lyon"}) == {}
     assert kb.resolve_identifiers({"Lyon"}, by_name=True) == {"Lyon": ["http://ex.org/lyon"]}
+
+
+def test_rdf_nodes_without_text_are_named_from_their_iris_and_keep_their_edges(tmp_path):
+    """Issue 36, item 6: IRIs only, and a Turtle value node with no label (``schema:Female``)."""
+    from kqe_rdf.kb.importers.rdf import RdfImporter
+
+    (tmp_path / "people.nt").write_text(
+        "<http://ex.org/Ann_Smith> <http://ex.org/v/parent> <http://ex.org/Bob_Smith> .\n"
+        "<http://ex.org/Bob_Smith> <http://ex.org/v/placeOfBirth> <http://ex.org/Lyon> .\n"
+        "<http://ex.org/Bob_Smith> <http://ex.org/v/age> \"61\" .\n"
+        "_:b1 <http://ex.org/v/parent> <http://ex.org/Ann_Smith> .\n")
+    manifest = build_kb(RdfImporter([tmp_path / "people.nt"]), tmp_path / "kb")
+    assert manifest["counts"]["nodes"] == 3 and manifest["counts"]["edges"] == 2
+    assert manifest["counts"]["skipped_edges"] == 1  # the blank node's statement: reported, not silently lost
+    assert "3 nodes have no literal in a text property: named from their IRIs" in manifest["warnings"]
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    assert kb.resolve_identifiers({"Bob Smith"}, by_name=True) == {"Bob Smith": ["http://ex.org/Bob_Smith"]}
+
+    (tmp_path / "people.ttl").write_text(
+        "@prefix schema: <https://schema.org/> . @prefix owl: <http://www.w3.org/2002/07/owl#> .\n"
+        "@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+        "schema:gender a owl:ObjectProperty ; rdfs:label \"gender\" .\n"
+        "<http://ex.org/ann> a schema:Person ; schema:name \"Ann\" ; rdfs:label \"Ann\" ; schema:gender schema:Female .\n")
+    manifest = build_kb(RdfImporter([tmp_path / "people.ttl"]), tmp_path / "kb2")
+    assert manifest["counts"]["edges"] == 1 and manifest["counts"]["nodes"] == 2  # Ann and Female, not the property
+    kb = KnowledgeBase.open(tmp_path / "kb2")
+    assert kb.document("https://schema.org/Female").name == "Female"

@@ -10,9 +10,11 @@
 * update evaluation: loaded as above, the update sent to the update URL, then the default graph and
   every named graph read back and compared with the expected ones.
 
-A test that mentions SERVICE or LOAD outside strings and comments is counted as ``federation``: its
-endpoints are off this machine, so it is sent only to an endpoint with an allow-list that refuses it
-(``federation_safe``) and never to ``oxigraph serve``, which would call them.
+The ``service`` tests (group ``federation``) name endpoints with data of their own (``qt:serviceData``):
+:class:`ServiceEndpoints` serves each on loopback, and the test's text and data name the loopback URL instead
+(the answers are read back with the original IRIs). Any other test that mentions SERVICE or LOAD outside
+strings and comments is counted as ``federation``: its endpoints are off this machine, so it is sent only to
+an endpoint that refuses it (``federation_safe``) and never to ``oxigraph serve``, which would call them.
 
 The suite is not in this repository (its files come from w3c/rdf-tests, under its W3C licence): it is
 read from ``KQE_W3C_SPARQL11`` or ``../shared/data/w3c-rdf-tests/sparql/sparql11``.
@@ -23,8 +25,11 @@ from __future__ import annotations
 import collections
 import decimal
 import os
+import threading
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from pyoxigraph import (BlankNode, Literal, NamedNode, QueryBoolean, QueryResultsFormat, RdfFormat, Store, parse,
@@ -32,8 +37,9 @@ from pyoxigraph import (BlankNode, Literal, NamedNode, QueryBoolean, QueryResult
 
 from kqe_rdf.service.sparql_guard import mentions_federation
 
+# Resolved, as the manifests' file IRIs are: ../shared may be a symlink (or a copy).
 SUITE = Path(os.environ.get("KQE_W3C_SPARQL11") or
-             Path(__file__).resolve().parents[2] / "shared" / "data" / "w3c-rdf-tests" / "sparql" / "sparql11")
+             Path(__file__).resolve().parents[2] / "shared" / "data" / "w3c-rdf-tests" / "sparql" / "sparql11").resolve()
 BASE = "http://www.w3.org/2009/sparql/docs/tests/data-sparql11/"
 MF = "http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#"
 QT = "http://www.w3.org/2001/sw/DataAccess/tests/test-query#"
@@ -51,6 +57,7 @@ GROUPS = {
     "update syntax": ["syntax-update-1", "syntax-update-2"],
     "update evaluation": ["add", "basic-update", "clear", "copy", "delete-data", "delete-insert", "delete-where",
                           "delete", "drop", "move", "update-silent"],
+    "federation": ["service"],
 }
 KINDS = {MF + "QueryEvaluationTest": "query", MF + "PositiveSyntaxTest11": "syntax+",
          MF + "NegativeSyntaxTest11": "syntax-", MF + "PositiveUpdateSyntaxTest11": "update-syntax+",
@@ -72,6 +79,7 @@ class Case:
     graphs: list[tuple[str, Path]] = field(default_factory=list)  # (graph IRI, file)
     result: Path | None = None
     result_graphs: list[tuple[str, Path]] = field(default_factory=list)
+    services: list[tuple[str, Path]] = field(default_factory=list)  # (endpoint IRI, its data)
 
     @property
     def federation(self) -> bool:
@@ -89,7 +97,7 @@ class Endpoint:
 
 
 def iri(path: Path) -> str:
-    return BASE + path.relative_to(SUITE).as_posix()
+    return BASE + path.resolve().relative_to(SUITE).as_posix()
 
 
 # ---------------------------------------------------------------- manifests
@@ -135,10 +143,12 @@ def cases(group: str) -> list[Case]:
             if kind.startswith(("syntax", "update-syntax")):
                 out.append(Case(group, name, kind, _path(action)))
             elif kind == "query":
+                services = [(manifest.one(s, QT + "endpoint").value, _path(manifest.one(s, QT + "data")))
+                            for s in manifest.objects(action, QT + "serviceData")]
                 out.append(Case(group, name, kind, _path(manifest.one(action, QT + "query")),
                                 [_path(d) for d in manifest.objects(action, QT + "data")],
                                 [(iri(_path(g)), _path(g)) for g in manifest.objects(action, QT + "graphData")],
-                                _path(result)))
+                                _path(result), services=services))
             else:
                 def graphs(node):
                     return [(manifest.one(g, LABEL.value).value, _path(manifest.one(g, UT + "graph")))
@@ -158,11 +168,81 @@ def _triples(path: Path) -> list:
     return list(parse(path=str(path), format=fmt, base_iri=iri(path)))
 
 
-def _load(client: httpx.Client, endpoint: Endpoint, case: Case) -> None:
+#: Every endpoint the ``service`` tests name; each is served on loopback while the suite runs.
+SERVICE_IRIS = ("http://example.org/sparql", "http://example1.org/sparql", "http://example2.org/sparql",
+                "http://example3.org/sparql", "http://invalid.endpoint.org/sparql")
+
+
+class ServiceEndpoints:
+    """A loopback SPARQL endpoint for each of :data:`SERVICE_IRIS` (``http://127.0.0.1:PORT/HOST/sparql``), over
+    the data of the running test's ``qt:serviceData``; one the test gives no data answers 404, a failing endpoint.
+
+    ``urls`` maps each IRI to its loopback URL (for an allow-list); :meth:`rewrite` puts the URLs into a
+    test's text and data, :meth:`original` puts the IRIs back into an answer."""
+
+    def __init__(self) -> None:
+        self.stores: dict[str, Store] = {}
+        stores = self.stores
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self, query: str | None) -> None:
+                store = stores.get(urlsplit(self.path).path)
+                if store is None or not query:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                body = store.query(query).serialize(format=QueryResultsFormat.JSON)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/sparql-results+json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._answer(parse_qs(urlsplit(self.path).query).get("query", [None])[0])
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode("utf-8")
+                if self.headers.get("Content-Type", "").startswith("application/x-www-form-urlencoded"):
+                    body = parse_qs(body).get("query", [None])[0]
+                self._answer(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        port = self.server.server_address[1]
+        self.urls = {name: f"http://127.0.0.1:{port}/{urlsplit(name).netloc}/sparql" for name in SERVICE_IRIS}
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def load(self, case: Case) -> None:
+        self.stores.clear()
+        for name, path in case.services:
+            store = self.stores.setdefault(urlsplit(self.urls[name]).path, Store())
+            store.extend(_triples(path))
+
+    def rewrite(self, text: str) -> str:
+        for name, url in self.urls.items():
+            text = text.replace(name, url)
+        return text
+
+    def original(self, text: str) -> str:
+        for name, url in self.urls.items():
+            text = text.replace(url, name)
+        return text
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _load(client: httpx.Client, endpoint: Endpoint, case: Case, rewrite=lambda text: text) -> None:
     blocks = [" ".join(str(t) + " ." for path in case.data for t in _triples(path))]
     blocks += [f"GRAPH <{name}> {{ " + " ".join(str(t) + " ." for t in _triples(path)) + " }"
                for name, path in case.graphs]
-    for text in ["DROP ALL"] + ([f"INSERT DATA {{ {' '.join(blocks)} }}"] if any(blocks) else []):
+    for text in ["DROP ALL"] + ([rewrite(f"INSERT DATA {{ {' '.join(blocks)} }}")] if any(blocks) else []):
         response = client.post(endpoint.update, content=text.encode(), headers={
             **endpoint.headers, "Content-Type": "application/sparql-update"})
         if response.status_code >= 300:
@@ -229,10 +309,10 @@ def _canonical(quads) -> frozenset:
     return frozenset(to_canonical_graph(graph))
 
 
-def _answer(response: httpx.Response):
+def _answer(response: httpx.Response, original=lambda text: text):
     media = response.headers.get("content-type", "").split(";")[0]
     if media == "application/sparql-results+json":
-        result = parse_query_results(response.content, format=QueryResultsFormat.JSON)
+        result = parse_query_results(original(response.text).encode("utf-8"), format=QueryResultsFormat.JSON)
         if isinstance(result, QueryBoolean):
             return bool(result)
         return _solutions(list(result), [v.value for v in result.variables])
@@ -254,14 +334,20 @@ def _names(client: httpx.Client, endpoint: Endpoint) -> set[str]:
     return {b["g"]["value"] for b in response.json()["results"]["bindings"]}
 
 
-def run_case(client: httpx.Client, endpoint: Endpoint, case: Case) -> str:
-    """``pass``, ``fail``, ``400``, ``403``, ``5xx`` (any other status) or ``federation`` (not sent)."""
+def run_case(client: httpx.Client, endpoint: Endpoint, case: Case, services: ServiceEndpoints | None = None) -> str:
+    """``pass``, ``fail``, ``400``, ``403``, ``5xx`` (any other status) or ``federation`` (not sent). A test
+    with service data is sent when ``services`` serve it (its endpoints then on loopback)."""
     text = case.text.read_text(encoding="utf-8")
-    if case.federation and not endpoint.federation_safe:
+    rewrite = original = lambda text: text  # noqa: E731
+    if services is not None and (case.services or case.group == "federation"):
+        services.load(case)
+        rewrite, original = services.rewrite, services.original
+        text = rewrite(text)
+    elif case.federation and not endpoint.federation_safe:
         return "federation"
     update = case.kind.startswith("update")
     if case.kind in ("query", "update"):
-        _load(client, endpoint, case)
+        _load(client, endpoint, case, rewrite)
         if not case.federation:
             text = f"BASE <{iri(case.text)}>\n{text}"
     elif update:
@@ -280,7 +366,10 @@ def run_case(client: httpx.Client, endpoint: Endpoint, case: Case) -> str:
     if case.kind.endswith("+"):
         return "pass"
     if case.kind == "query":
-        return "pass" if _answer(response) == _result_set(case.result) else "fail"
+        try:
+            return "pass" if _answer(response, original) == _result_set(case.result) else "fail"
+        except (SyntaxError, ValueError):  # an answer that breaks off (`oxigraph serve` on an unbound SERVICE ?x)
+            return "fail"
     expected = {None: _result_set(case.result) if case.result else frozenset()}
     expected.update({name: _canonical(q for q in parse(path=str(path), format=RdfFormat.TURTLE, base_iri=iri(path)))
                      for name, path in case.result_graphs})
@@ -295,16 +384,17 @@ def _status(status: int) -> str:
     return {400: "400", 403: "403"}.get(status, "5xx" if status >= 500 else str(status))
 
 
-def run_suite(endpoint: Endpoint, groups=tuple(GROUPS), restart=None) -> dict[str, dict[str, str]]:
+def run_suite(endpoint: Endpoint, groups=tuple(GROUPS), restart=None,
+              services: ServiceEndpoints | None = None) -> dict[str, dict[str, str]]:
     """Every test's outcome, by group and test name. ``restart()`` brings a crashed endpoint back (then the
-    test that crashed it counts as ``5xx``)."""
+    test that crashed it counts as ``5xx``); ``services`` serve the ``service`` tests' endpoints."""
     out: dict[str, dict[str, str]] = {}
     with httpx.Client(timeout=60) as client:
         for group in groups:
             out[group] = {}
             for case in cases(group):
                 try:
-                    out[group][case.name] = run_case(client, endpoint, case)
+                    out[group][case.name] = run_case(client, endpoint, case, services)
                 except httpx.TransportError:
                     out[group][case.name] = "5xx"
                     if restart is None:

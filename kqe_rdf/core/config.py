@@ -143,6 +143,11 @@ class Settings:
     #: SERVICE endpoints a query may call, space- or comma-separated exact URLs (others are refused:
     #: SERVICE to arbitrary hosts is server-side request forgery). `urn:kqe:search` is always allowed.
     server_service_allow: str = ""
+    #: With no SERVICE allow-list (and no remote store), SPARQL queries and updates (server and `kqe-rdf sparql`)
+    #: are evaluated on a thread in a network namespace of its own, where no connection can be opened
+    #: (kqe_rdf/service/isolation.py); where the kernel does not allow it, or with this off, every query and
+    #: update takes the verified path instead: parsed by the verifier, which writes the text that runs.
+    server_network_isolation: bool = True
     #: The base IRI relative IRIs in a query or update resolve against; empty: the request's URL at the endpoint.
     server_base_iri: str = ""
     #: Whether a query without a dataset (no FROM, no default-graph-uri) sees every graph as its default graph

@@ -202,8 +202,29 @@ def load_metaqa(*paths: Path, limit: int | None = None) -> QuerySet:
     return result
 
 
+#: PathQuestion's answer column: the first answer, then every answer in parentheses ("Male(Male/)").
+_PATHQUESTION_ANSWERS = re.compile(r"^(.*?)\((.*)\)\s*$", re.S)
+
+
+def _irn_answers(columns: list[str]) -> dict[str, int]:
+    """The gold answers of an IRN line in either layout: WC2014's four columns
+    (``question<TAB>answer<TAB>path<TAB>a1/a2/...``) or PathQuestion's three (``question<TAB>answer(a1/a2/)<TAB>path``).
+
+    >>> _irn_answers(["q", "Male(Male/)", "p"])
+    {'Male': 1}
+    >>> _irn_answers(["q", "a", "p", "a/b/"])
+    {'a': 1, 'b': 1}
+    """
+    listed = columns[3] if len(columns) >= 4 else ""
+    first = columns[1].strip()
+    if not listed.strip() and (match := _PATHQUESTION_ANSWERS.match(first)):
+        first, listed = match.group(1).strip(), match.group(2)
+    answers = {a.strip(): 1 for a in listed.split("/") if a.strip()}
+    return answers or ({first: 1} if first else {})
+
+
 def load_irn(*paths: Path, limit: int | None = None) -> QuerySet:
-    """IRN ``question<TAB>answer<TAB>path<TAB>a1/a2/...`` lines; every listed answer counts; facets: path, relations."""
+    """IRN lines (WC2014's or PathQuestion's layout); every listed answer counts; facets: path, relations."""
     # IRN (Zhou et al. 2018: PathQuestion, WC2014); more columns may follow. The gold path (``h#r#t#...``, several
     # joined by ``*`` for constraints on one answer) is for reports only, never shown to a method.
     if not paths:
@@ -219,11 +240,10 @@ def load_irn(*paths: Path, limit: int | None = None) -> QuerySet:
                 continue
             columns = line.rstrip("\r\n").split("\t")
             where = f"{name}:{number}"
-            if len(columns) < 4 or not columns[0].strip():
-                raise InputError("expected 'question<TAB>answer<TAB>path<TAB>answer1/answer2/...'", where)
-            answers = {a.strip(): 1 for a in columns[3].split("/") if a.strip()}
-            if not answers and columns[1].strip():
-                answers = {columns[1].strip(): 1}
+            if len(columns) < 3 or not columns[0].strip():
+                raise InputError("expected 'question<TAB>answer<TAB>path<TAB>answer1/answer2/...' (WC2014) or "
+                                 "'question<TAB>answer(answer1/answer2/)<TAB>path' (PathQuestion)", where)
+            answers = _irn_answers(columns)
             if not answers:
                 result.skip("no answers")
                 continue
@@ -258,12 +278,30 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def phenopacket_question(sex: str | None, observed: list[str], excluded: list[str], target: str = "disease") -> str:
-    """The one template every method sees, so no method gets a friendlier wording.
+#: How a case can be worded: the evaluation's template (observed and excluded phenotypes), and three ways a user
+#: types the observed phenotypes alone. The structural reader is measured on each, so no wording is learned.
+WORDINGS = ("template", "list", "which", "child")
 
-    E.g. "A female patient presents with a and b. C was not observed. Which disease explains this?"
+
+def phenopacket_question(sex: str | None, observed: list[str], excluded: list[str], target: str = "disease",
+                         wording: str = "template") -> str:
+    """A case as one request, in one of :data:`WORDINGS`; every method sees the same text.
+
+    >>> phenopacket_question("FEMALE", ["a", "b"], ["c"])
+    'A female patient presents with a and b. C was not observed. Which disease explains this?'
+    >>> [phenopacket_question(None, ["a", "b", "c"], ["d"], wording=w) for w in WORDINGS[1:]]
+    ['a, b and c', 'which disease causes a, b and c?', 'child with a, b and c']
     """
-    text = f"{_SUBJECT.get(sex or '', 'A patient')} presents with {_join(observed)}."
+    observed_text = _join(observed)
+    if wording == "list":
+        return observed_text
+    if wording == "which":
+        return f"which {target} causes {observed_text}?"
+    if wording == "child":
+        return f"child with {observed_text}"
+    if wording != "template":
+        raise InputError(f"unknown wording {wording!r}; one of {', '.join(WORDINGS)}")
+    text = f"{_SUBJECT.get(sex or '', 'A patient')} presents with {observed_text}."
     if excluded:
         shown = excluded[:MAX_EXCLUDED]
         negated = _join(shown)
@@ -276,11 +314,14 @@ def _size_bucket(n: int) -> str:
     return next(f"{lo}-{hi}" for lo, hi in ((1, 4), (5, 9), (10, 19)) if n <= hi) if n < 20 else "20+"
 
 
-def load_phenopackets(path: Path, target: str = "disease", limit: int | None = None) -> QuerySet:
-    """Phenopacket JSON lines; answers are disease ids or gene symbols; lists <= MAX_EXCLUDED (20) excluded terms."""
+def load_phenopackets(path: Path, target: str = "disease", limit: int | None = None,
+                      wording: str = "template") -> QuerySet:
+    """Phenopacket JSON lines; answers are disease ids or gene symbols; questions worded as :data:`WORDINGS` say."""
     if target not in ("disease", "gene"):
         raise InputError(f"target must be 'disease' or 'gene', not {target!r}")
-    result = QuerySet(f"phenopackets {target}")
+    if wording not in WORDINGS:
+        raise InputError(f"unknown wording {wording!r}; one of {', '.join(WORDINGS)}")
+    result = QuerySet(f"phenopackets {target}" + ("" if wording == "template" else f", wording '{wording}'"))
     name, lines = source_lines(Path(path))
     for number, line in enumerate(lines, start=1):
         if result.full(limit):
@@ -307,7 +348,7 @@ def load_phenopackets(path: Path, target: str = "disease", limit: int | None = N
         elif not answers:
             result.skip(f"no {target}")
         else:
-            question = phenopacket_question(case.get("sex"), observed, excluded, target)
+            question = phenopacket_question(case.get("sex"), observed, excluded, target, wording)
             result.queries.append(EvalQuery(case["id"], question, answers,
                                             facets={"observed terms": _size_bucket(len(observed))}))
     return result

@@ -383,6 +383,35 @@ class Hierarchies:
             return sorted(set(hops)), covered
         return None
 
+    def hops_below_each(self, term_class: str, groups: Sequence[Sequence[str]]) -> list[set] | None:
+        """:meth:`hops_below` for each group of terms (a request's mentions, each with its candidate terms) in one
+        pass over the stored arrays: the relations that leave each group's terms or any term below them; None
+        when no stored hierarchy is on ``term_class``."""
+        for hierarchy, info in self.summary.items():
+            if info["class"] != term_class:
+                continue
+            self.hops_below(term_class, [])  # the term index and which terms have terms below them
+            arrays = self.arrays(hierarchy)
+            index, has_children = self._below[hierarchy]
+            cols = [np.array([index[t] for t in terms if t in index], dtype=np.int64) for terms in groups]
+            flat = np.concatenate(cols) if cols else np.zeros(0, dtype=np.int64)
+            owner = np.repeat(np.arange(len(groups)), [len(c) for c in cols])
+            out: list[set] = [set() for _ in groups]
+            ptr = arrays["ancestor_ptr"]
+            below = has_children[flat]
+            above = (ptr[flat + 1] - ptr[flat]) > 1
+            for g in np.unique(owner[below | above]).tolist():
+                out[g].add((hierarchy, True, term_class))
+            for g in np.unique(owner[below]).tolist():
+                out[g].add((hierarchy, False, term_class))
+            for slot, ann in enumerate(info["annotations"]):
+                col_ptr = arrays[f"a{slot}_ptr"]
+                hop = (ann["relation"], not ann["terms_are_tails"], ann["class"])
+                for g in np.unique(owner[(col_ptr[flat + 1] - col_ptr[flat]) > 0]).tolist():
+                    out[g].add(hop)
+            return out
+        return None
+
     def __bool__(self) -> bool:
         return bool(self.summary)
 

@@ -148,13 +148,19 @@ class KnowledgeBase:
         Recorded at build time. Combinations with under 2% of their relation's
         edges are left out: they are typing noise in the source, not schema.
         """
+        totals: dict[str, int] = {}
+        for (_d, rel, _r), n in self.relation_edges.items():
+            totals[rel] = totals.get(rel, 0) + n
+        return [(d, rel, rng) for (d, rel, rng), n in self.relation_edges.items() if n >= 0.02 * totals[rel]]
+
+    @functools.cached_property
+    def relation_edges(self) -> dict[tuple[str, str, str], int]:
+        """How many edges link each (head class, relation, tail class), most used first: what the data says a
+        relation between two classes usually is when no word names it."""
         found = self.manifest.get("relation_signatures")
         if found is None:
             found = relation_signatures(self.store)
-        totals: dict[str, int] = {}
-        for _d, rel, _r, n in found:
-            totals[rel] = totals.get(rel, 0) + n
-        return [(d, rel, rng) for d, rel, rng, n in found if n >= 0.02 * totals[rel]]
+        return {(d, rel, rng): int(n) for d, rel, rng, n in found}
 
     def query(self, sparql: str, **options):
         return run_query(self.store, sparql, prefixes=self.prefixes, **options)

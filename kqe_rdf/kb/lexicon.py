@@ -7,7 +7,9 @@ Debian's ``wordnet-base`` installs its database under ``/usr/share/wordnet``, re
 lists for each relation the words related to its own words, each with how it is related and a weight:
 
 - ``synonym`` (0.8): a lemma of a sense of the word ("director" → "manager"; "direct" → "head", "lead");
-- ``derived`` (0.8): a derivationally related form of one of those ("director" → "direct");
+- ``derived`` (0.8): a derivationally related form of one of those ("director" → "direct"), and the nouns an
+  adjective so derived pertains to, the word's family (a relation named by a noun in "-ality" is named by
+  the noun of its adjective too: "-al" → the noun it pertains to, "national" → "nation");
 - ``pertainym`` (0.8): an adjective that pertains to a noun sense ("country" → "national");
 - ``narrower`` (0.7): a lemma up to two levels below one of the word's three commonest senses ("parent" → "father", "dad");
 - ``broader`` (0.7): a lemma one level above a noun sense ("child" → "offspring", "genre" → "kind");
@@ -126,6 +128,12 @@ class WordNet:
                                  int(words[2:], 16)))
         return lemmas, tuple(pointers)
 
+    def gloss(self, pos: str, offset: int) -> str:
+        """A sense's definition, without its examples ("a male parent")."""
+        data = self.data[pos]
+        line = data[offset: data.index(b"\n", offset)].decode("latin-1")
+        return re.split(r'[;"]', line.split(" | ", 1)[1] if " | " in line else "")[0].strip()
+
     def related(self, pos: str, offset: int, kind: str) -> list[tuple[str, int]]:
         return [(p, o) for k, p, o, _s, _t in self.sense(pos, offset)[1] if k == kind]
 
@@ -147,6 +155,16 @@ class WordNet:
                     out.setdefault(("n", int(target)), set()).update(w for w in lemmas if "_" not in w)
         return out
 
+    @lru_cache(maxsize=1)
+    def pertained(self) -> dict[str, set[str]]:
+        """Adjective → the nouns it pertains to ("national" → "nation"): :meth:`pertainyms` read
+        the other way."""
+        out: dict[str, set[str]] = {}
+        for sense, adjectives in self.pertainyms().items():
+            for adjective in adjectives:
+                out.setdefault(adjective, set()).update(_lemmas(self, sense))
+        return out
+
     def hypernym_closure(self, pos: str, offset: int) -> set[tuple[str, int]]:
         seen, todo = set(), [(pos, offset)]
         while todo:
@@ -163,6 +181,12 @@ def wordnet() -> WordNet | None:
     """The installed WordNet database, or None when there is none."""
     folder = wordnet_dir()
     return WordNet(folder) if folder is not None else None
+
+
+def _same_root(a: str, b: str, length: int = 5) -> bool:
+    """Whether two words share their first ``length`` letters: one word family ("nation", "national"), not a
+    synonym of another root ("country")."""
+    return len(a) >= length and len(b) >= length and a[:length] == b[:length]
 
 
 def _lemmas(wn: WordNet, sense: tuple[str, int]) -> set[str]:
@@ -198,6 +222,9 @@ def related_words(word: str, wn: WordNet | None = None, parts: tuple[str, ...] =
                     lemmas = wn.sense(p, o)[0]
                     if target and target <= len(lemmas):
                         add([lemmas[target - 1]], "derived")
+                        if p in "as":  # the word family through its adjective: "national" → "nation"
+                            adjective = lemmas[target - 1]
+                            add((n for n in wn.pertained().get(adjective, ()) if _same_root(n, adjective)), "derived")
             if rank >= BROAD_SENSES:
                 continue
             # Below a sense: one level, and a second while the words stay few ("parent" → "father" → "dad";
@@ -345,4 +372,130 @@ def _irregular_forms(pos: str) -> dict[str, list[str]]:
         for base in bases:
             if "_" not in form and "_" not in base:
                 out.setdefault(base, []).append(form)
+    return out
+
+
+# ---------------------------------------------------------------- role words
+
+#: "the father of your father or mother", "a child of your son or daughter": a role of a role.
+_OF_YOUR = re.compile(r"^(?:a|an|the)\s+([a-z]+)\s+of\s+(?:your|a person's|someone's|one's)\s+"
+                      r"([a-z]+(?:\s+or\s+[a-z]+)?)$")
+#: "informal terms for a mother": another word for a role.
+_TERM_FOR = re.compile(r"^(?:an?\s+)?(?:informal\s+|familiar\s+)?terms?\s+for\s+(?:a|an|the)\s+([a-z]+)$")
+#: "a male parent", "a female human offspring", "a married man": a kind of a role (or of a person).
+_KIND_OF = re.compile(r"^(?:a|an|the)\s+((?:[a-z]+\s+){0,2})([a-z]+)$")
+#: How many levels of definitions a role word is read through ("grandson": a male grandchild, a child of a son
+#: or daughter, a male offspring), and how many of its senses.
+ROLE_DEPTH = 3
+ROLE_SENSES = 2
+
+
+def _weight(names, word: str) -> float:
+    return max(names(word).values(), default=0.0)
+
+
+def role(word: str, names, wn: WordNet | None = None, depth: int = ROLE_DEPTH, climb: bool = True
+         ) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """A role word as the chain of relation words it is made of, nearest the person first, and the qualities its
+    holder has, read from WordNet's definitions and compounds. ``names(word)`` maps the relations of the KB a word
+    names to how surely: 1 by a relation's own words (such a word is never taken apart), less by a related word
+    ("father" for parents: taken apart where WordNet defines it by surer words, "a male parent"). Only the word
+    itself is also read through its hypernyms ("husband" is a spouse), and every word of a definition must name
+    a relation itself or be defined by one. None when no chain of such words makes the word.
+
+    >>> def names(w):
+    ...     return {"parent": {"p": 1.0}, "child": {"c": 1.0}, "son": {"c": 0.7}, "daughter": {"c": 0.7}}.get(w, {})
+    >>> role("grandfather", names)
+    (('parent', 'parent'), frozenset({'male'}))
+    >>> role("mom", names)
+    (('parent',), frozenset({'female'}))
+    >>> role("grandson", names)
+    (('son', 'child'), frozenset({'male'}))
+    """
+    wn = wn or wordnet()
+    weight = _weight(names, word)
+    if weight >= 1.0:
+        return (word,), frozenset()
+    said: frozenset[str] = frozenset()
+    if wn is not None and depth > 0 and (base := wn.morphy(word, "n")) is not None:
+        for rank, sense in enumerate(wn.senses(base, "n")[:ROLE_SENSES]):
+            found, qualities_said = _sense_role(wn, sense, names, depth, climb)
+            said = said | qualities_said if rank == 0 else said
+            if found is None:
+                continue
+            # Taken apart into a longer chain or surer words ("father" is a male parent); a word that names its
+            # relation as surely as its parts keeps its place and takes their qualities ("son": male).
+            if len(found[0]) > 1 or min(_weight(names, w) for w in found[0]) > weight:
+                return found
+            said = said | found[1] if rank == 0 else said
+    return ((word,), said) if weight > 0 else None
+
+
+def _defined_role(wn: WordNet, word: str, names, depth: int):
+    """A word's role by its commonest sense's definition as a role of a role ("a child of your son or daughter")."""
+    base = wn.morphy(word, "n")
+    senses = wn.senses(base, "n") if base and depth > 0 else []
+    gloss = re.split(r"[(]", wn.gloss(*senses[0]))[0].strip().lower() if senses else ""
+    if match := _OF_YOUR.match(gloss):
+        inner = [role(w, names, wn, depth - 1, False) for w in match.group(2).split(" or ")]
+        outer = role(match.group(1), names, wn, depth - 1, False)
+        if outer and all(inner) and _same_relations([chain for chain, _q in inner], names):
+            return inner[0][0] + outer[0], outer[1]  # "father or mother": a parent, of either sex
+    return None
+
+
+def _same_relations(chains: list[tuple[str, ...]], names) -> bool:
+    """Whether chains name the same relations hop by hop ("son or daughter": children, either way)."""
+    return len({len(c) for c in chains}) == 1 and all(
+        set.intersection(*(set(names(c[i])) for c in chains)) for i in range(len(chains[0])))
+
+
+def _sense_role(wn: WordNet, sense: tuple[str, int], names, depth: int, climb: bool):
+    """One sense's role (or None), and the qualities its definition and compounds say of its holder."""
+    lemmas, pointers = wn.sense(*sense)
+    for lemma in lemmas:  # "kid" is a lemma of the sense whose lemma "child" names a relation
+        if "_" not in lemma and _weight(names, lemma) >= 1.0:
+            return ((lemma,), frozenset()), frozenset()
+    gloss = re.split(r"[(]", wn.gloss(*sense))[0].strip().lower()
+    if match := _OF_YOUR.match(gloss):
+        inner = [role(w, names, wn, depth - 1, False) for w in match.group(2).split(" or ")]
+        outer = role(match.group(1), names, wn, depth - 1, False)
+        if outer and all(inner) and _same_relations([chain for chain, _q in inner], names):
+            return (inner[0][0] + outer[0], outer[1]), frozenset()  # "father or mother": a parent, of either sex
+    if match := _TERM_FOR.match(gloss):
+        if found := role(match.group(1), names, wn, depth - 1, False):
+            return found, frozenset()
+    said: set[str] = set()
+    heads: list[tuple[list[str], str]] = []  # (words before, head noun): "a male parent", "female_parent"
+    if match := _KIND_OF.match(gloss):
+        heads.append((match.group(1).split(), match.group(2)))
+    hypernyms = [lemma for kind, p, o, _s, _t in pointers if kind == "hypernym" for lemma in wn.sense(p, o)[0]]
+    heads += [(lemma.split("_")[:-1], lemma.split("_")[-1]) for lemma in [*lemmas, *hypernyms] if "_" in lemma]
+    for before, head in heads:
+        said |= set(before)
+        # A head that names no relation is read only by a definition of a role of roles ("a male grandchild").
+        if found := role(head, names, wn, depth - 1, False) if _weight(names, head) > 0 else \
+                _defined_role(wn, head, names, depth - 1):
+            return (found[0], found[1] | said), frozenset(said)
+        said |= {head} | qualities(head, wn)  # "a married man": a man, so male
+    for lemma in hypernyms if climb else ():  # "husband" is a spouse; "mom" a mother
+        if "_" not in lemma and _weight(names, lemma) > 0 and (found := role(lemma, names, wn, depth - 1, False)):
+            return (found[0], found[1] | said), frozenset(said)
+    return None, frozenset(said)
+
+
+def qualities(noun: str, wn: WordNet | None = None) -> set[str]:
+    """What a noun's holder is, by the words of its commonest sense's hypernyms ("man" → adult, male).
+
+    >>> "male" in qualities("man")
+    True
+    """
+    wn = wn or wordnet()
+    base = wn.morphy(noun, "n") if wn is not None else None
+    if base is None or not (senses := wn.senses(base, "n")):
+        return set()
+    out = set()
+    for p, o in wn.related(*senses[0], "hypernym"):
+        for lemma in wn.sense(p, o)[0]:
+            out.add(lemma.split("_")[0])
     return out

@@ -45,13 +45,33 @@ def negates(label: str) -> bool:
     return bool(NEGATION_WORDS & set(re.findall(r"[a-z]+", label.lower())))
 
 
-def readable(name: str) -> str:
-    """A name as words, for a relation the source gives no label (``hasBrand`` / ``has_brand`` → ``has brand``).
+#: What separates the segments of a namespaced name: Freebase's ``people.person.place_of_birth``, its RDF dumps'
+#: ``/people/person/place_of_birth`` and IRN's ``__people__person__place_of_birth``.
+_SEGMENTS = re.compile(r"__|[./]")
 
-    >>> readable("placeOfBirth")
-    'place of birth'
+
+def readable(name: str) -> str:
+    """A name as words, for a relation the source gives no label (``hasBrand`` / ``has_brand`` → ``has brand``); a
+    namespaced name reads as its last segment, the way people say it (:func:`name_context` keeps the rest).
+
+    >>> readable("placeOfBirth"), readable("__people__person__place_of_birth"), readable("/film/film/genre")
+    ('place of birth', 'place of birth', 'genre')
     """
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name).replace("_", " ").strip().lower()
+    segments = [p for p in _SEGMENTS.split(name) if p.strip("_ ")]
+    last = segments[-1] if segments else name
+    return " ".join(re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", last).replace("_", " ").split()).lower()
+
+
+def name_context(name: str) -> str:
+    """The segments of a namespaced name before its last, as words: what kind of thing the relation belongs to.
+
+    >>> name_context("__people__person__place_of_birth"), name_context("people.person.nationality")
+    ('people › person', 'people › person')
+    >>> name_context("placeOfBirth")
+    ''
+    """
+    segments = [p for p in _SEGMENTS.split(name) if p.strip("_ ")]
+    return " › ".join(" ".join(s.replace("_", " ").split()).lower() for s in segments[:-1])
 
 
 @dataclass(frozen=True)

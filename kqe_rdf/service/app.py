@@ -97,12 +97,13 @@ def create_app(kb, settings, writable: bool | None = None):
     @contextlib.asynccontextmanager
     async def lifespan(_app):
         await pool.start()  # a KB that cannot be opened stops the server at startup
+        logging.getLogger("uvicorn.error").info("SERVICE and LOAD: %s", pool.protection)
         yield
         pool.close()
 
     methods = ["GET", "POST"]
     sparql = _sparql_endpoint(kb, settings, pool, cache)
-    page, openapi, health, not_found, internal = _plain_endpoints(kb, settings)
+    page, openapi, health, not_found, internal = _plain_endpoints(kb, settings, pool)
     routes = [
         Route("/", page, methods=["GET"]),
         Route("/sparql", sparql, methods=methods), Route("/query", sparql, methods=methods),
@@ -271,7 +272,7 @@ def _rest_endpoint(kind: str, settings, pool):
     return endpoint
 
 
-def _plain_endpoints(kb, settings):
+def _plain_endpoints(kb, settings, pool):
     """The web page, ``/openapi.json``, ``/health``, and the answers to unknown routes and to bugs."""
     from starlette.responses import FileResponse, JSONResponse
 
@@ -282,8 +283,14 @@ def _plain_endpoints(kb, settings):
         return JSONResponse(openapi_description(settings))
 
     async def health(_request):
+        if not (kb.path / "manifest.json").is_file() or not (kb.path / "store").is_dir():
+            # The KB folder is gone (deleted or moved under the server): no worker can open it.
+            return JSONResponse({"status": "unavailable", "kb": kb.path.name, "error": f"the KB {kb.path.name} is no "
+                                 "longer where the server opened it (deleted or moved?); rebuild it or restart the "
+                                 "server"}, 503, headers={"Retry-After": "5"})
         return JSONResponse({"status": "ok", "kb": kb.path.name, "nodes": kb.manifest.get("counts", {}).get("nodes"),
                              "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token),
+                             "network_isolation": pool.isolated, "protection": pool.protection,
                              "prefixes": kb.prefixes})
 
     async def not_found(request, exc):

@@ -20,11 +20,12 @@ therefore read here, through :func:`consume`, so that:
 from __future__ import annotations
 
 import dataclasses
+import errno
 from collections.abc import Callable
 from typing import TypeVar
 
 from ..core.errors import SparqlError
-from .sparql_guard import verify_federation
+from .sparql_guard import ServiceNotAllowed, verify_federation
 from .sparql_lexer import declared_prefixes, resolve, tokenize
 from .sparql_search import Prepared, _closing_brace, allowed_endpoints, evaluate
 
@@ -46,9 +47,13 @@ def consume(kb, prepared: Prepared, functions, settings, use: Callable[[object, 
         failure = None
         try:
             result = evaluate(kb, query, functions, **options)
-            return use(result, lambda: evaluate(kb, query, functions, **options))
+            value = use(result, lambda: evaluate(kb, query, functions, **options))
+            # A callee's cyclic garbage (a verifier's parse on an earlier attempt) keeps this frame alive through
+            # its f_back until a collection, maybe on another thread: the result must not be in it then.
+            result = None
+            return value
         except (OSError, RuntimeError, ValueError) as exc:  # what pyoxigraph raises while it evaluates
-            failure = service_failure(query, exc) or SparqlError(f"SPARQL evaluation failed: {exc}")
+            failure = cut_off(exc) or service_failure(query, exc) or SparqlError(f"SPARQL evaluation failed: {exc}")
         # Raised here, outside the except block, so that no traceback keeps the result alive (pyoxigraph results
         # may only be freed on the thread that made them).
         result = None
@@ -57,6 +62,15 @@ def consume(kb, prepared: Prepared, functions, settings, use: Callable[[object, 
         if repaired is None:
             raise failure
         query = repaired
+
+
+def cut_off(exc: BaseException) -> ServiceNotAllowed | None:
+    """The error for a call that the network namespace stopped (:mod:`.isolation`): a SERVICE or LOAD the
+    guard's reading did not see, which pyoxigraph tried. None for any other failure."""
+    if isinstance(exc, OSError) and (exc.errno == errno.ENETUNREACH or "Network is unreachable" in str(exc)):
+        return ServiceNotAllowed("the query called out (SERVICE or LOAD) and nothing may be called here: there is "
+                                 "no allow-list (server_service_allow), and SPARQL is evaluated without network")
+    return None
 
 
 def service_failure(prepared: Prepared, exc: BaseException) -> ServiceFailed | None:
@@ -112,5 +126,6 @@ def without_silent_calls(prepared: Prepared, endpoint: str, prefixes: dict[str, 
         return None
     for start, end in reversed(edits):
         text = text[:start] + "{}" + text[end:]
-    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), prefixes)
+    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), prefixes,
+                                 strict=prepared.strict)
     return dataclasses.replace(prepared, text=verified.text, services=verified.services + verified.loads)

@@ -12,7 +12,7 @@ import time
 
 from ..core.errors import KqeError, SparqlError
 from .protocol import _VOLATILE, HTTPError, Rendered, render
-from .federation import ServiceFailed, consume, service_failure
+from .federation import ServiceFailed, consume, cut_off, service_failure
 from .sparql_search import prepare
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,10 @@ def naming(parameter: str):
 
 
 def sparql_job(context, payload: dict, deadline: float) -> Rendered:
-    """A SPARQL query evaluated and rendered in the negotiated format (a failing SERVICE endpoint: 502)."""
+    """A SPARQL query evaluated and rendered in the negotiated format (a failing SERVICE endpoint: 502).
+
+    Evaluated on the worker's job thread, in its network namespace when it has one (its searches run on the
+    thread that keeps the network: :mod:`.workers`)."""
     kb, settings = context.kb, context.settings
     with naming("query"):
         prepared = context.prepare(payload["query"])
@@ -152,9 +155,10 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
 
 
 def update_job(context, payload: dict) -> None:
+    """A SPARQL Update, evaluated as a query is (in the job thread's network namespace when it has one)."""
     kb, settings = context.kb, context.settings
     with naming("update"):
-        prepared = prepare(kb, payload["update"], settings, update=True)
+        prepared = prepare(kb, payload["update"], settings, update=True, strict=not context.protection.active)
         try:
             kb.store.update(prepared.text, prefixes=kb.prefixes, custom_functions=context.functions.functions,
                             base_iri=payload.get("base"))
@@ -162,7 +166,8 @@ def update_job(context, payload: dict) -> None:
         except SyntaxError as exc:
             raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
         except (OSError, ValueError, RuntimeError) as exc:
-            raise service_failure(prepared, exc) or SparqlError(f"SPARQL Update failed: {exc}") from None
+            raise cut_off(exc) or service_failure(prepared, exc) or SparqlError(f"SPARQL Update failed: {exc}") \
+                from None
 
 
 def run_job(context, kind: str, payload: dict, deadline: float):
@@ -172,6 +177,6 @@ def run_job(context, kind: str, payload: dict, deadline: float):
     if kind == "update":
         return update_job(context, payload)
     started = time.perf_counter()
-    out = REST_JOBS[kind](context, payload)
+    out = context.networked.run(REST_JOBS[kind], context, payload)  # an LLM may be called: not in the namespace
     out["elapsed_ms"] = round((time.perf_counter() - started) * 1000, 1)
     return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()

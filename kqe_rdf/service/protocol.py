@@ -53,13 +53,49 @@ _FORMAT_PARAMS = ("format", "output", "results")
 
 
 def accept_of(params: dict[str, list[str]], header: str) -> str:
-    """What the client accepts: a ``format=`` parameter (short name or media type) over the Accept header."""
+    """What the client accepts: a ``format=`` parameter (short name or media type) over the Accept header.
+
+    A format that does not fit the query's form (SPARQLWrapper sends ``format=turtle`` with a SELECT, ``format=csv``
+    with a CONSTRUCT, and ``Accept: */*``) falls back to the header, and an empty header to the default format, as
+    ``oxigraph serve`` answers (it reads the header alone): the header's types follow the parameter's at a lower
+    quality.
+
+    >>> accept_of({"format": ["csv"]}, "")
+    'text/csv, */*;q=0.001'
+    >>> negotiate(accept_of({"format": ["turtle"]}, "*/*"), list(RESULT_TYPES))
+    'application/sparql-results+json'
+    """
     for name in _FORMAT_PARAMS:
         values = params.get(name)
         if values and values[0]:
             value = values[0].strip().lower()
-            return FORMAT_NAMES.get(value, value if "/" in value else header)
+            chosen = FORMAT_NAMES.get(value, value if "/" in value else None)
+            if chosen is None:
+                return header
+            return f"{chosen}, {_below(header or '*/*')}"
     return header
+
+
+def _below(header: str) -> str:
+    """An Accept header's types at a thousandth of their quality (each still ordered as the client ordered them)."""
+    return ", ".join(f"{media};q={q / 1000:g}" for media, q in _accepted(header) if media)
+
+
+def _accepted(header: str) -> list[tuple[str, float]]:
+    """An Accept header's (media type, quality) items, in the client's order."""
+    out = []
+    for item in header.split(","):
+        media, *params = [p.strip() for p in item.split(";")]
+        q = 1.0
+        for p in params:
+            key, _, value = p.partition("=")
+            if key.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        out.append((media, q))
+    return out
 
 
 class HTTPError(KqeError):
@@ -92,16 +128,7 @@ def negotiate(accept: str, offered: list[str]) -> str | None:
     if not accept.strip():
         return offered[0]
     best, best_q = None, 0.0
-    for position, item in enumerate(accept.split(",")):
-        media, *params = [p.strip() for p in item.split(";")]
-        q = 1.0
-        for p in params:
-            key, _, value = p.partition("=")
-            if key.strip() == "q":
-                try:
-                    q = float(value)
-                except ValueError:
-                    q = 0.0
+    for position, (media, q) in enumerate(_accepted(accept)):
         media = media.lower()
         if media in ("*/*", "*"):
             match = offered[0]

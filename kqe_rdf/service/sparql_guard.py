@@ -15,9 +15,21 @@ long left-deep chains is over the limits in :class:`~kqe_rdf.core.config.Setting
 **Federation.** pyoxigraph evaluates ``SERVICE <url>`` (and an update's
 ``LOAD <url>``) itself, over HTTP, to any URL: server-side request forgery
 when the query comes from the network. It has no hook to veto a call and no
-API that shows how it parsed a query, so :func:`verify_federation` decides
-with a real SPARQL parser (rdflib's) instead of a hand-written tokenizer, and
-fails closed:
+API that shows how it parsed a query. Two regimes (issue 37):
+
+* **No allow-list** (the default): SPARQL is evaluated on a thread in a network
+  namespace of its own (:mod:`.isolation`), where no connection can be opened.
+  The check below still refuses, with a reason, a text that visibly mentions
+  SERVICE or LOAD, but nothing depends on it: what it misses fails to connect.
+* **The verified path** (an allow-list, or no isolation on this machine):
+  :func:`verify_federation` with ``strict`` parses *every* text, whatever it
+  mentions, and what runs is the text it read: the query written anew from its
+  tokens in a plain form (:mod:`.sparql_canonical`: escapes decoded, one quote
+  kind, no comments, prefixed names as full IRIs), so that no disagreement
+  between the verifier's reading and Oxigraph's can reach the network.
+
+The checks on a text (both regimes; without ``strict`` only for a text that
+mentions SERVICE or LOAD, rules 1 and 2 then standing in for the plain form):
 
 1. ``\\uXXXX`` / ``\\UXXXXXXXX`` escapes are decoded over the whole text
    (repeatedly, in case an escape spells another escape). If the result does
@@ -360,23 +372,49 @@ def _unverified(reason: str) -> ServiceNotAllowed:
 
 
 def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, str] | None = None,
-                      update: bool = False) -> Verified:
+                      update: bool = False, strict: bool = False) -> Verified:
     """The text to execute, once every SERVICE and LOAD in it is verified to be on ``allowed``.
 
-    Raises :class:`ServiceNotAllowed` otherwise (see the module docstring for the rules).
+    ``strict`` (the verified path: a SERVICE allow-list, or no network isolation): every text is parsed, and
+    what runs is the text the verifier read, written anew from its tokens
+    (:func:`~.sparql_canonical.canonical_text`), whatever it mentions. Otherwise (SPARQL evaluated where no
+    connection can be opened, :mod:`.isolation`) only a text that mentions SERVICE or LOAD is read, so that
+    such calls are refused with a reason rather than failing to connect. Raises :class:`ServiceNotAllowed`
+    (see the module docstring for the rules).
     """
     allowed = frozenset(allowed)
+    if strict:
+        from .sparql_canonical import NotCanonical, canonical_text
+
+        try:
+            plain = canonical_text(text, prefixes or {})
+        except NotCanonical:
+            _refuse_glued(text)  # "SERVICE:x" is an undeclared prefix here: say what it looks like
+            raise
+        verified = _verified(plain, allowed, prefixes, update)
+        if verified.services or verified.loads:
+            _refuse_glued(text)  # the plain text holds no prefixed name; this only says why a call looks wrong
+        return verified
     if not mentions_federation(text):
         return Verified(text)
     decoded = decode_escapes(text)
     if _ANY_ESCAPE.search(decoded):
         raise _unverified("a \\u escape spells another escape")
     decoded = _blank_comments(decoded)
-    glued = glued_keyword(decoded)
+    _refuse_glued(decoded)
+    return _verified(decoded, allowed, prefixes, update)
+
+
+def _refuse_glued(text: str) -> None:
+    glued = glued_keyword(text)
     if glued is not None:
         keyword = next(k for k in _CALL_KEYWORDS if glued.upper().startswith(k))
         raise _unverified(f"{glued!r} begins with the keyword {keyword}, which SPARQL engines may read as "
                           f"{keyword} followed by a name; rename it or put a space after {keyword}")
+
+
+def _verified(decoded: str, allowed: frozenset[str], prefixes: Mapping[str, str] | None, update: bool) -> Verified:
+    """``decoded`` parsed by the verifier, its SERVICE and LOAD targets checked against ``allowed``."""
     from rdflib.plugins.sparql.algebra import translateQuery, translateUpdate
     from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
 
@@ -393,8 +431,8 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
         raise _unverified("it is nested too deeply for the verifying parser") from None
     except ParseBaseException as exc:
         detail = " ".join(str(exc).split())[:200]
-        raise UnparsableFederation(f"SPARQL syntax error (in {'an update' if update else 'a query'} that mentions "
-                                   f"SERVICE or LOAD, read by the verifying parser): {detail}") from None
+        raise UnparsableFederation(f"SPARQL syntax error (in {'an update' if update else 'a query'}, read by the "
+                                   f"parser that verifies SERVICE and LOAD): {detail}") from None
     except Exception as exc:  # noqa: BLE001 - any failure of the verifier refuses the query
         detail = " ".join(str(exc).split())[:200]
         raise _unverified(f"the verifying SPARQL parser rejected it: {type(exc).__name__}: {detail}") from None

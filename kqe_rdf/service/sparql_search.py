@@ -175,15 +175,19 @@ class Prepared:
     services: list[str] = field(default_factory=list)
     uses_similarity: bool = False
     dataset: bool = False  # the query names its dataset (FROM / FROM NAMED)
+    strict: bool = True  # on the verified path (the text is the verifier's plain form: sparql_canonical)
 
 
-def prepare(kb, query: str, settings, search: Callable | None = None, update: bool = False) -> Prepared:
+def prepare(kb, query: str, settings, search: Callable | None = None, update: bool = False,
+            strict: bool = True) -> Prepared:
     """Run ``SERVICE <urn:kqe:search>`` blocks, then check the text that will run: size limits and federation.
 
     ``search(call) -> hits`` runs one call (default: the KB's retrieval pipeline).
     Raises :class:`QueryTooComplex` for a query over the size limits and
     :class:`ServiceNotAllowed` for a SERVICE or LOAD that is not verified to be
-    on the allow-list (``update``: the text is a SPARQL Update).
+    on the allow-list (``update``: the text is a SPARQL Update). ``strict``: the verified path, for SPARQL
+    evaluated where connections can be opened (:func:`~.sparql_guard.verify_federation`); pass False only when
+    it is evaluated on an :class:`~kqe_rdf.service.isolation.OfflineThread` whose isolation is active.
     """
     if not query.strip():
         raise SparqlError("empty SPARQL query")
@@ -192,7 +196,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
     tokens = tokenize(query)
     prefixes = {**kb.prefixes, **declared_prefixes(tokens)}
     search = search or functools.partial(run_search, kb, settings)
-    out = Prepared(query)
+    out = Prepared(query, strict=strict)
     edits: list[tuple[int, int, str]] = []
     i = 0
     while i < len(tokens):
@@ -225,7 +229,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
         measured = measured[:start] + "VALUES ?_ {}" + measured[end:]
     if edits:
         check_limits(measured, settings, what)
-    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), kb.prefixes, update)
+    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), kb.prefixes, update, strict)
     out.text, out.services = verified.text, verified.services + verified.loads
     if out.uses_similarity and not kb.has_embeddings:
         raise SparqlError("kqe:similarity needs node embeddings, and this KB has none: run `kqe-rdf kb embed`")

@@ -16,7 +16,14 @@ a fresh worker takes its place. Each worker:
   now) before each job, and hands the job back and quits: a fresh worker opens
   the new KB and runs it, so updates never go to a replaced store;
 * runs its jobs on a thread with a 64 MiB stack, so deep recursion in pyoxigraph
-  has room, and a crash kills only this worker.
+  has room, and a crash kills only this worker;
+* with no SERVICE allow-list, moves that job thread into a network namespace of
+  its own before it opens anything (:mod:`~kqe_rdf.service.isolation`), so that
+  whatever a SPARQL query or update names, pyoxigraph cannot connect anywhere;
+  what needs the network (an LLM: the REST jobs, the searches of
+  ``SERVICE <urn:kqe:search>``) runs on a second thread, started before, that
+  keeps it. The worker says at start-up whether the isolation holds; where it
+  does not, its queries take the verified path.
 
 The pool (:class:`WorkerPool`, in the server's event loop) shares the workers
 between clients (a client is its credentials, else its address:
@@ -136,9 +143,17 @@ class _Context:
     """What one worker keeps open: the KB (its store, indexes, documents), the search functions, the retrieval
     pipelines its requests asked for."""
 
-    def __init__(self, kb_path: Path, kb_settings, settings, writable: bool) -> None:
+    def __init__(self, kb_path: Path, kb_settings, settings, writable: bool, protection=None,
+                 networked=None) -> None:
         from ..kb.knowledge_base import KnowledgeBase
+        from .isolation import OfflineThread, Protection
         from .sparql_search import SearchFunctions
+
+        #: What keeps the SPARQL this thread evaluates from calling out; while it is a namespace, queries need not
+        #: take the verified path.
+        self.protection = protection or Protection("not isolated")
+        #: Where what needs the network runs (REST jobs, searches): this thread, unless it is isolated.
+        self.networked = networked or OfflineThread("it keeps the network", name="kqe-networked")
 
         self.identity = _store_identity(os.path.join(kb_path, "store"))
         self.kb = KnowledgeBase.open(kb_path, kb_settings)
@@ -189,8 +204,9 @@ class _Context:
         if prepared is not None:
             self._prepared.move_to_end(query)
             return prepared
-        search = functools.partial(run_search, self.kb, self.settings, build=self.pipeline)
-        prepared = prepare(self.kb, query, self.settings, search=search)
+        search = functools.partial(self.networked.run, functools.partial(run_search, self.kb, self.settings,
+                                                                          build=self.pipeline))
+        prepared = prepare(self.kb, query, self.settings, search=search, strict=not self.protection.active)
         if not prepared.searches:
             self._prepared[query] = prepared
             if len(self._prepared) > PREPARED_CACHE:
@@ -213,10 +229,14 @@ def _serve(sock: socket.socket, init: dict) -> None:
     from .jobs import run_job  # noqa: PLC0415
     from .protocol import status_of  # noqa: PLC0415
 
+    from .isolation import OfflineThread, isolate_this_thread, not_wanted  # noqa: PLC0415
+
     kb_path, writable = Path(init["kb"]), init["writable"]
     store = os.path.join(kb_path, "store")
-    context = _Context(kb_path, init["kb_settings"], init["settings"], writable)
-    _send(sock, ("ready", os.getpid()))
+    networked = OfflineThread("it keeps the network", name="kqe-networked")  # started here: outside the namespace
+    protection = isolate_this_thread(not_wanted(init["settings"]) or init.get("no_user_namespace"))
+    context = _Context(kb_path, init["kb_settings"], init["settings"], writable, protection, networked)
+    _send(sock, ("ready", os.getpid(), protection.active, protection.how))
     while True:
         try:
             kind, payload, timeout = _recv(sock)
@@ -254,6 +274,10 @@ def main(argv: list[str] | None = None) -> None:
     _die_with_parent()
     sock = socket.socket(fileno=int(argv[0]))
     init = _recv(sock)
+    from .isolation import enter_user_namespace, not_wanted  # noqa: PLC0415
+
+    if not_wanted(init["settings"]) is None:  # not root: a user namespace first, while this is the only thread
+        init["no_user_namespace"] = enter_user_namespace()
     _limit_memory(init["memory_mb"])
     failure: list[BaseException] = []
 
@@ -270,6 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     if failure:
         exc = failure[0]
         message = str(exc) if isinstance(exc, KqeError) else f"{type(exc).__name__}: {exc}"
+        message = without_paths(message, Path(init["kb"]))
         try:
             _send(sock, ("failed", message))
         except OSError:
@@ -383,6 +408,9 @@ class WorkerPool:
         self._arrivals = itertools.count()
         self.closed = False
         self.killed = 0  # workers ended for a deadline, or found dead
+        #: What keeps SPARQL from calling out, as the first worker reported it (None until one has started).
+        self.protection: str | None = None
+        self.isolated = False
         self.jobs = 0  # jobs handed to workers
         self._tasks: set[asyncio.Task] = set()
 
@@ -417,7 +445,12 @@ class WorkerPool:
             raise
         if reply[0] != "ready":
             self._end(worker)
-            raise KqeError(f"a query worker could not start: {reply[1]}")
+            raise KqeError(f"a query worker could not start: {without_paths(reply[1], self.kb_path)}")
+        _, _, isolated, how = reply
+        if self.protection is None:
+            self.isolated, self.protection = isolated, how
+        elif isolated != self.isolated:  # the kernel's answer changed: say so, each worker still protects itself
+            log.warning("a new query worker: %s", how)
         return worker
 
     def _end(self, worker: _Worker) -> None:
@@ -608,7 +641,8 @@ class WorkerPool:
             except (ConnectionError, OSError):
                 raise self._died(worker) from None
             if reply[0] == "failed":
-                raise HTTPError(503, f"a query worker stopped: {reply[1]}", {"Retry-After": "5"})
+                raise HTTPError(503, f"a query worker stopped: {without_paths(reply[1], self.kb_path)}",
+                                {"Retry-After": "5"})
             ok = reply[0] != "rebuilt"
             return reply
         finally:

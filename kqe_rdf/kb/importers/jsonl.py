@@ -27,7 +27,7 @@ from pathlib import Path
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
 from ...core.errors import InputError
-from ..ontology import readable
+from ..ontology import name_context, readable
 from ..records import Edge, ImportReport, Node
 from ...core.resources import ontology_path
 from . import Importer
@@ -230,6 +230,8 @@ class JsonlImporter(Importer):
             iri = NamedNode(ns + rel)
             triples += [Triple(iri, a, NamedNode(OWL + "ObjectProperty")), Triple(iri, sub, NamedNode(KQE + "relation")),
                         Triple(iri, label, Literal(readable(rel)))]
+            if context := name_context(rel):  # "__people__person__nationality": the nationality of a person
+                triples.append(Triple(iri, NamedNode(RDFS + "comment"), Literal(f"{readable(rel)} ({context})")))
             if dom:
                 triples.append(Triple(iri, NamedNode(RDFS + "domain"), NamedNode(ns + dom)))
             if rng:

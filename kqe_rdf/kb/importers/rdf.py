@@ -1,10 +1,12 @@
 """Any RDF file Oxigraph can parse, as a knowledge base.
 
-Every IRI subject with a literal in one of the text properties becomes a
-node (its IRI is its identifier); the classes of those nodes become node
-classes and the properties between them relations, so documents, type
-filters and SPARQL work as for the built-in domains. Named graphs are merged
-into the default graph (counted in the build report).
+Every IRI a statement is about or points at becomes a node (its IRI is its identifier): its text is its
+literals in the text properties, and one with none is named from its IRI's local name (``ex:Ann_Smith`` →
+"Ann Smith", ``schema:Female`` → "Female"), as the ``triples`` importer names ids. Classes, properties and the
+ontology's own terms are not nodes. The classes of the nodes become node classes and the properties between
+them relations, so documents, type filters and SPARQL work as for the built-in domains. Named graphs are
+merged into the default graph and statements about blank nodes stay in the store but make no edge (both
+counted in the build report).
 
 ``.owl`` files are read as RDF/XML, a UTF-8 byte order mark is skipped, and an
 RDF/XML file whose entities would expand without bound is refused before the
@@ -13,6 +15,7 @@ parser sees it (:mod:`.xml_entities`).
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +35,20 @@ from .xml_entities import check_entity_expansion
 DEFAULT_TEXT_PROPERTIES = ("rdfs:label", "rdfs:comment", "skos:prefLabel", "skos:altLabel", "skos:definition",
                            "schema:description")
 RDF_TYPE = NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
+_RDF, _RDFS, _OWL = ("http://www.w3.org/1999/02/22-rdf-syntax-ns#", "http://www.w3.org/2000/01/rdf-schema#",
+                     "http://www.w3.org/2002/07/owl#")
+#: Statements that describe the schema, not the things in it: what they relate is never a node.
+SCHEMA_PREDICATES = frozenset(NamedNode(ns + n) for ns, names in (
+    (_RDFS, "subClassOf subPropertyOf domain range"),
+    (_OWL, "inverseOf equivalentClass equivalentProperty disjointWith onProperty someValuesFrom allValuesFrom "
+           "hasValue unionOf intersectionOf complementOf propertyChainAxiom imports"))
+    for n in names.split())
+#: What a class, a property or an ontology is declared as (``ex:parent a owl:ObjectProperty``): never a node.
+SCHEMA_TYPES = frozenset(NamedNode(ns + n) for ns, names in (
+    (_RDF, "Property"), (_RDFS, "Class Datatype"),
+    (_OWL, "Class ObjectProperty DatatypeProperty AnnotationProperty Ontology TransitiveProperty SymmetricProperty "
+           "FunctionalProperty InverseFunctionalProperty Restriction"))
+    for n in names.split())
 BOM = b"\xef\xbb\xbf"
 #: Longest IRI of a node (it is stored again as the node's identifier literal).
 MAX_NODE_IRI_CHARS = 65536
@@ -99,37 +116,80 @@ class RdfImporter(Importer):
 
     def triples(self, report: ImportReport, writer_factory) -> Iterator[Triple]:
         text_props = {NamedNode(p) for p in self.text_properties}
-        node_type, identifier = NamedNode(CORE + "Node"), NamedNode(CORE + "identifier")
-        nodes: set = set()
-        named_graph_quads = 0
+        label = NamedNode(queries.PREFIXES["rdfs"] + "label")
+        # IRIs statements are about or point at, where first seen, and whether they have text: nodes, unless they
+        # turn out to be schema terms (known only once every statement is read).
+        things: dict = {}
+        texted: set = set()
+        schema: set = set()
+        named_graph_quads = blank = 0
         for path in self.require_sources(1, "one or more RDF files"):
             for quad in self._quads(path):
                 if not quad.graph_name.__class__.__name__ == "DefaultGraph":
                     named_graph_quads += 1
-                subject = quad.subject
-                if isinstance(quad.object, Literal) and len(quad.object.value) > MAX_LITERAL_BYTES // 6:
-                    checked_literal(quad.object.value, f"the literal of <{subject.value[:200]}> "
-                                    f"<{quad.predicate.value[:200]}>", str(path))
-                if (quad.predicate in text_props and isinstance(quad.object, Literal)
-                        and isinstance(subject, NamedNode) and subject not in nodes):
-                    if self.limit is not None and len(nodes) >= self.limit:
-                        continue
-                    if len(subject.value) > MAX_NODE_IRI_CHARS:
-                        raise InputError(f"the IRI <{subject.value[:80]}…> is {len(subject.value):,} characters "
-                                         f"long; a node's IRI may have at most {MAX_NODE_IRI_CHARS:,}", str(path))
-                    nodes.add(subject)
-                    yield Triple(subject, RDF_TYPE, node_type)
-                    yield Triple(subject, identifier, Literal(subject.value))
-                yield Triple(subject, quad.predicate, quad.object)
-        report.nodes = len(nodes)
+                subject, predicate, obj = quad.subject, quad.predicate, quad.object
+                if isinstance(obj, Literal) and len(obj.value) > MAX_LITERAL_BYTES // 6:
+                    checked_literal(obj.value, f"the literal of <{subject.value[:200]}> "
+                                    f"<{predicate.value[:200]}>", str(path))
+                schema.add(predicate)
+                if not isinstance(subject, NamedNode) or not isinstance(obj, NamedNode | Literal):
+                    blank += 1
+                elif predicate == RDF_TYPE:
+                    schema.add(obj)
+                    if obj in SCHEMA_TYPES:
+                        schema.add(subject)
+                    else:
+                        things.setdefault(subject, str(path))
+                elif predicate in SCHEMA_PREDICATES:
+                    schema.update((subject, obj))
+                else:
+                    for term in (subject, obj) if isinstance(obj, NamedNode) else (subject,):
+                        things.setdefault(term, str(path))
+                    if predicate in text_props and isinstance(obj, Literal):
+                        texted.add(subject)
+                yield Triple(subject, predicate, obj)
+        node_type, identifier = NamedNode(CORE + "Node"), NamedNode(CORE + "identifier")
+        nodes = unnamed = 0
+        for term, where in things.items():
+            if term in schema or (self.limit is not None and nodes >= self.limit):
+                continue
+            if len(term.value) > MAX_NODE_IRI_CHARS:
+                raise InputError(f"the IRI <{term.value[:80]}…> is {len(term.value):,} characters "
+                                 f"long; a node's IRI may have at most {MAX_NODE_IRI_CHARS:,}", where)
+            yield Triple(term, RDF_TYPE, node_type)
+            yield Triple(term, identifier, Literal(term.value))
+            if term not in texted:
+                yield Triple(term, label, Literal(name_from_iri(term.value)))
+                unnamed += 1
+            nodes += 1
+        report.nodes = nodes
+        if unnamed:
+            report.warn(f"{unnamed:,} nodes have no literal in a text property: named from their IRIs")
         if named_graph_quads:
             report.warn(f"{named_graph_quads} quads from named graphs were merged into the default graph")
+        if blank:
+            report.warn(f"{blank:,} statements about blank nodes are kept in the store but make no edge")
+            report.skipped_edges += blank
         if not nodes:
-            raise InputError("no subject has a literal in any text property ("
-                             + ", ".join(self.text_properties) + "); name them with --text-property")
+            raise InputError("no statement is about a node (an IRI that is not a class or a property); the text of "
+                             "nodes is read from " + ", ".join(self.text_properties) + " (--text-property)")
 
     def after_load(self, store: Store) -> None:
         store.update(queries.load_update("rdf_declare_nodes"))
+
+
+def name_from_iri(iri: str) -> str:
+    """A node's name where the source gives it no text: its IRI's local name as words.
+
+    >>> name_from_iri("http://ex.org/people/Ann_Smith"), name_from_iri("https://schema.org/Female")
+    ('Ann Smith', 'Female')
+    >>> name_from_iri("http://ex.org/p#Jos%C3%A9_Mar%C3%ADa"), name_from_iri("urn:isbn:0451450523")
+    ('José María', '0451450523')
+    """
+    from urllib.parse import unquote
+
+    local = re.split(r"[#/:]", iri.rstrip("/#"))[-1] or iri
+    return " ".join(unquote(local).replace("_", " ").split()) or iri
 
 
 def _first_long_line(path: Path, longest: int = 1 << 20) -> int | None:

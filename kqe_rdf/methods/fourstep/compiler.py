@@ -51,6 +51,8 @@ class Compiled:
     answer: str
     units: list[Unit] = field(default_factory=list)
     constants: dict[str, list[str]] = field(default_factory=dict)
+    #: The constants' variables that may be their own answer (:attr:`TripletQuery.returning`).
+    returning: set[str] = field(default_factory=set)
 
 
 def _var(name: str) -> str:
@@ -237,10 +239,15 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
             lines.append(_triplet_pattern(schema, t, names))
         return "\n".join(lines)
 
+    returning = {names[k] for k in used_keys if k[0] in tq.returning}
+    revisiting = {names[k] for k in used_keys if k[0] in tq.revisiting}
+
     def no_return(triplets: list[Triplet]) -> str:
         """A path does not walk back through its own constants: in "the films directed by the director of
-        Kismet" the films are the director's other films (the answer itself is left to the caller)."""
-        consts = sorted({names[(e.text, e.type)] for t in triplets for e in (t.head, t.tail) if not e.is_variable})
+        Kismet" the films are the director's other films (the answer itself is left to the caller). A path that
+        retraces no step may ("the release of X's track", where X is its own track)."""
+        consts = sorted({names[(e.text, e.type)] for t in triplets for e in (t.head, t.tail) if not e.is_variable}
+                        - revisiting)
         inner = sorted({_var(v) for t in triplets for v in t.variables()} - {_var(tq.answer)})
         return "\n".join(f"  FILTER({v} != {c})" for v in inner for c in consts)
 
@@ -263,7 +270,7 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
             for group in _groups([t for t in usable if t.negated], bound))
         text = Template(_strip_comments(queries.load("fourstep_strict"))).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
                                                       types=_types(schema, sub), limit=limit)
-        return Compiled(text.strip(), mode, answer, units(sub), constants)
+        return Compiled(text.strip(), mode, answer, units(sub), constants, returning)
     unit_list = units(sub)
     for unit in unit_list:
         unit.values = list(linked.get((unit.constant, unit.constant_type), []))
@@ -278,7 +285,7 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
         blocks.append(f"  {{\n{body}\n    BIND({i} AS ?unit)\n  }}")
     text = Template(_strip_comments(queries.load("fourstep_soft"))).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
                                                 types="", limit=limit)
-    return Compiled(text.strip(), mode, answer, unit_list, constants)
+    return Compiled(text.strip(), mode, answer, unit_list, constants, returning)
 
 
 def _strip_comments(text: str) -> str:

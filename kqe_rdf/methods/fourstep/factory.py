@@ -15,7 +15,7 @@ def fourstep(kb, settings, k, types, offline: bool = False):
     llm = None if offline else LLM.from_settings(settings)
     # One linker, so the name index (seconds to read on a large KB) is read once, not by the reader and again here.
     linker = Linker(kb)
-    offline_reader = OfflineTriplets(kb, linker)
+    offline_reader = OfflineTriplets(kb, linker, answer_types=kb.resolve_types(types) if types else None)
     generator = LLMTriplets(kb, llm, offline_reader) if llm else offline_reader
     reranker = LLMReranker(kb, llm, settings.rerank_depth) if llm and settings.rerank else None
     stage = FourStep(kb, generator, mode=settings.fourstep_mode, k=k, types=types, fallback=fallback,

@@ -32,9 +32,11 @@ from ..retrieval import Batch, Hit, Stage
 from .triplets import End, TripletQuery, normalise
 
 
-def _constants(compiled: Compiled | None) -> set[str]:
-    """The IRIs the request's constants were linked to: never answers, never top-up results."""
-    return {i for iris in (compiled.constants.values() if compiled else ()) for i in iris}
+def _constants(compiled: Compiled | None, returning: bool = True) -> set[str]:
+    """The IRIs the request's constants were linked to: never top-up results, and never answers unless their path
+    comes back to them (:attr:`Compiled.returning`; ``returning=False`` leaves those out)."""
+    return {i for var, iris in (compiled.constants.items() if compiled else ())
+            if returning or var not in compiled.returning for i in iris}
 
 
 @dataclass
@@ -163,10 +165,10 @@ class FourStep(Stage):
             raise KqeError("4StepFocus matcher must be hierarchy or exact")
         self.kb = kb
         self.linker = linker or Linker(kb)
-        self.generator = generator or OfflineTriplets(kb, self.linker)
         self.mode = mode
         self.k = k
         self.types = sorted(kb.resolve_types(types)) if types else None
+        self.generator = generator or OfflineTriplets(kb, self.linker, answer_types=self.types)
         self.fallback = fallback
         self.reranker = reranker
         self.sparql_limit = sparql_limit
@@ -295,7 +297,7 @@ class FourStep(Stage):
     def _admissible(self, scores: dict[str, float], compiled: Compiled | None) -> tuple[dict[str, float], list[str]]:
         """Candidates without the request's own constants (the answer to "who co-directed with X" is never X)
         and, with a type restriction, of an allowed type; and the constants taken out."""
-        own = _constants(compiled)
+        own = _constants(compiled, returning=False)
         excluded = sorted(i for i in scores if i in own)
         scores = {i: s for i, s in scores.items() if i not in own}
         if self.types and scores:

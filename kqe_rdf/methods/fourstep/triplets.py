@@ -66,6 +66,12 @@ class TripletQuery:
     #: How the offline reader read the request: per constant, the hops of its path, the words each was read
     #: from and how, and the paths it beat (see ``OfflineTriplets._reading``).
     reading: list[dict] = field(default_factory=list)
+    #: Constants (by text) whose path comes back to them by its structure ("the mother of X's daughter", "the
+    #: tracks of X's tracks"): they may be their own answer. Every other constant is not.
+    returning: set[str] = field(default_factory=set)
+    #: Constants (by text) whose path retraces no step, so it may pass through them ("the release of X's track"
+    #: where X is its own track); a path that retraces one ("the films of X's director") may not.
+    revisiting: set[str] = field(default_factory=set)
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -201,4 +207,4 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
         answer = sorted(variables)[0]
     alternatives = [normalise(a, schema) for a in tq.alternatives]
     return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses,
-                        [a for a in alternatives if a.triplets], tq.reading)
+                        [a for a in alternatives if a.triplets], tq.reading, set(tq.returning), set(tq.revisiting))

@@ -284,26 +284,70 @@ async function showProvenance(explain, result) {
 }
 
 // The SPARQL editor: YASGUI (vendor/), on this server's /sparql, results as a sortable, paged table; the share
-// button gives a link with the query in it. Autocompletion that calls other sites (LOV) is off: only variables.
+// button gives a link with the query in it. The editor never talks to another site: the completers that ask
+// Linked Open Vocabularies (properties, classes) and the bundled prefix list (whose bio: is not the KB's) are
+// off; prefixes complete from the KB's own (/health), which the server predeclares, and the syntax check knows
+// them, so a query that uses bio: without declaring it is not flagged. The endpoint is fixed to this server
+// (a function: YASGUI then ignores the endpoint of a shared link or of a stored tab).
 const EXAMPLE = `SELECT ?node ?name ?score WHERE {
   SERVICE <urn:kqe:search> {
     ?node kqe:query "seizure" ; kqe:k 10 ; kqe:score ?score .
   }
   ?node rdfs:label ?name .
 } ORDER BY DESC(?score)`;
+const ENDPOINT = new URL("/sparql", location.href).href;
+const KB_PREFIXES = {};  // filled from /health
+const Yasqe = Yasgui.Yasqe || window.Yasqe;
+const CodeMirror = Object.getPrototypeOf(Yasqe);
+
+// The syntax check's tokenizer starts every query knowing the KB's prefixes.
+const sparqlMode = CodeMirror.modes.sparql11;
+CodeMirror.defineMode("sparql11", (config, options) => {
+  const mode = sparqlMode(config, options);
+  const startState = mode.startState;
+  mode.startState = (...args) => {
+    const state = startState(...args);
+    state.prefixes = { ...KB_PREFIXES, ...state.prefixes };
+    return state;
+  };
+  return mode;
+});
+
+// Prefix completion ("PREFIX b" offers "bio: <…>"; typing an undeclared "x:" declares it) from the KB's own.
+Yasqe.forkAutocompleter("prefixes", {
+  name: "kbPrefixes",
+  persistenceId: null,
+  get: () => Object.entries(KB_PREFIXES).map(([name, iri]) => `${name}: <${iri}>`).sort(),
+}, false);
+// Exactly these completers: a list in the config is merged index by index into the defaults, not put in their place.
+for (const defaults of [Yasqe.defaults, Yasgui.defaults.yasqe].filter(Boolean)) {
+  defaults.autocompleters = ["variables", "kbPrefixes"];
+  defaults.prefixCcApi = null;
+}
+
 const yasgui = new Yasgui($("yasgui"), {
-  requestConfig: { endpoint: new URL("/sparql", location.href).href, method: "POST" },
+  requestConfig: { endpoint: () => ENDPOINT, method: "POST" },
   copyEndpointOnNewTab: false,
   endpointCatalogueOptions: { getData: () => [] },
   persistenceId: null,
-  yasqe: { value: EXAMPLE, autocompleters: ["variables"] },
+  // A shared link brings its query and settings, never its endpoint.
+  populateFromUrl: (config) => ({ ...config, requestConfig: { ...config.requestConfig, endpoint: ENDPOINT } }),
+  yasqe: { value: EXAMPLE },
 });
 window.kqeYasgui = yasgui;
 
-// The KB's prefixes, declared in the editor's query (the server predeclares them; the editor checks syntax).
+// The KB's prefixes, declared in the editor's query (the server predeclares them too), and known to the editor's
+// syntax check and prefix completion.
 function preloadPrefixes(prefixes) {
   const yasqe = yasgui.getTab().getYasqe();
+  // Declared first: once the tokenizer knows them, addPrefixes would take them for declared already.
   if (yasqe && !/^\s*PREFIX/im.test(yasqe.getValue())) yasqe.addPrefixes(prefixes);
+  Object.assign(KB_PREFIXES, prefixes);
+  if (!yasqe) return;
+  yasqe.setOption("mode", "sparql11");  // tokenize again, now with the KB's prefixes
+  const completer = yasqe.autocompleters.kbPrefixes;
+  if (completer) completer.storeBulkCompletions(completer.config.get());
+  yasqe.checkSyntax();
 }
 
 async function info() {

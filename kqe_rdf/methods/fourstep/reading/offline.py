@@ -22,9 +22,11 @@ from collections.abc import Sequence
 from ....kb.linking import Linker, Mention
 from ....kb.ontology import local_name
 from ..triplets import End, Triplet, TripletQuery
-from .paths import PathReader
+from .paths import PathReader, retraces
 from .ranking import Request, Scored
-from .request import RequestReader, is_common_word, is_name, modifies_a_noun, names_the_asked_kind
+from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
+                      names_the_asked_kind)
+from .words import FUNCTION_WORDS
 
 
 def _own_note(mention: Mention, scored: Scored) -> str:
@@ -46,10 +48,15 @@ class OfflineTriplets:
     """
 
     name = "offline"
+    #: Below this confidence (:attr:`.ranking.Scored.confidence`: how surely words name the path) a reading is not
+    #: imposed: the relation is read from the graph where the answer class is known, else the reader abstains.
+    min_confidence = 0.01
 
     def __init__(self, kb, linker: Linker | None = None, max_hops: int = 3, hop_penalty: float = 0.25,
-                 alternatives: int = 3, margin: float = 0.5) -> None:
+                 alternatives: int = 3, margin: float = 0.5, answer_types: Sequence[str] | None = None) -> None:
         self.kb = kb
+        #: The classes the caller asks for (``--type``), read as the answer class when the request names none.
+        self.given_types = set(answer_types or ())
         self.linker = linker or Linker(kb)
         self.max_hops = max_hops
         self.hop_penalty = hop_penalty
@@ -85,15 +92,33 @@ class OfflineTriplets:
         """The classes a phrase names (:meth:`.request.RequestReader.classes_named`)."""
         return self.requests.classes_named(phrase)
 
-    def __call__(self, query: str) -> TripletQuery:
-        # A word that names a relation is not a mention ("the star in X" is no film "The Star"), unless the
-        # request has no other ("which films can be described by play": a tag).
+    def mentions(self, query: str) -> tuple[list[Mention], list[Mention]]:
+        """The request's constants, and its conditions on the answer, by the mention rules of :mod:`.request`
+        in the order they run:
+
+        1. a word that names a relation is not a mention ("the star in X" is no film "The Star"), unless the
+           request has no other ("which films can be described by play": a tag) —
+           :meth:`~.request.RequestReader.relation_words`;
+        2. the kind of thing asked for is not a constant ("which films are about X") —
+           :func:`~.request.names_the_asked_kind`;
+        3. beside a name, an adjective before a noun is not a constant ("the primary language of X" is no film
+           "Primary") — :func:`~.request.modifies_a_noun`;
+        4. the complement of a copula that ends the request is a condition on the answer, not a constant ("which
+           people born in X are painters") — :func:`~.request.is_complement`.
+
+        Then :meth:`_groups` (a lone lower-case word beside a name of its type) and :meth:`__call__` (a common
+        word beside a proper name) keep the names a reading starts from."""
         mentions = [m for m in self.linker.mentions(query, skip_words=self.schema_words
                                                     | self.requests.relation_words(query))
                     or self.linker.mentions(query, skip_words=self.schema_words)
                     if not names_the_asked_kind(query, m)]
-        if any(is_name(query, m) for m in mentions):  # beside a name, "the primary language" is no film "Primary"
+        if any(is_name(query, m) for m in mentions):
             mentions = [m for m in mentions if not modifies_a_noun(query, m)]
+        conditions = mentions[-1:] if len(mentions) > 1 and is_complement(query, mentions[-1]) else []
+        return [m for m in mentions if m not in conditions], conditions
+
+    def __call__(self, query: str) -> TripletQuery:
+        mentions, conditions = self.mentions(query)
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
         request = self._request(query, mentions)
@@ -111,8 +136,18 @@ class OfflineTriplets:
         primary = max(usable, key=lambda t: (t not in common, ranked[t][0].score,
                                              sum(len(mentions[n].text) for n in groups[t]), -groups[t][0]))
         best = ranked[primary][0]
-        answer_type = best.path.end
         notes: list[str] = []
+        if best.confidence < self.min_confidence:
+            # No word names the relation: the reading is evidence, not an order.
+            found = self._from_graph(ranked[primary], groups[primary], mentions, request.wanted)
+            if found is None and (len(groups[primary]) > 1 or not self._says_more(request)):
+                # A list of names, or a name alone, with no class asked for: answered as text. The encoder reads
+                # a relation only from the words around one name ("what has X", "what is a X film").
+                return self._abstained(query, best, request.wanted)
+            best = found or self._guessed(best)
+            ranked[primary] = [best] + [s for s in ranked[primary] if s.path != best.path]
+            notes.append(best.why["read from"])
+        answer_type = best.path.end
         choice = self._joint(usable, groups, mentions, request, best)
         notes.extend(_own_note(mentions[n], scored) for n, scored in choice.items())
         for types in usable if not choice else ():
@@ -129,7 +164,16 @@ class OfflineTriplets:
                 choice[n] = own.get(n, fitting[0])
                 if n in own:
                     notes.append(_own_note(mentions[n], own[n]))
-        tq = TripletQuery(query, self._triplets(mentions, choice), "?x", answer_type, "offline", notes)
+        triplets = self._triplets(mentions, choice)
+        for condition in conditions:
+            held = self.requests.roles.holders([c.iri for c in condition.candidates])
+            if held:  # "which people born in X are painters": the answer holds the value the complement names
+                triplets.append(Triplet(End("?x"), held[0][0], End(condition.text)))
+                notes.append(f"'{condition.text}' after the copula: a condition on the answer by "
+                             f"'{self.reader.phrase(held[0][0], True)}'")
+        tq = TripletQuery(query, triplets, "?x", answer_type, "offline", notes,
+                          returning=self._returning(mentions, choice),
+                          revisiting=self._revisiting(mentions, choice))
         tq.reading = self._reading(mentions, choice, groups, ranked)
         # The primary group's next paths: tried in turn when a reading finds no candidate.
         for other in ranked[primary][1 : 1 + self.alternatives]:
@@ -137,11 +181,79 @@ class OfflineTriplets:
                    if n in groups[primary] or s.path.end == other.path.end}
             tq.alternatives.append(TripletQuery(query, self._triplets(mentions, alt), "?x", other.path.end, "offline",
                                                 [f"next relation path '{' / '.join(other.phrases)}' → "
-                                                 f"{local_name(other.path.end)} (score {other.score:.2f})"]))
+                                                 f"{local_name(other.path.end)} (score {other.score:.2f})"],
+                                                returning=self._returning(mentions, alt),
+                                                revisiting=self._revisiting(mentions, alt)))
         return tq
 
     def _request(self, query: str, mentions: Sequence[Mention]) -> Request:
-        return self.requests.read(query, mentions)
+        request = self.requests.read(query, mentions)
+        if self.given_types and not request.wanted:
+            # The caller's classes (``--type``) are the answer's where the request asks for none ("a, b and c");
+            # where it does ("who directed X" with --type Year) they only filter the answers.
+            request.wanted = {c for t in self.given_types for c in self.kb.schema.subclasses(t)}
+        return request
+
+    def _from_graph(self, ranked: list[Scored], members: list[int], mentions: Sequence[Mention],
+                    wanted: set[str]) -> Scored | None:
+        """The relation the graph says links the constants to the answer class when no word names one: of the
+        one-hop paths to a wanted class, the one that leaves most of the constants, then the one with most edges
+        between the two classes ("seizures and microcephaly" → diseases that have them; "Tom Hanks, Meg Ryan" →
+        films they starred in). Where no one-hop path reaches the class asked for, the best longer path to it
+        ("what genre is X" for a film with no genre of its own). Without an answer class, the one relation that
+        leaves the constants when there is only one ("who are painters": their holders); else None."""
+        options = [s for s in ranked if len(s.path.steps) == 1 and (s.path.end in wanted or not wanted)]
+        if not options and wanted and (longer := [s for s in ranked if s.path.end in wanted]):
+            why = f"no word names a relation: the best path to the class asked for ({local_name(longer[0].path.end)})"
+            return Scored(longer[0].path, longer[0].score, longer[0].phrases,
+                          {**longer[0].why, "read from": why, "source": "graph"}, longer[0].confidence)
+        if not options or (not wanted and len({s.path.steps for s in options}) > 1):
+            return None  # which of the constants' relations, to which class, the graph cannot tell
+        leaving: dict[tuple, int] = {}
+        for steps in self.reader.first_steps_each([[c.iri for c in mentions[n].candidates] for n in members]):
+            for step in steps:
+                leaving[step] = leaving.get(step, 0) + 1
+        edges = self.kb.relation_edges
+
+        def count(s: Scored) -> int:
+            (rel, forward), = s.path.steps
+            head, tail = (s.path.start, s.path.end) if forward else (s.path.end, s.path.start)
+            return edges.get((head, rel, tail), 0)
+
+        best = max(options, key=lambda s: (leaving.get(s.path.steps, 0), count(s), s.score))
+        shown = (f"no word names a relation: read from the graph, '{best.phrases[0]}' → "
+                 f"{local_name(best.path.end)} leaves {leaving.get(best.path.steps, 0)} of {len(members)} "
+                 f"constant(s) and has the most edges between the two classes ({count(best):,})")
+        hops = [{"relation": best.phrases[0], "how": f"graph, {count(best):,} edges", "words": []}]
+        return Scored(best.path, best.score, best.phrases,
+                      {**best.why, "hops": hops, "read from": shown, "source": "graph"}, best.confidence)
+
+    @staticmethod
+    def _says_more(request: Request) -> bool:
+        """Whether the request says more than its constants ("what has X", "what is a X film"; not "a, b and c"
+        or a name alone): a question or words the encoder can read a relation from where no word names one."""
+        return any((s not in FUNCTION_WORDS and s not in QUESTION_WORDS) or s in WH_WORDS for _p, s in request.words)
+
+    @staticmethod
+    def _guessed(best: Scored) -> Scored:
+        """The path the encoder places nearest the request's words, where no word names a relation and the graph
+        cannot tell which (no class is asked for): a guess, shown as one."""
+        why = (f"no word names a relation and no class is asked for: '{' / '.join(best.phrases)}', the path the "
+               f"encoder places nearest the request's words (a guess, confidence {best.confidence:.2f})")
+        return Scored(best.path, best.score, best.phrases, {**best.why, "read from": why, "source": "encoder"},
+                      best.confidence)
+
+    def _abstained(self, query: str, best: Scored, wanted: set[str]) -> TripletQuery:
+        """No reading: a list of names, or a name alone, with no word that names a relation and no answer class
+        asked for or given (``--type``), so the request is answered as text (4StepFocus's fallback)."""
+        why = (f"abstained: no word of the request names a relation (best path '{' / '.join(best.phrases)}', "
+               f"confidence {best.confidence:.2f} < {self.min_confidence})"
+               + ("" if wanted else " and no answer class is named or given (--type)"))
+        tq = TripletQuery(query, [], "?x", None, "offline", [why])
+        tq.reading = [{"constant": None, "path": " / ".join(best.phrases), "score": round(best.score, 2),
+                       "confidence": round(best.confidence, 2), "used": False, "hops": best.why.get("hops", []),
+                       "beat": []}]
+        return tq
 
     def _groups(self, mentions: Sequence[Mention]) -> dict[frozenset, list[int]]:
         """Mentions grouped by their types: mentions that share types share the relation choice (phenotype
@@ -242,7 +354,8 @@ class OfflineTriplets:
             if not any(s in self.reader.words.all_stems for _p, s in words):
                 continue
             local = Request(words, [spans[n]], {answer_type}, request.vector, request.answer_at, request.similar,
-                            request.surface, request.kinds)
+                            request.surface, request.kinds,
+                            {p: role for p, role in request.roles.items() if any(p == q for q, _s in words)})
             nodes = [c.iri for c in mentions[n].candidates]
             types = {t for c in mentions[n].candidates for t in self.linker.index.types.get(c.iri, ())}
             scored = [s for s in self.reader.rank(self.reader.enumerate(nodes, types, local, [spans[n]]), local,
@@ -299,22 +412,42 @@ class OfflineTriplets:
             beat = [{"path": " / ".join(s.phrases), "score": round(s.score, 2)} for s in group
                     if s is not scored][:2]
             out.append({"constant": mentions[n].text, "path": " / ".join(scored.phrases),
-                        "score": round(scored.score, 2), "hops": scored.why.get("hops", []), "beat": beat})
+                        "score": round(scored.score, 2), "confidence": round(scored.confidence, 2), "used": True,
+                        "hops": scored.why.get("hops", []), "beat": beat})
+            if scored.why.get("source"):
+                out[-1]["read from"] = scored.why["source"]  # "graph" or "encoder": no word names the path
             if scored.why.get("unread"):
                 out[-1]["unread"] = scored.why["unread"]
         return out
 
+    def _returning(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
+        """The constants whose path comes back to them by its structure (:meth:`.paths.PathReader.returns`): "the
+        mother of X's daughter" may be X; "who wrote the films X directed" is never X, though X wrote one."""
+        return {mentions[n].text for n, scored in choice.items()
+                if self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps)}
+
     @staticmethod
-    def _triplets(mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:
+    def _revisiting(mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
+        """The constants whose path retraces no step (:func:`.paths.retraces`): it may pass through them."""
+        return {mentions[n].text for n, scored in choice.items() if not retraces(scored.path.steps)}
+
+    def _triplets(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:
         triplets: list[Triplet] = []
+        negative = self.reader.words.negative
         for n in sorted(choice):
             mention = mentions[n]
             steps = choice[n].path.steps
+            # A relation that states the absence ("lacks") carries the request's negation: it is not negated again.
+            negated = mention.negated and not any(rel in negative for rel, _f in steps)
             prev: End = End(mention.text)
+            roles = choice[n].why.get("roles", {})
             for i, (rel, mention_is_head) in enumerate(steps):
                 nxt = End("?x") if i == len(steps) - 1 else End(f"?m{n}_{i}")
                 head, tail = (prev, nxt) if mention_is_head else (nxt, prev)
-                triplets.append(Triplet(head, rel, tail, negated=mention.negated))
+                triplets.append(Triplet(head, rel, tail, negated=negated))
+                if i in roles and roles.get(i + 1) is not roles[i]:
+                    # The node a role word names has its values: "X's mom" is a parent who is female.
+                    triplets += [Triplet(nxt, value_rel, End(name)) for value_rel, _node, name in roles[i].values]
                 prev = nxt
         return triplets
 

@@ -10,6 +10,7 @@ ranking itself is :mod:`.ranking`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from string import Template
@@ -101,7 +102,7 @@ class PathReader:
                 out.append((row["relation"].value, row["forward"].value == "true", cls))
         return sorted(set(out))
 
-    def _first_hops(self, nodes: Sequence[str], starts: set[str]) -> list[Path]:
+    def first_hops(self, nodes: Sequence[str], starts: set[str]) -> list[Path]:
         """First hops from the constants; where the ontology has a hierarchy on a constant's class, from the
         nodes below it too (the compiled query follows it: "seizure" finds what "focal seizure" has)."""
         found: list[Path] = []
@@ -128,6 +129,20 @@ class PathReader:
                         found.append(Path(((rel, forward),), (start, cls)))
         return sorted(set(found), key=lambda p: (p.steps, p.classes))
 
+    def first_steps_each(self, groups: Sequence[Sequence[str]]) -> list[set[tuple]]:
+        """For each group of nodes (a mention's candidates), the first hops that leave it as path steps
+        ``((relation, walked head → tail),)``, as :meth:`first_hops` lists them; one pass over a hierarchy's
+        arrays where the nodes are all terms of one (a list of phenotypes)."""
+        index = self.kb.names
+        starts = {t for nodes in groups for n in nodes for t in index.types.get(n, ())}
+        if len(starts) == 1 and self.kb.hierarchies and _hierarchy(self.kb.schema, start := next(iter(starts))):
+            found = self.kb.hierarchies.hops_below_each(start, groups)
+            if found is not None:
+                return [{((rel, forward),) for rel, forward, cls in hops if self._typed(start, rel, forward, cls)}
+                        for hops in found]
+        return [{p.steps for p in self.first_hops(nodes, {t for n in nodes for t in index.types.get(n, ())})}
+                for nodes in groups]
+
     def enumerate(self, nodes: Sequence[str], start_classes: Iterable[str], request: Request | None = None,
                   positions: Sequence[tuple[int, int]] = (), max_hops: int | None = None) -> list[Path]:
         """The relation paths (up to ``max_hops``) that really leave ``nodes``; beyond the first hop only
@@ -137,7 +152,7 @@ class PathReader:
             return []
         starts = set(start_classes)
         out: list[Path] = []
-        frontier = self._first_hops(nodes, starts)
+        frontier = self.first_hops(nodes, starts)
         out += frontier
         for _hop in range(1, self.max_hops if max_hops is None else max_hops):
             if request is not None and len(frontier) > self.beam:
@@ -157,6 +172,39 @@ class PathReader:
             constants="VALUES ?c { " + " ".join(str(NamedNode(n)) for n in nodes) + " }",
             walk=walk(path.steps), reached=str(NamedNode(path.end)), cap=cap)
         return {row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)}
+
+    #: The share of a hop's steps a second hop must walk back to undo it (``children`` then ``parents``).
+    MIRROR = 0.5
+
+    def returns(self, nodes: Sequence[str], steps: Sequence[tuple[str, bool]]) -> bool:
+        """Whether a path comes back to its constants by its structure, so they may be its answer ("the mother of
+        X's daughter", "X's spouse's spouse", "the tracks of X's tracks" where X is its own track): every hop is a
+        self-loop at a constant or is undone by the next one in the data, and no hop is retraced ("the films of X's
+        director" walks ``directed by`` back: X's director's other films, never X)."""
+        steps = list(steps)
+        if retraces(steps):
+            return False
+        steps = [s for s in steps if not self._loops(tuple(nodes), s)]
+        while steps:
+            undone = next((i for i in range(len(steps) - 1) if self._mirrors(steps[i], steps[i + 1])), None)
+            if undone is None:
+                return False
+            del steps[undone : undone + 2]
+        return True
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - the KB under an open reader never changes
+    def _loops(self, nodes: tuple[str, ...], step: tuple[str, bool]) -> bool:
+        values = "VALUES ?c { " + " ".join(str(NamedNode(n)) for n in nodes) + " }"
+        text = Template(_body("reader_loops")).substitute(constants=values, hop=walk([step], "?c", "?c"))
+        return bool(self.kb.store.query(text, use_default_graph_as_union=True))
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019
+    def _mirrors(self, first: tuple[str, bool], second: tuple[str, bool]) -> bool:
+        text = Template(_body("reader_mirror")).substitute(first=walk([first], "?a", "?b"),
+                                                           back=walk([second], "?b", "?a"), cap=2000)
+        row = next(iter(self.kb.store.query(text, use_default_graph_as_union=True)))
+        steps, back = int(row["steps"].value), int(row["back"].value) if row["back"] is not None else 0
+        return steps > 0 and back >= self.MIRROR * steps
 
     def _typed(self, at: str, rel: str, forward: bool, reached: str) -> bool:
         """Whether the hop's classes are a signature of the data (not typing noise); true without signatures."""
@@ -196,6 +244,15 @@ class PathReader:
              prefix: bool = False) -> list[Scored]:
         """Paths best first (:func:`.ranking.rank`)."""
         return ranking.rank(self, paths, request, positions, prefix)
+
+
+def retraces(steps: Sequence[tuple[str, bool]]) -> bool:
+    """Whether a hop walks the previous one back ("the films of X's director": ``directed by`` and back).
+
+    >>> retraces([("d", False), ("d", True)]), retraces([("t", True), ("t", True)])
+    (True, False)
+    """
+    return any(a == b and fa != fb for (a, fa), (b, fb) in zip(steps, steps[1:]))
 
 
 def walk(steps: Sequence[tuple[str, bool]], start: str = "?c", end: str = "?n") -> str:

@@ -1,6 +1,7 @@
 """Step 4 of reading: grounded paths ranked by how the request names their relations.
 
-A path's score adds up the rules below, each a function that says what it reads:
+A path's score is the weighted sum of :data:`RULES` over what :func:`read_path` reads of it; the measures come
+from the functions below, each saying what it reads:
 
 - :func:`hop_support`: each hop should be named by a word of the request (exactly, by a related word, or by
   a word the encoder places near it); what is missing costs ``1 - support``;
@@ -11,7 +12,17 @@ A path's score adds up the rules below, each a function that says what it reads:
   phrase, read from the answer to the constant, has it ("?x starred in X"), weakly (on a longer path it may
   tie the constant to a thing between: "clubs of players in Mexico");
 - :func:`hop_order`: the hop named nearest the constant comes first, the one nearest the wh-word last;
-- :func:`path_similarity`: the embedding similarity of the hops' phrases with the request, a tie-breaker.
+- :func:`path_similarity`: the embedding similarity of the hops' phrases with the request, a tie-breaker;
+- :data:`AGAINST_LABEL`: a hop walked against a relation with no phrase of its own for that direction (a name read
+  as words, "parents", whose backward reading is only "parents (inverse)") costs a little: a noun names the
+  relation from its holder ("X's parents", "the birthplace of X");
+- :func:`role_hops`: a role word names a chain of hops at once ("grandfather": parents, parents), and a role word
+  a path does not read as its whole chain costs 1 ("X's grandfather" is not X's parent);
+- :func:`says_absence`: a hop over a negative relation ("lacks phenotype") must be named by a word that states an
+  absence ("lack", "absent", "without"), or the path is not read at all.
+
+A path's :attr:`Scored.confidence` is how surely words name it: the mean support of its hops (0 when no word
+names any). The reader does not impose a reading below its threshold (:mod:`.offline`).
 
 The answer class the wh-phrase asks for ("which films", "who", "when") must be the path's end class when the
 request names one. Nothing here names a relation or a class of a particular KB.
@@ -19,11 +30,13 @@ request names one. Nothing here names a relation or a class of a particular KB.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ....kb.ontology import NEGATION_WORDS
 from .words import FUNCTION_WORDS, RelationWords, stem
 
 #: What a word supports a hop with when a hop of another relation has read it already.
@@ -34,6 +47,12 @@ PREPOSITION = 0.4
 #: of which relation ("the director of X", "the language of X").
 PREPOSITIONS = frozenset("in on at by for with from to into about under over after before during against among "
                          "between through within without".split())
+#: What a hop walked against a relation that has no phrase for that direction costs ("X's parents" reads
+#: ``parents`` from X; ``parents (inverse)`` from X is X's children): a tie-breaker between directions.
+AGAINST_LABEL = 0.1
+#: Wh-words that ask for a person: a path that walks back to a holder answers them ("who was born in X" is the
+#: one born there, "who are painters" those whose profession it is).
+PERSON_WH = frozenset({"who", "whom"})
 #: Words that may stand between a preposition and its constant ("in the X").
 _DETERMINERS = frozenset("the a an this that these those".split())
 
@@ -46,6 +65,8 @@ class Scored:
     score: float
     phrases: list[str]
     why: dict = field(default_factory=dict)
+    #: How surely the request's words name the path: the mean support of its hops, 0 when no word names any.
+    confidence: float = 0.0
 
 
 @dataclass
@@ -67,6 +88,8 @@ class Request:
     #: Positions of words that say what kind of thing the answer or a constant is ("which films", "the film X"):
     #: they may name a hop, and cost nothing when none does.
     kinds: set[int] = field(default_factory=set)
+    #: Role words by position (:class:`.roles.Role`): "grandfather" names two hops of parents and a male.
+    roles: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -172,11 +195,114 @@ def hop_order(places: list[tuple[frozenset, list[int]]]) -> int:
                if places[i][0] != places[j][0] and min(places[i][1]) > max(places[j][1]))
 
 
+def role_hops(steps: Sequence[tuple[str, bool]], roles: dict, vocabulary: RelationWords) -> dict[int, tuple]:
+    """The hops each role word names: a run of consecutive hops whose relations the role's chain names in order
+    (by their own words, 1, or related ones, their weight), as ``{hop index: (role, weight)}``; where a role fits
+    several runs, the best named one nearest the constant.
+
+    >>> class Words: relation_stems = {"p": {"parent"}}; related = {}
+    >>> class Grandfather: chain = ("parent", "parent")
+    >>> role_hops([("p", True), ("p", True)], {3: Grandfather}, Words) == {0: (Grandfather, 1.0), 1: (Grandfather, 1.0)}
+    True
+    >>> role_hops([("p", True)], {3: Grandfather}, Words)
+    {}
+    """
+    out: dict[int, tuple] = {}
+    for role in roles.values():
+        best, at = 0.0, None
+        for start in range(len(steps) - len(role.chain) + 1):
+            weights = [1.0 if word in vocabulary.relation_stems.get(rel, ()) else
+                       vocabulary.related.get(rel, {}).get(word, (None, 0.0))[1]
+                       for word, (rel, _f) in zip(role.chain, steps[start:])]
+            if min(weights) > 0 and sum(weights) > best and not any(start + i in out for i in range(len(weights))):
+                best, at = sum(weights), (start, weights)
+        if at is not None:
+            start, weights = at
+            out.update({start + i: (role, w) for i, w in enumerate(weights)})
+    return out
+
+
+_ABSENCE = frozenset(stem(w) for w in NEGATION_WORDS)
+
+
+def says_absence(rel: str, negative: set[str], hits: Sequence[int], surface: dict[int, str]) -> bool:
+    """Whether a hop may be read: a relation that states an absence only where a word naming it states one too
+    ("which diseases lack seizures"); a bare list of phenotypes never reads ``lacks phenotype``.
+
+    >>> says_absence("lacks", {"lacks"}, [2], {0: "diseases", 1: "that", 2: "lack"})
+    True
+    >>> says_absence("lacks", {"lacks"}, [], {0: "seizures"})
+    False
+    >>> says_absence("has", {"lacks"}, [], {})
+    True
+    """
+    return rel not in negative or any(stem(surface.get(p, "")) in _ABSENCE for p in hits)
+
+
 def path_similarity(sims: dict[str, float], phrases: list[str]) -> float:
     """The request's embedding similarity with the path: its least similar hop and the hops' joint phrase."""
     if not sims:
         return 0.0
     return (min(sims[p] for p in phrases) + sims[" ".join(phrases)]) / 2
+
+
+@dataclass
+class PathReading:
+    """What :func:`read_path` reads of one path against a request: the measures :data:`RULES` weigh, and what the
+    explanation shows."""
+
+    #: Σ over hops of ``1 - support`` (:func:`hop_support`, a role word's chain: :func:`role_hops`).
+    unsupported: float
+    #: What the request says that the path does not read (:func:`unread_words`, role words not read whole).
+    uncovered: float
+    #: Hops named out of order (:func:`hop_order`).
+    inversions: int
+    #: Hops beyond the first (:func:`further_hop_cost`) and hops walked against their label (:data:`AGAINST_LABEL`).
+    hop_costs: float
+    #: The encoder's similarity of the path with the request (:func:`path_similarity`).
+    similarity: float
+    why: dict
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One term of a path's score: a :class:`PathReading` measure and its weight."""
+
+    name: str
+    weight: float
+    measure: str
+
+
+#: A path's score, in the order its terms are added: where to add a reading rule (a measure that
+#: :func:`read_path` computes, and one line here).
+RULES: tuple[Rule, ...] = (
+    Rule("hops no word names", -1.0, "unsupported"),
+    Rule("words no hop reads", -1.0, "uncovered"),
+    Rule("hops named out of order", -0.3, "inversions"),
+    Rule("further hops, hops against their label", -1.0, "hop_costs"),
+    Rule("similarity with the request", 0.5, "similarity"),
+)
+
+
+def score(reading: PathReading) -> float:
+    """The sum of :data:`RULES` over a path's reading."""
+    total = 0.0
+    for rule in RULES:
+        total += rule.weight * getattr(reading, rule.measure)
+    return total
+
+
+@dataclass
+class _Context:
+    """What ranking reads of a request once for all its paths."""
+
+    request: Request
+    spans: list
+    prepositions: dict[int, str]
+    weights: dict[str, float]
+    asking: frozenset[str]
+    sims: dict[str, float]
+    prefix: bool
 
 
 def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[int, int]] = (),
@@ -187,89 +313,141 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
     if not paths:
         return []
     vocabulary: RelationWords = reader.words
-    relations = reader.kb.schema.relations
     phrase_lists = [[reader.phrase(r, f) for r, f in p.steps] for p in paths]
     sims: dict[str, float] = {}
     if request.vector is not None:
         all_phrases = sorted({x for ph in phrase_lists for x in ph} | {" ".join(ph) for ph in phrase_lists})
         sims = dict(zip(all_phrases, (float(s) for s in vocabulary.vectors(all_phrases) @ request.vector)))
     spans = list(positions) or request.mention_positions
-    prepositions = preposition_cue(spans, request.surface, request.kinds)
     # The strongest weight of each related word of the request, by WordNet or by the encoder.
     weights = {s: vocabulary.related_weight[s] for _p, s in request.words if s in vocabulary.related_weight}
     for table in request.similar.values():
         for st, (_how, weight, _word) in table.items():
             weights[st] = max(weight, weights.get(st, 0.0))
     # The request's wh-words that WordNet relates to some relation's kind ("where" to a relation of places).
-    asking = frozenset(s for _p, s in request.words if s in vocabulary.wh_stems)
-    label_stems = {}
+    context = _Context(request, spans, preposition_cue(spans, request.surface, request.kinds), weights,
+                       frozenset(s for _p, s in request.words if s in vocabulary.wh_stems), sims, prefix)
+    label_stems: dict[str, set[str]] = {}
     out = []
     for path, phrases in zip(paths, phrase_lists):
-        # The word naming the answer's class names the answer, not a relation: it need not be read, and where the
-        # wh-phrase asks for that class it supports no hop ("which disease" does not support "associated with
-        # disease").
         if prefix:
             own = set()
         elif (own := label_stems.get(path.end)) is None:
             own = label_stems[path.end] = reader.label_stems(path.end)
-        asked = own if path.end in request.wanted else set()
-        words = [(pos, s) for pos, s in request.words if s not in asked]
-        evidence = {s for _, s in words if s in vocabulary.all_stems and s not in own}
-        # Words that name no relation but are related to one ("dad" to parents) are weaker evidence.
-        soft = {s: weights[s] for _, s in words if s in weights and s not in own}
-        unsupported, extra, places, covered, read, hops = 0.0, 0.0, [], set(), [], []
-        used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
-        for hop, (rel, forward) in enumerate(path.steps, 1):
-            stems = vocabulary.relation_stems.get(rel, set())
-            related = vocabulary.related.get(rel, {})
-            if rel in request.similar or (len(path.steps) == 1 and prepositions):
-                related = {**related, **request.similar.get(rel, {})}  # a copy: the request's own words join it
-            if len(path.steps) == 1 and prepositions:
-                toward = reader.phrase(rel, not forward).lower().split()  # "?x starred in X"
-                for word in prepositions.values():
-                    if word in toward and stem(word) not in related:
-                        related[stem(word)] = ["preposition", PREPOSITION,
-                                               f"{word} (preposition of {' '.join(toward)})"]
-                        soft.setdefault(stem(word), PREPOSITION)
-            covered |= (stems & evidence) | (soft.keys() & related.keys())
-            pair = frozenset({rel, relations[rel].inverse or rel}) if rel in relations else frozenset({rel})
-            reading = hop_support(words, stems, related, soft, used, pair, hop == len(path.steps),
-                                  reader.phrase(rel, forward), request.surface)
-            read += [text for text in reading.related if text not in read]
-            hops.append(reading.shown)
-            if hop > 1:
-                extra += further_hop_cost(reader.hop_penalty, reading, used)
-            used.update((p, pair) for p in reading.hits if p not in used)
-            if reading.hits:
-                unsupported += 1.0 - reading.support
-                # Where the request names the hop: towards the constant (negative) or the answer's wh-word.
-                places.append((frozenset(stems) or frozenset([rel]),
-                               [_distance(p, spans) - _distance(p, request.answer_at) for p in reading.hits]))
-            else:
-                unsupported += 1
-        adjectives = {s for rel, _f in path.steps for s in vocabulary.pertainyms.get(rel, ()) if s in covered}
-        excused = modified_phrase(words, adjectives, vocabulary.all_stems) | prepositions.keys()
-        uncovered = 0.0 if prefix else unread_words(words, evidence, soft, covered, excused, asking, request.kinds)
-        inversions = hop_order(places)
-        similarity = path_similarity(sims, phrases)
-        score = -1.0 * unsupported - 1.0 * uncovered - 0.3 * inversions - extra + 0.5 * similarity
-        why = {"unsupported": round(unsupported, 2), "uncovered": round(uncovered, 2), "inversions": inversions,
-               "similarity": round(similarity, 3)}
-        if read:
-            why["related words"] = read
-        why["hops"] = hops
-        if not prefix and evidence - covered:
-            # Words that name a relation exactly which no hop of the path reads ("released" beside a path that
-            # never reaches a year): where the graph lacks the edge, the best path left reads around them.
-            why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words
-                                               if st in evidence - covered))
-        out.append(Scored(path, score, phrases, why))
+        reading = read_path(reader, path, phrases, own, context)
+        if reading is not None:
+            out.append(Scored(path, score(reading), phrases, reading.why,
+                              1.0 - reading.unsupported / len(path.steps)))
     out.sort(key=lambda s: (-s.score, len(s.path.steps), s.phrases))
     if not prefix and request.wanted:
         typed = [s for s in out if s.path.end in request.wanted]
         if typed:
             return typed
     return out
+
+
+def read_path(reader, path, phrases: list[str], own: set[str], context: _Context) -> PathReading | None:
+    """How the request reads one path, hop by hop: the measures :data:`RULES` weigh; None for a path the request
+    does not allow (:func:`says_absence`). ``own``: the stems of the answer class's label."""
+    request, vocabulary, relations = context.request, reader.words, reader.kb.schema.relations
+    prepositions = context.prepositions
+    # The word naming the answer's class names the answer, not a relation: it need not be read, and where the
+    # wh-phrase asks for that class it supports no hop ("which disease" does not support "associated with
+    # disease").
+    asked = own if path.end in request.wanted else set()
+    words = [(pos, s) for pos, s in request.words if s not in asked]
+    evidence = {s for _, s in words if s in vocabulary.all_stems and s not in own}
+    # Words that name no relation but are related to one ("dad" to parents) are weaker evidence.
+    soft = {s: context.weights[s] for _, s in words if s in context.weights and s not in own}
+    unsupported, extra, places, covered, read, hops = 0.0, 0.0, [], set(), [], []
+    used: dict[int, frozenset] = {}  # word position → the relation (with its inverse) that read it
+    licensed = True
+    by_role = role_hops(path.steps, request.roles, vocabulary) if request.roles else {}
+    reading = None
+    for hop, (rel, forward) in enumerate(path.steps, 1):
+        stems = vocabulary.relation_stems.get(rel, set())
+        related = vocabulary.related.get(rel, {})
+        if rel in request.similar or (len(path.steps) == 1 and prepositions):
+            related = {**related, **request.similar.get(rel, {})}  # a copy: the request's own words join it
+        if len(path.steps) == 1 and prepositions:
+            toward = reader.phrase(rel, not forward).lower().split()  # "?x starred in X"
+            for word in prepositions.values():
+                if word in toward and stem(word) not in related:
+                    related[stem(word)] = ["preposition", PREPOSITION,
+                                           f"{word} (preposition of {' '.join(toward)})"]
+                    soft.setdefault(stem(word), PREPOSITION)
+        covered |= (stems & evidence) | (soft.keys() & related.keys())
+        pair = frozenset({rel, relations[rel].inverse or rel}) if rel in relations else frozenset({rel})
+        # A word that says what kind of thing is asked ("which people") names a hop by its own sense only, not
+        # as a broader word ("people" is above "nation").
+        named_by = [(p, w) for p, w in words if p not in request.kinds
+                    or related.get(w, ("",))[0] not in ("broader", "kind")]
+        reading = hop_support(named_by, stems, related, soft, used, pair, hop == len(path.steps),
+                              reader.phrase(rel, forward), request.surface)
+        licensed = licensed and says_absence(rel, vocabulary.negative, reading.hits, request.surface)
+        read += [text for text in reading.related if text not in read]
+        role = by_role.get(hop - 1)
+        if role is not None and role[1] >= reading.support:
+            # The role word names this hop as one of its chain: a further hop of it costs no more than it reads.
+            (held, weight), at = role, role[0].position
+            reading = HopReading(weight, [at], {"relation": reader.phrase(rel, forward), "words": [held.word],
+                                                "how": f"role {'/'.join(held.chain)}, {weight:.2f}"})
+            covered.add(stem(held.word))
+            extra += reader.hop_penalty * (1.0 - weight) if hop > 1 else 0.0
+        elif hop > 1:
+            extra += further_hop_cost(reader.hop_penalty, reading, used)
+        hops.append(reading.shown)
+        if not forward and reader.phrase(rel, False).endswith("(inverse)") \
+                and all(_is_noun(request.surface.get(p, "")) for p in reading.hits):
+            extra += AGAINST_LABEL  # a verb reads either way ("who was born in X"), a noun from its holder
+        used.update((p, pair) for p in reading.hits if p not in used)
+        if reading.hits:
+            unsupported += 1.0 - reading.support
+            # Where the request names the hop: towards the constant (negative) or the answer's wh-word.
+            places.append((frozenset(stems) or frozenset([rel]),
+                           [_distance(p, context.spans) - _distance(p, request.answer_at) for p in reading.hits]))
+        else:
+            unsupported += 1
+    if not licensed:
+        return None
+    adjectives = {s for rel, _f in path.steps for s in vocabulary.pertainyms.get(rel, ()) if s in covered}
+    excused = modified_phrase(words, adjectives, vocabulary.all_stems) | prepositions.keys()
+    # "Who was born in X": a named hop walked back to its holder answers who (the one born), no further hop.
+    holder = not path.steps[-1][1] and (len(path.steps) == 1
+                                        or any(request.surface.get(p) not in PERSON_WH for p in reading.hits))
+    if holder:
+        excused |= {p for p, w in words if w in PERSON_WH}
+    uncovered = 0.0
+    if not context.prefix:
+        uncovered = unread_words(words, evidence, soft, covered, excused, context.asking, request.kinds)
+        # A role word not read as its whole chain says what the path does not ("X's grandfather" is no parent).
+        read_as_roles = {held.position for held, _w in by_role.values()}
+        uncovered += sum(1.0 for at, held in request.roles.items() if at not in read_as_roles
+                         and (len(held.chain) > 1 or stem(held.word) not in covered | soft.keys()))
+    inversions = hop_order(places)
+    similarity = path_similarity(context.sims, phrases)
+    why = {"unsupported": round(unsupported, 2), "uncovered": round(uncovered, 2), "inversions": inversions,
+           "similarity": round(similarity, 3)}
+    if by_role:
+        why["roles"] = {hop: held for hop, (held, _w) in by_role.items()}  # for the values the reader adds
+    if read:
+        why["related words"] = read
+    why["hops"] = hops
+    if not context.prefix and evidence - covered:
+        # Words that name a relation exactly which no hop of the path reads ("released" beside a path that
+        # never reaches a year): where the graph lacks the edge, the best path left reads around them.
+        why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words
+                                           if st in evidence - covered))
+    return PathReading(unsupported, uncovered, inversions, extra, similarity, why)
+
+
+@functools.lru_cache(maxsize=65536)
+def _is_noun(word: str) -> bool:
+    """Whether WordNet knows the word as a noun (true without WordNet: nouns are what relations are named by)."""
+    from ....kb.lexicon import wordnet
+
+    wn = wordnet()
+    return wn is None or wn.morphy(word, "n") is not None
 
 
 def _distance(position: int, spans: Sequence[tuple[int, int]]) -> int:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from ....kb.linking import _NEGATION, Mention, singular
 from ...retrieval import STOPWORDS
 from .ranking import Request
+from .roles import RoleReader
 from .words import FUNCTION_WORDS, RelationWords, stem
 
 _ARTICLES = ("the", "a", "an")
@@ -68,6 +69,8 @@ def names_the_asked_kind(query: str, mention: Mention) -> bool:
     True
     >>> names_the_asked_kind("which Nikon lenses fit", Mention("Nikon", 6, 11, ()))
     False
+    >>> names_the_asked_kind("which people born in Paris are painters", Mention("people", 6, 12, ()))
+    True
     >>> names_the_asked_kind("who is in Heat", Mention("in", 7, 9, ()))
     False
     >>> names_the_asked_kind("what is the primary language of X", Mention("primary", 12, 19, ()))
@@ -80,9 +83,27 @@ def names_the_asked_kind(query: str, mention: Mention) -> bool:
         return True
     if not _ASKED.search(query[: mention.start]):
         return False
-    # "what is the primary language": a word before a noun modifies it; the noun is what is asked for.
+    # "what is the primary language": a word before a noun modifies it; the noun is what is asked for. Before an
+    # inflected verb ("which people born in X", "which person directed X") it is the kind asked for.
     following = re.match(r"\s*([a-z]+)", query[mention.end:])
-    return following is None or following.group(1) in QUESTION_WORDS or not _is_noun(following.group(1))
+    return (following is None or following.group(1) in QUESTION_WORDS or not _is_noun(following.group(1))
+            or _is_inflected_verb(following.group(1)))
+
+
+_COPULA = re.compile(r"\b(?:is|are|was|were)\s+(?:an?\s+|the\s+)?$", re.I)
+
+
+def is_complement(query: str, mention: Mention) -> bool:
+    """Whether a mention ends the request as the complement of a copula ("which people born in Paris are painters"):
+    a condition on the answer, not a constant a path starts from.
+
+    >>> from kqe_rdf.kb.linking import Mention
+    >>> is_complement("which people born in Paris are painters?", Mention("painters", 31, 39, ()))
+    True
+    >>> is_complement("who is Ann's dad", Mention("Ann", 7, 10, ()))
+    False
+    """
+    return bool(_COPULA.search(query[: mention.start])) and not re.search(r"\w", query[mention.end:])
 
 
 def modifies_a_noun(query: str, mention: Mention) -> bool:
@@ -108,6 +129,14 @@ def _lemmas(word: str) -> list[str]:
     return [] if wn is None else [b for pos in ("n", "v") if (b := wn.morphy(word, pos))]
 
 
+def _is_inflected_verb(word: str) -> bool:
+    """A verb's inflected form ("born", "directed", "stars"), which a noun may also spell (Max Born)."""
+    from ....kb.lexicon import wordnet
+
+    wn = wordnet()
+    return wn is not None and wn.morphy(word, "v") not in (None, word)
+
+
 def _is_adjective(word: str) -> bool:
     from ....kb.lexicon import wordnet
 
@@ -130,6 +159,8 @@ class RequestReader:
         self.words = words
         #: Words of the ontology's class cues and relation phrases: never a request's unknown words.
         self.schema_words = schema_words
+        #: Role words ("grandfather", "mom"): a chain of relations and a value of who holds it.
+        self.roles = RoleReader(kb, words)
         #: The classes a wh-word asks for by WordNet ("whom" → the class labelled "person"), where no cue says;
         #: read from class labels only (an alt label such as "type" has a sense that is a person).
         self.wh_classes: dict[str, set[str]] = {}
@@ -350,6 +381,7 @@ class RequestReader:
         # film X") may name a relation ("what type of film") but cost nothing when no hop reads them.
         query_tokens = [(query[a:b], a, b) for _w, a, b in tokens]
         kinds = {i for i, (w, a, b) in enumerate(query_tokens) if names_the_asked_kind(query, Mention(w, a, b, ()))}
-        return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown, phrases),
-                       {i: w for i, (w, _a, _b) in enumerate(tokens)}, kinds)
+        surface = {i: w for i, (w, _a, _b) in enumerate(tokens)}
+        return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown, phrases), surface, kinds,
+                       self.roles.read(surface, [i for i, _s in words]))
 

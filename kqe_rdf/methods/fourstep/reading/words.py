@@ -23,6 +23,7 @@ import numpy as np
 
 from ....kb import queries
 from ....kb.lexicon import WEIGHTS
+from ....kb.ontology import negates
 from ....kb.phrases import stored_phrase_vectors
 
 #: Words of relation phrases and requests that say nothing about which relation is meant.
@@ -126,6 +127,9 @@ class RelationWords:
         self.wh_stems = {s for table in self.related.values() for s, (how, _w, _t) in table.items() if how == "wh"}
         self.pertainyms = {iri: {s for s, (how, _w, _t) in table.items() if how == "pertainym"}
                            for iri, table in self.related.items()}
+        #: Relations that state an absence by their phrases or their inverse's ("lacks phenotype", "absent in"):
+        #: read only where the request states one too (:func:`.ranking.says_absence`).
+        self.negative = {iri for iri, ps in self.named.items() if any(negates(p) for p in ps)}
         self._phrase_vectors: dict[str, np.ndarray] = phrase_vectors if phrase_vectors is not None else {}
         self._words: dict[str, np.ndarray] = {}
 
