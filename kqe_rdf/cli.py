@@ -35,6 +35,22 @@ def _console():
     return Console(stderr=True, soft_wrap=True)
 
 
+def _stdout(*tables):
+    """The console a command prints its output on. On a terminal, as wide as the terminal. To a pipe or a file,
+    lines are never wrapped and ``tables`` are laid out as wide as their contents need, so nothing is cut
+    ("Recal…", "0.23…") and no IRI is broken in the middle (rich would lay everything out in 80 columns)."""
+    from rich.console import Console
+
+    console = Console()
+    if console.is_terminal:
+        return console
+    from rich.measure import Measurement
+
+    wide = console.options.update_width(1 << 16)
+    need = max((Measurement.get(console, wide, table).maximum for table in tables), default=0)
+    return Console(width=max(need, console.width), soft_wrap=True)
+
+
 def _progress():
     from .core.progress import Progress
 
@@ -158,13 +174,24 @@ def kb_info(kb_path, as_json):
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
     m = info["manifest"]
-    console = Console()
+    tables = []
+    for title, rows in (("node type", info["types"]), ("relation", info["relations"])):
+        table = Table(title_justify="left")
+        table.add_column(title)
+        table.add_column("count", justify="right")
+        for name, count in rows:
+            table.add_row(name, f"{count:,}")
+        tables.append(table)
+    console = _stdout(*tables)
     console.print(f"[bold]{info['path']}[/] — importer {m['importer']}, built {m['created']}")
-    console.print(f"dataset: {m['dataset']}")
+    dataset = m["dataset"] if isinstance(m["dataset"], dict) else {"name": m["dataset"]}
+    console.print("dataset:")
+    for key, value in dataset.items():  # one field a line, as written (not a Python dict wrapped at 80 columns)
+        if value not in (None, ""):
+            console.print(f"  {key}: {value}", markup=False, highlight=False)
     emb = m.get("embeddings")
     console.print("embeddings: " + (f"{emb['count']:,} documents, {emb['model_id']}" if emb else
                                     "none yet (run `kqe-rdf kb embed`)")
@@ -172,12 +199,7 @@ def kb_info(kb_path, as_json):
     bm25 = info["bm25"]
     console.print(f"BM25: analyzer {bm25['analyzer']} ({bm25['analysis']}); {bm25['documents']:,} documents in "
                   f"{bm25['segments']} segment(s)", highlight=False)
-    for title, rows in (("node type", info["types"]), ("relation", info["relations"])):
-        table = Table(title_justify="left")
-        table.add_column(title)
-        table.add_column("count", justify="right")
-        for name, count in rows:
-            table.add_row(name, f"{count:,}")
+    for table in tables:
         console.print(table)
 
 
@@ -194,7 +216,7 @@ def _open_kb(kb_path, **overrides):
 @click.option("--method", "-m", default="bm25", show_default=True,
               help=f"{METHOD_NAMES}.")
 @click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
-@click.option("--k", "k", type=int, default=10, show_default=True, help="Number of results.")
+@click.option("--k", "-k", "k", type=int, default=10, show_default=True, help="Number of results.")
 @click.option("--strict/--soft", "strict", default=None,
               help="4step: every triplet must hold (strict) or rank by satisfied triplets (soft, default).")
 @click.option("--explain", is_flag=True, help="Show how the results were reached (triplets, SPARQL, bindings).")
@@ -233,6 +255,10 @@ def _print_explain(how):
     from rich.syntax import Syntax
 
     console = Console()
+    rules = (how or {}).get("result rules", {})
+    for rule, iris in rules.items():  # what every method's results obey (methods.retrieval.ResultRules)
+        console.print(f"[bold]{rule}[/]: {', '.join(iris)}", highlight=False)
+    how = {key: value for key, value in (how or {}).items() if key != "result rules"}
     if not how:
         console.print("(this method keeps no explanation beyond the scores)")
         return
@@ -294,7 +320,6 @@ def triplets(text, kb_path, strict, as_json):
 
 
 def _print_results(text, method, rows):
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{method}: {text}", title_justify="left")
@@ -302,14 +327,17 @@ def _print_results(text, method, rows):
         table.add_column(col, justify="right" if col in ("#", "score") else "left")
     for r in rows:
         table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}")
-    Console().print(table if rows else f"no results for {text!r}")
+    _stdout(table).print(table if rows else f"no results for {text!r}")
 
 
 @cli.command()
 @click.argument("query")
 @KB_OPTION
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default="table", show_default=True)
-def sparql(query, kb_path, fmt):
+@click.option("--service-allow", default=None, metavar="URLS",
+              help="SERVICE endpoints the query may call, space- or comma-separated (none by default; as "
+                   "`serve --service-allow`, setting server_service_allow).")
+def sparql(query, kb_path, fmt, service_allow):
     """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared.
 
     Search works inside it as on the server: SERVICE <urn:kqe:search> { ?n kqe:query "..." ; kqe:k 50 ;
@@ -322,7 +350,7 @@ def sparql(query, kb_path, fmt):
         if not path.is_file():
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
-    kb, settings = _open_kb(kb_path)
+    kb, settings = _open_kb(kb_path, server_service_allow=service_allow)
     from .service.federation import consume
     from .service.sparql_search import SearchFunctions, prepare
 
@@ -357,16 +385,15 @@ def sparql(query, kb_path, fmt):
     elif kind == "results":
         sys.stdout.write(answer)
     else:
-        from rich.console import Console
         from rich.table import Table
 
         variables, rows = answer
         table = Table()
         for v in variables:
-            table.add_column(v, overflow="fold")  # long IRIs wrap in their cell, never cut
+            table.add_column(v, overflow="fold")  # on a narrow terminal long IRIs wrap in their cell, never cut
         for row in rows:
             table.add_row(*row)
-        Console().print(table)
+        _stdout(table).print(table)  # to a file or a pipe: each IRI whole on its line
         click.echo(f"{len(rows)} result(s)", err=True)
 
 
@@ -375,7 +402,9 @@ def sparql(query, kb_path, fmt):
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
 @KB_OPTION
 @click.option("--method", "-m", "methods", multiple=True, default=["bm25"], show_default=True,
-              help=f"Retrieval method (repeatable): {METHOD_NAMES}.")
+              help=f"Retrieval method (repeatable): {METHOD_NAMES}; question answering: ask (its answers, then its "
+                   "other candidates, as its ranking; also answer-set precision, recall and F1, and accuracy by "
+                   "confidence).")
 @click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
 @click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
@@ -440,6 +469,8 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     summary = {"queryset": qs.summary(), "kb": str(kb.path), "queries": result.queries,
                "answerable": result.answerable, "gold_ids_not_in_kb": result.unresolved_answers,
                "results": result.table()}
+    if result.reliability():
+        summary["reliability"] = result.reliability()
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return
@@ -447,20 +478,29 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
 
 
 def _print_evaluation(qs, result) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    def cell(column, value) -> str:
+        if value is None:
+            return ""
+        return f"{value:.4f}" if isinstance(value, float) and column != "queries/s" else str(value)
+
+    tables = []
+    for title, columns, rows in [(None, result.columns(), result.table()),
+                                 *((f"{method}: accuracy by confidence (is the first answer right?)", list(rows[0]), rows)
+                                   for method, rows in result.reliability().items())]:
+        table = Table(title=title, title_justify="left")
+        for col in columns:
+            table.add_column(col, justify="left" if col in ("method", "confidence") else "right")
+        for row in rows:
+            table.add_row(*[cell(k, row.get(k)) for k in columns])
+        tables.append(table)
+    console = _stdout(*tables)
     console.print(qs.summary())
     console.print(f"{result.queries} queries, {result.answerable} with a gold answer in the KB "
                   f"({result.unresolved_answers} gold ids not in the KB; those queries count as misses)")
-    rows = result.table()
-    table = Table(title_justify="left")
-    for col in rows[0]:
-        table.add_column(col, justify="left" if col == "method" else "right")
-    for row in rows:
-        table.add_row(*[f"{v:.4f}" if isinstance(v, float) and k != "queries/s" else str(v) for k, v in row.items()])
-    console.print(table)
+    for table in tables:
+        console.print(table)
 
 
 @cli.command()
@@ -505,12 +545,18 @@ def ask(question, kb_path, sources, offline, shown, as_json):
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
         return
-    from rich.console import Console
     from rich.markup import escape
 
-    console = Console()
-    console.print(f"[bold]answer[/]: {result.answer if result.answer is not None else '(none found)'}"
-                  + (f"  <{result.nodes[0]}>" if result.nodes else "") + f"  [dim]({result.method})[/]")
+    console = _stdout()
+    if len(result.answers) > 1:  # a list question: every answer, best first
+        console.print(f"[bold]answers[/] ({len(result.answers)}): "
+                      + escape("; ".join(a.name for a in result.answers)) + f"  [dim]({escape(result.method)})[/]")
+    else:
+        console.print(f"[bold]answer[/]: {escape(result.answer) if result.answer is not None else '(none found)'}"
+                      + (f"  <{result.nodes[0]}>" if result.nodes else "") + f"  [dim]({escape(result.method)})[/]")
+    if result.answer is not None:
+        because = ", ".join(f"{k} {v:.2f}" for k, v in result.confidence_because.items())
+        console.print(f"[bold]confidence[/] {result.confidence:.2f}" + (f" ({because})" if because else ""))
     for piece in result.evidence:
         console.print(f"  because [{piece.id}] {piece.text}", markup=False)
     for flag in result.flags:
@@ -534,12 +580,14 @@ def ask(question, kb_path, sources, offline, shown, as_json):
             shown_constants = ", ".join(constants[:3]) + (f" and {len(constants) - 3} more" if len(constants) > 3 else "")
             console.print("[bold]path[/] " + escape(f"{shown_constants}: {path}" + (f"  ({words})" if words else "")))
     else:
-        stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items())
-        console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages}")
+        stages = " → ".join(f"{name} {n}" for name, n in result.pruning.sizes().items()) if result.pruning else ""
+        console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages or escape(result.method)}")
         for rank, r in enumerate(result.top[:shown], start=1):
             console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
-    others = ", ".join(f"{c.name} ({c.score:.2f})" for c in result.candidates[1:5])
+    answered = {i for a in result.answers for i in a.iris}
+    others = [c for c in result.candidates if not answered.intersection(c.iris)][:4]
     if others:
+        others = ", ".join(f"{c.name} ({c.score:.2f})" for c in others)
         console.print(f"other candidates: {others}", markup=False)
 
 
@@ -705,7 +753,7 @@ def expand(text, kb_path, method, types, hops, neighbours, expansions, passages,
     from .methods.expansion import expand as run_expansion
 
     if text == "-":
-        text = sys.stdin.read()
+        text = sys.stdin.read().strip()  # (not the newline that ends what was piped in)
     kb, settings = _open_kb(kb_path, kar_hops=hops, kar_neighbours=neighbours, kar_expansions=expansions,
                             kar_passages=passages, kar_grounded=grounded)
     exp = run_expansion(kb, settings, text, method, list(types) or None)

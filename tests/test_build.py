@@ -274,8 +274,8 @@ def built(tmp_path, jsonl, products_text):
 
 
 def leftovers(path) -> list[str]:
-    """Build folders and swap leftovers beside a KB (the lock file stays by design)."""
-    return sorted(p.name for p in path.parent.glob(f".{path.name}.*") if not p.name.endswith(".lock"))
+    """Build folders, swap leftovers and the lock file beside a KB."""
+    return sorted(p.name for p in path.parent.glob(f".{path.name}.*"))
 
 
 def assert_intact(path, manifest: dict) -> None:
@@ -321,6 +321,15 @@ def test_a_failed_build_leaves_the_previous_kb_intact(built, jsonl, products_tex
 
     assert leftovers(built) == []
     assert_intact(built, before)
+
+
+def test_a_first_build_that_fails_leaves_nothing_where_the_kb_would_be(tmp_path, jsonl, products_text):
+    folder = tmp_path / "kbs"
+    with pytest.raises(RuntimeError, match="the source went away"):
+        build_kb(FailsMidway([jsonl(products_text, "flaky.jsonl")]), folder / "products")
+    gc.collect()
+
+    assert list(folder.iterdir()) == []  # no half-built KB, and no hidden .products.lock
 
 
 def test_a_build_that_fails_while_tantivy_indexes_its_documents_leaves_nothing_behind(built, jsonl, products_text,
@@ -393,7 +402,8 @@ def test_a_build_killed_midway_leaves_the_previous_kb_and_the_next_build_cleans_
     process.stderr.close()
 
     assert process.returncode == -signal.SIGKILL
-    assert leftovers(built) == [work.name]  # killed mid-build: its half-written folder is still there
+    # Killed mid-build: its half-written folder and its lock file are still there (the next build removes both).
+    assert leftovers(built) == sorted([work.name, f".{built.name}.lock"])
     assert_intact(built, before)
 
     manifest = build_kb(JsonlImporter([jsonl(products_text, "again.jsonl")]), built)

@@ -23,6 +23,7 @@ from pyoxigraph import RdfFormat, parse
 
 from chat_server import chat_server, error  # noqa: F401 (fixture)
 from fixtures_kb import bio_kb, movie_kb  # noqa: F401 - fixture
+from live_servers import oxigraph_endpoint  # noqa: F401 - fixture
 from kqe_rdf.cli import cli
 
 SKB = "https://w3id.org/kqe/skb#"
@@ -137,6 +138,16 @@ def test_kb_build_then_info(run, products_file, tmp_path):
 
     table = ok(run("kb", "info", "--kb", target)).stdout
     assert "importer jsonl" in table and "embeddings: none yet" in table and "hasBrand" in table
+    # The dataset's fields one a line as "key: value", not a Python dict wrapped where the terminal ends.
+    assert f"\n  sources: {products_file}\n" in table and "{'" not in table
+
+
+def test_a_build_s_progress_counts_every_document_and_says_what_ran_alongside(run, products_file, tmp_path):
+    said = ok(run("kb", "build", "jsonl", products_file, "--kb", tmp_path / "products")).stderr
+
+    assert "rendering documents: 17/17 documents" in said and "0/17" not in said
+    assert "built alongside: BM25 index (" in said  # with the seconds each took, not an empty "(0 s)" step
+    assert "BM25 index, documents file and relation phrase vectors: (" not in said
 
 
 def test_kb_build_with_limit_and_an_unknown_importer_or_bad_option(run, products_file, tmp_path):
@@ -211,7 +222,7 @@ def test_search_json_for_each_method(run, kb, method):
     rows = out["results"]
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert rows[0]["id"] == "B007" and rows[0]["name"] == "Manfrotto Befree Travel Tripod"
-    assert rows[0]["types"] == ["product"] and rows[0]["iri"] == f"https://w3id.org/kqe/skb/node/B007"
+    assert rows[0]["types"] == ["Product"] and rows[0]["iri"] == f"https://w3id.org/kqe/skb/node/B007"
     assert rows[0]["snippet"].startswith("name: Manfrotto Befree Travel Tripod")
     assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
     assert "explain" not in out
@@ -219,8 +230,15 @@ def test_search_json_for_each_method(run, kb, method):
 
 def test_search_restricted_to_a_type(run, kb):
     rows = search(run, kb.path, "Manfrotto travel tripod", "--type", "Brand")["results"]
-    assert rows and all(r["types"] == ["brand"] for r in rows)
+    assert rows and all(r["types"] == ["Brand"] for r in rows)  # the class as --type and `kb info` name it
     assert rows[0]["id"] == "manfrotto"
+    # --type takes a class's name in any case, as a user may write it after reading a label ("brand").
+    assert search(run, kb.path, "Manfrotto travel tripod", "--type", "brand")["results"] == rows
+    refused(run("search", "tripod", "--kb", kb.path, "--type", "brnd"), "did you mean Brand?")
+
+
+def test_search_takes_k_as_a_short_option_too(run, kb):
+    assert len(search(run, kb.path, "camera", "-k", "2")["results"]) == 2
 
 
 def test_search_as_a_table(run, kb):
@@ -387,6 +405,34 @@ def test_invalid_sparql_is_refused_with_a_readable_message(run, kb):
     refused(run("sparql", "SELECT ?s WHERE { ?s nope:x ?o }", "--kb", kb.path), "unknown prefix 'nope:'")
 
 
+def test_sparql_may_call_the_service_endpoints_its_option_allows(run, kb, oxigraph_endpoint):  # noqa: F811
+    query = f"SELECT ?item WHERE {{ SERVICE <{oxigraph_endpoint}> {{ ?item ?p ?o }} }} LIMIT 2"
+    refused(run("sparql", query, "--kb", kb.path), "not on this server's allow-list")
+    rows = json.loads(ok(run("sparql", query, "--kb", kb.path, "--format", "json",
+                             "--service-allow", oxigraph_endpoint)).stdout)["results"]["bindings"]
+    assert len(rows) == 2 and all(r["item"]["value"].startswith("http") for r in rows)
+
+
+def plain_env() -> dict[str, str]:
+    """The environment of a user's shell, without the wide terminal this module's tests pretend to have."""
+    return {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES") and not k.startswith("KQE_")}
+
+
+def test_sparql_s_table_written_to_a_file_keeps_every_iri_whole(kb, tmp_path):
+    query = "SELECT ?s ?p ?o WHERE { ?s ?p ?o FILTER(isIRI(?o)) } ORDER BY ?s ?p ?o LIMIT 30"
+    shown = tmp_path / "table.txt"
+    with open(shown, "w", encoding="utf-8") as out:  # `kqe-rdf sparql ... > table.txt`
+        done = subprocess.run([script("kqe-rdf"), "sparql", query, "--kb", str(kb.path)], stdout=out,
+                              stderr=subprocess.PIPE, text=True, env=plain_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = shown.read_text(encoding="utf-8")
+    rows = json.loads(subprocess.run([script("kqe-rdf"), "sparql", query, "--kb", str(kb.path), "--format", "json"],
+                                     capture_output=True, text=True, env=plain_env(), timeout=120).stdout)
+    iris = {b[v]["value"] for b in rows["results"]["bindings"] for v in ("s", "p", "o")}
+    assert max(map(len, iris)) * 3 > 80  # the rows are wider than the 80 columns rich assumes for a file
+    assert [iri for iri in iris if iri not in text] == []
+
+
 def test_sparql_cannot_change_the_kb(run, kb):
     count = "SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }"
     before = ok(run("sparql", count, "--kb", kb.path, "--format", "csv")).stdout
@@ -445,6 +491,17 @@ def test_eval_prints_a_table_and_honours_limit(run, kb, stark_csv):
     assert "stark: 2 queries loaded" in result.stdout
     assert "2 queries, 2 with a gold answer in the KB" in result.stdout
     assert "bm25" in result.stdout and "1.0000" in result.stdout
+
+
+def test_eval_piped_to_another_program_prints_whole_headers_and_numbers(kb, stark_csv):
+    # `kqe-rdf eval ... | cat`: stdout is a pipe, and the table has more columns than fit in 80.
+    done = subprocess.run([script("kqe-rdf"), "eval", "stark", str(stark_csv), "--kb", str(kb.path), "-m", "bm25",
+                           "-m", "4step-offline"], capture_output=True, text=True, env=plain_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stdout.splitlines() if "method" in line)
+    assert [c for c in ("Hit@1", "Hit@5", "Recall@20", "MRR", "nDCG@10", "AP", "R@100", "queries/s")
+            if c not in header] == []
+    assert "…" not in done.stdout and "0.6667" in done.stdout and len(header) > 80
 
 
 def test_eval_refuses_malformed_input(run, kb, tmp_path, stark_csv):

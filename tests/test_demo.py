@@ -6,6 +6,8 @@ with its provenance, and that the hybrid section embeds its own candidates when 
 
 from __future__ import annotations
 
+import re
+
 from click.testing import CliRunner
 
 from fixtures_kb import write_hpo
@@ -43,4 +45,6 @@ def test_the_demo_shows_each_method_with_its_provenance_in_order(tmp_path, monke
     hybrid = out[out.index(sections[3]):]
     assert "BM25 candidates of this request, embedded in the background" in hybrid
     assert "bm25 rank" in hybrid and "dense rank" in hybrid
+    assert re.search(r"\(\(BM25\(k=100\) \+ Dense\(over \d+ candidates\)\) % 10\)", hybrid)  # as PyTerrier writes it
+    assert ">> %" not in out
     assert not (tmp_path / "kb" / "embeddings").exists()  # the KB itself is left as it was

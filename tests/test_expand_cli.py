@@ -36,7 +36,12 @@ def test_in_a_pipe_the_expanded_query_is_one_line(expand):
 
 def test_text_dash_reads_standard_input(expand):
     result = expand("-", "-m", "kar-offline", "--json", stdin="seizures and microcephaly\n")
-    assert result.exit_code == 0 and json.loads(result.stdout)["query"].strip() == "seizures and microcephaly"
+    assert result.exit_code == 0 and json.loads(result.stdout)["query"] == "seizures and microcephaly"
+    # `echo "seizures and microcephaly" | kqe-rdf expand -`: one line out, the piped line's newline left behind.
+    piped = expand("-", "-m", "kar-offline", stdin="seizures and microcephaly\n")
+    assert piped.exit_code == 0 and piped.stdout.count("\n") == 1
+    assert piped.stdout.startswith("seizures and microcephaly ") and piped.stdout == expand(
+        "seizures and microcephaly", "-m", "kar-offline").stdout
 
 
 def test_a_method_that_wants_an_llm_says_it_ran_offline(expand):

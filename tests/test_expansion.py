@@ -28,7 +28,7 @@ from kqe_rdf.methods.expansion.text import estimate_tokens
 from kqe_rdf.kb.importers import get_importer
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
-from kqe_rdf.methods.registry import METHODS, pipeline
+from kqe_rdf.methods.registry import EXPANSION, METHODS, pipeline
 
 M = "https://w3id.org/kqe/metaqa#"
 OFFLINE = Settings()
@@ -286,7 +286,7 @@ def test_kar_offline_search_finds_the_answer_the_graph_points_to_and_explains_it
 
 def test_prf_docs_appends_the_top_documents_of_the_final_retriever(movie_kb):
     exp = expand(movie_kb, Settings(expansion_docs=2), "Blade Runner", "prf-docs")
-    top = [h.iri for h in pipeline(OFFLINE.kar_final, movie_kb, OFFLINE, 2).search("Blade Runner")]
+    top = [h.iri for h in pipeline(OFFLINE.kar_final, movie_kb, OFFLINE, 2).inner.search("Blade Runner")]
     assert exp.method == "prf-docs" and exp.passages == top
     assert exp.expansions[0].startswith(movie_kb.document(top[0]).name + ": ")
 
@@ -424,6 +424,8 @@ def test_cli_expand_errors_are_one_line(movie_kb):
     result = CliRunner().invoke(cli, ["expand", "who directed Kismet", "--kb", str(movie_kb.path), "-m", "hyde"])
     assert result.exit_code == 2
     assert result.output.startswith("error: hyde needs an LLM")
+    offline = [name for name, (_family, _variant, alone) in EXPANSION.items() if alone]
+    assert "kar-namefilter-offline" in offline and [m for m in offline if m not in result.output] == []
     bad = CliRunner().invoke(cli, ["expand", "x", "--kb", str(movie_kb.path), "--hops", "5"])
     assert bad.exit_code == 2 and "kar_hops must be 1 or 2" in bad.output
 

@@ -407,7 +407,7 @@ def test_without_the_cache_a_second_evaluation_asks_again(movie_kb, chat_server,
 
 def test_without_an_llm_4step_reads_offline(movie_kb):
     stage = pipeline("4step", movie_kb, Settings(rerank=True), K)
-    assert isinstance(stage, FourStep) and isinstance(stage.generator, OfflineTriplets)
+    assert isinstance(stage.inner, FourStep) and isinstance(stage.generator, OfflineTriplets)
     assert stage.llm is None and stage.reranker is None
     batch = stage.run(QUESTION)
     assert batch.explain["q"]["triplets"]["source"] == "offline"

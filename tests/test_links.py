@@ -119,6 +119,14 @@ def test_an_unreachable_endpoint_is_a_clear_error_and_keeps_earlier_progress(kb_
     assert len(accepted_links(Path(first["progress_file"]), 0.8)) == 1  # the other endpoint's work is intact
 
 
+def test_a_run_that_fails_before_its_first_answer_leaves_no_progress_file(kb_copy):
+    dead = f"http://127.0.0.1:{free_port()}/query"
+    failed = CliRunner().invoke(cli, ["link", "--kb", str(kb_copy.path), "--endpoint", dead, "--type", "Disease",
+                                      "--rate", "50", "--timeout", "2"])
+    assert failed.exit_code == 2 and "could not be reached" in failed.stderr
+    assert not (kb_copy.path / "links").exists()  # so a run with other options is not told to --restart
+
+
 def test_an_endpoint_that_is_not_sparql_is_reported(kb_copy, oxigraph_endpoint):
     not_sparql = oxigraph_endpoint.rsplit("/", 1)[0] + "/"  # oxigraph's HTML page
     with pytest.raises(KqeError, match="endpoint"):

@@ -63,6 +63,22 @@ def test_readme_snippets_run_as_written_on_a_kb_without_vectors(kb_without_vecto
     assert said[0].startswith("child with seizures and microcephaly") and said[1].startswith("2 [")
 
 
+def test_the_python_link_snippet_resumes_what_the_readme_s_command_began(kb_without_vectors, tmp_path,
+                                                                         oxigraph_endpoint):  # noqa: F811
+    """README's `kqe-rdf link` recipe and its Python snippet link with the same options, so the snippet resumes the
+    command's saved progress instead of asking for --restart."""
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    command = re.search(r"`kqe-rdf link (--endpoint https://query\.wikidata\.org/sparql [^`]*)`", text).group(1)
+    args = command.replace("https://query.wikidata.org/sparql", oxigraph_endpoint).split()
+    began = CliRunner().invoke(cli, ["link", *args, "--kb", str(kb_without_vectors), "--limit", "1", "--no-write"])
+    assert began.exit_code == 0, began.output
+
+    *_, expansion, linking = python_snippets()  # (the expansion snippet opens the KB the link snippet uses)
+    said = run_python(expansion + linking.replace("https://query.wikidata.org/sparql", oxigraph_endpoint),
+                      kb_without_vectors, tmp_path).splitlines()
+    assert said[1].startswith("2 [")  # the two diseases the sample endpoint knows, one looked up by the command
+
+
 def test_open_without_a_path_finds_the_kb_as_the_cli_does(bio_kb, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("KQE_KB", str(bio_kb.path))
     assert KnowledgeBase.open().path == bio_kb.path

@@ -268,6 +268,9 @@ class Settings:
     #: its ranked answers are the candidates. False: every answer is read from the pruned evidence.
     qa_grounded: bool = True
     qa_grounded_depth: int = 10
+    #: The most answers `ask` lists for a list question ("which films did X act in"): every node a reading's
+    #: paths reach equally well, up to this many.
+    qa_max_answers: int = 1000
 
     def __post_init__(self) -> None:
         # Checked here, not where a value is first used, so a bad value fails before a long build starts.
@@ -327,7 +330,8 @@ class Settings:
             raise KqeError(f"setting kar_filter must be 'dense' or 'hybrid', got {self.kar_filter!r}")
         if self.kar_final not in ("dense", "bm25", "hybrid"):
             raise KqeError(f"setting kar_final must be 'dense', 'bm25' or 'hybrid', got {self.kar_final!r}")
-        for name in ("qa_pool_size", "qa_kg_hops", "qa_expand_nodes", "qa_facts_per_node", "qa_grounded_depth"):
+        for name in ("qa_pool_size", "qa_kg_hops", "qa_expand_nodes", "qa_facts_per_node", "qa_grounded_depth",
+                     "qa_max_answers"):
             if getattr(self, name) < 1:
                 raise KqeError(f"setting {name} must be at least 1, got {getattr(self, name)!r}")
         for name in ("qa_bm25_weight", "qa_dense_weight", "qa_entity_weight", "qa_type_weight", "qa_dense_depth",

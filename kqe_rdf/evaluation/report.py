@@ -57,6 +57,7 @@ def render(evaluation: Evaluation, records: list[dict], heading: str, kb_path: s
 
     e = html.escape
     rows = evaluation.table()
+    columns = evaluation.columns()
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>kqe-rdf evaluation: {e(evaluation.queryset)}</title><style>{STYLE}</style></head><body>",
@@ -64,7 +65,7 @@ def render(evaluation: Evaluation, records: list[dict], heading: str, kb_path: s
         f"<p>{e(heading)}<br>KB <code>{e(kb_path)}</code>; {evaluation.queries} queries, {evaluation.answerable} "
         f"with a gold answer in the KB ({evaluation.unresolved_answers} gold ids not in the KB; those queries count "
         "as misses).</p>",
-        '<h2 id="metrics">Metrics</h2>', _metric_table(rows),
+        '<h2 id="metrics">Metrics</h2>', _metric_table(rows, columns),
         '<h2 id="chart">Methods compared</h2>', _chart(rows),
     ]
     parts += _breakdowns(evaluation, records)
@@ -80,13 +81,13 @@ def _number(value: object, per_second: bool = False) -> str:
     return "" if value is None else html.escape(str(value))
 
 
-def _metric_table(rows: list[dict]) -> str:
-    columns = list(rows[0]) if rows else ["method"]
+def _metric_table(rows: list[dict], columns: list[str]) -> str:
+    columns = columns or ["method"]
     out = ['<table id="metric-table"><thead><tr>' + "".join(f"<th>{html.escape(c)}</th>" for c in columns)
            + "</tr></thead><tbody>"]
     for row in rows:
         cells = [f"<td>{html.escape(str(row['method']))}</td>"]
-        cells += [f'<td class="num">{_number(row[c], per_second=c == "queries/s")}</td>' for c in columns[1:]]
+        cells += [f'<td class="num">{_number(row.get(c), per_second=c == "queries/s")}</td>' for c in columns[1:]]
         out.append("<tr>" + "".join(cells) + "</tr>")
     return "\n".join(out) + "</tbody></table>"
 

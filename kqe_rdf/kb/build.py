@@ -285,9 +285,18 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             # After the documents, so the closure triples (kqe:subsumedBy, their own named graph) never show in them.
             hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
             store.flush()
-        with progress.task("BM25 index, documents file and relation phrase vectors", total=None):
-            for thread in (bm25, writing, phrases):
-                thread.join()
+        background = {"BM25 index": bm25, "documents file": writing, "relation phrase vectors": phrases}
+        settled = time.monotonic() + 1.0  # a wait under a second gets no line of its own
+        for thread in background.values():
+            thread.thread.join(max(settled - time.monotonic(), 0.0))
+        if running := [what for what, thread in background.items() if thread.thread.is_alive()]:
+            with progress.task("waiting for the " + " and ".join(running), total=None):
+                for thread in background.values():
+                    thread.join()
+        for thread in background.values():
+            thread.join()
+        progress.note("built alongside: " + ", ".join(f"{what} ({thread.seconds:.0f} s)"
+                                                      for what, thread in background.items()))
     finally:
         if loader is not None:
             loader.stop()
@@ -432,6 +441,7 @@ def _documents(importer: Importer, report: ImportReport, tables: GraphTables, sc
             for feed in feeds:
                 feed.put(documents[start:])
                 feed.close()
+            tick(len(documents) - start)  # the last, partial hand-over: the count ends at the total
         if not documents:
             sources = ", ".join(str(s) for s in importer.sources) or "its sources"
             raise KqeError(f"the {importer.name} import produced no nodes with text; nothing to index in "

@@ -415,6 +415,21 @@ class Hierarchies:
     def __bool__(self) -> bool:
         return bool(self.summary)
 
+    def roots(self) -> frozenset[str]:
+        """The roots of the KB's hierarchies: terms with no parent that are the parent of some term (HPO's "All",
+        GO's three). A root is above every term of its hierarchy, so it fits every request about it and answers
+        none; a term with neither parent nor child is no root."""
+        if "_roots" not in self.__dict__:
+            found: set[str] = set()
+            for hierarchy in self.summary:
+                arrays = self.arrays(hierarchy)
+                ptr, ancestors = arrays["ancestor_ptr"], arrays["ancestor_idx"]
+                alone = np.flatnonzero(np.diff(ptr) == 1)  # (its closure is reflexive: itself only)
+                above = np.bincount(ancestors, minlength=len(arrays["terms"])) > 1
+                found.update(str(t) for t in arrays["terms"][alone[above[alone]]])
+            self._roots = frozenset(found)
+        return self._roots
+
     def cache_clear(self) -> None:
         """Forget the per-term scores the matchers keep (benchmarks time a request as if it were the first)."""
         for matcher in self._matchers.values():

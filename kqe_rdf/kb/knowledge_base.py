@@ -18,8 +18,8 @@ from . import queries
 from .layout import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relation_signatures
 from ..core.config import Settings
 from .documents import NodeDocument
-from ..core.errors import KBNotFound, KqeError
-from .ontology import Schema, local_name
+from ..core.errors import KBNotFound, KqeError, SchemaError
+from .ontology import CORE, Schema, local_name
 from .sparql import run_query
 
 
@@ -207,8 +207,24 @@ class KnowledgeBase:
         """Class IRIs (with their subclasses) for local names like ``Disease`` or full IRIs."""
         out: set[str] = set()
         for name in names:
-            out |= self.schema.subclasses(self.schema.node_class(name).iri)
+            out |= self.schema.subclasses(self.class_named(name))
         return out
+
+    def class_named(self, name: str) -> str:
+        """The IRI of the class a user names: its local name or IRI as written, else the one class whose local
+        name or label it is up to case (``--type disease`` is ``Disease``); an unknown name is a SchemaError that
+        says which names are close."""
+        try:
+            return self.schema.node_class(name).iri
+        except SchemaError:
+            folded = name.strip().casefold()
+            found = {iri for iri, term in self.schema.classes.items()
+                     if folded in (term.name.casefold(), term.label.casefold())}
+            if len(found) > 1:  # a domain class overrides a core class of the same name, as in the schema
+                found = {iri for iri in found if not iri.startswith(CORE)} or found
+            if len(found) == 1:
+                return found.pop()
+            raise
 
     def resolve_identifiers(self, identifiers: Iterable[str], by_name: bool = False) -> dict[str, list[str]]:
         """Source ids (or cross-references) → node IRIs; unknown ids are absent from the result. With ``by_name``

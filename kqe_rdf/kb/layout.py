@@ -41,19 +41,35 @@ def kb_location(path: Path) -> Path:
 
 @contextlib.contextmanager
 def kb_lock(path: Path) -> Iterator[None]:
-    """One writer per KB at a time (a second build or embed fails fast with a clear message)."""
+    """One writer per KB at a time (a second build or embed fails fast with a clear message).
+
+    The lock file (``.NAME.lock`` beside the KB) is removed when the writer is done, whether it succeeded or
+    failed, while it still holds the lock; a writer that locked a file just removed (it opened it before the
+    removal) sees that the file at the path is another one and takes that one instead."""
     path = kb_location(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_path = path.parent / f".{path.name}.lock"
-    with open(lock_path, "w") as handle:
+    while True:
+        handle = open(lock_path, "a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            handle.close()
             raise KqeError(f"another build or embedding of {path} is running (lock {lock_path})") from None
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            current = os.stat(lock_path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        handle.close()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(lock_path)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
 
 
 def recover(path: Path) -> None:

@@ -52,12 +52,18 @@ def load(path: str) -> Callable:
 
 
 def pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None):
-    """The retrieval stage of ``method`` (a :class:`~kqe_rdf.methods.retrieval.Stage`)."""
+    """The retrieval stage of ``method`` (a :class:`~kqe_rdf.methods.retrieval.Stage`), inside the rules every
+    method's results obey (:class:`~kqe_rdf.methods.retrieval.ResultRules`: the request's namesake first, no
+    hierarchy root, every hit named); ``.inner`` is the method's own stage."""
     if method in RETRIEVAL:
-        return load(RETRIEVAL[method])(kb, settings, k, types)
-    if method in EXPANSION:
-        return load(_EXPANSION_PIPELINE)(method, kb, settings, k, types)
-    raise KqeError(f"no retrieval method {method!r}; available: {', '.join(METHODS)}")
+        stage = load(RETRIEVAL[method])(kb, settings, k, types)
+    elif method in EXPANSION:
+        stage = load(_EXPANSION_PIPELINE)(method, kb, settings, k, types)
+    else:
+        raise KqeError(f"no retrieval method {method!r}; available: {', '.join(METHODS)}")
+    from .retrieval import ResultRules
+
+    return ResultRules(stage, kb, k, types)
 
 
 def method_help() -> str:

@@ -23,6 +23,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.errors import KqeError
+from ..kb.linking import normalise_name
+from ..kb.ontology import local_name
 from ..kb.words import STOPWORDS, terms  # noqa: F401 - STOPWORDS re-exported
 
 
@@ -150,6 +152,92 @@ def knowledge_base(stage: Stage):
     return None
 
 
+class ResultRules(Stage):
+    """What the results of every registered method obey, whatever ranked them (:func:`~kqe_rdf.methods.registry
+    .pipeline` puts this around each method's stage):
+
+    - a node whose name or alias is the request, folded as names are (case, accents, punctuation, a plural), is
+      the first result: "long slender fingers" is Arachnodactyly's alias, so Arachnodactyly comes first whether the
+      method ranked it fifth or not at all (of the requested types, when the search has some);
+    - the root of one of the KB's class hierarchies (HPO's "All") is never a result: it is above every term of its
+      hierarchy, so it fits every request about it and answers none;
+    - every hit carries its node's name, through ``transform`` as through ``search`` and ``run``.
+
+    The explanation says when the first two changed a list (``result rules``). Any other attribute is the
+    method's own stage's (``pipeline("4step", ...).reading(text)``, ``.llm``)."""
+
+    def __init__(self, stage: Stage, kb, k: int, types: Sequence[str] | None = None) -> None:
+        self.inner = stage
+        self.stages = [stage]
+        self.kb = kb
+        self.k = k
+        self.types = kb.resolve_types(types) if types else None
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or "inner" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return repr(self.inner)
+
+    def with_depth(self, k: int) -> Stage | None:
+        clone = copy.copy(self)
+        clone.inner = self.inner.with_depth(k) or self.inner
+        clone.stages = [clone.inner]
+        clone.k = min(self.k, k)
+        return clone
+
+    def transform(self, batch: Batch) -> Batch:
+        out = self.inner(batch)
+        hits, explain = {}, dict(out.explain)
+        for query in out.queries:
+            ranked, changed = self.apply(query, out.ranked(query.qid))
+            hits[query.qid] = [h._replace(name=h.name or self._name(h.iri)) for h in ranked]
+            if changed:
+                explain[query.qid] = {**explain.get(query.qid, {}), "result rules": changed}
+        return Batch(out.queries, hits, explain)
+
+    def apply(self, query: Query, ranked: list[Hit]) -> tuple[list[Hit], dict]:
+        """``ranked`` with the request's namesakes first and without hierarchy roots, ranks from 1; what changed."""
+        named = self.namesakes(query.text)
+        roots = self.kb.hierarchies.roots() if ranked or named else frozenset()
+        named = [i for i in named if i not in roots]
+        dropped = [h.iri for h in ranked if h.iri in roots]
+        if not named and not dropped:
+            return ranked, {}
+        first = set(named)
+        kept = [h for h in ranked if h.iri not in roots and h.iri not in first]
+        top = max((h.score for h in ranked), default=0.0)
+        order = {h.iri: n for n, h in enumerate(ranked)}
+        named.sort(key=lambda i: (order.get(i, len(order)), i))  # in the method's order; unranked ones after
+        promoted = [Hit(query.qid, iri, top + len(named) - n, 0) for n, iri in enumerate(named)]
+        out = [h._replace(rank=rank) for rank, h in enumerate([*promoted, *kept][: self.k], start=1)]
+        changed = {}
+        if named:
+            changed["named by the request"] = named
+        if dropped:
+            changed["hierarchy roots left out"] = dropped
+        return out, changed
+
+    def namesakes(self, text: str) -> list[str]:
+        """Nodes (of the search's types) whose name or alias is ``text``, folded as names are."""
+        key = normalise_name(text)
+        if not key or key.count(" ") >= NAME_WORDS:
+            return []
+        return self.kb.names.nodes(key, self.types)
+
+    def _name(self, iri: str) -> str:
+        try:
+            return self.kb.name(iri)
+        except KqeError:
+            return ""
+
+
+#: Requests of this many words or more are never looked up as a node's name (no name is that long).
+NAME_WORDS = 24
+
+
 class Pipeline(Stage):
     def __init__(self, stages: Sequence[Stage]) -> None:
         self.stages: list[Stage] = []
@@ -162,7 +250,11 @@ class Pipeline(Stage):
         return batch
 
     def __repr__(self) -> str:
-        return " >> ".join(map(repr, self.stages))
+        # A cut-off reads as PyTerrier writes it: "(BM25 + Dense) % 10", not "... >> % 10".
+        out = ""
+        for stage in self.stages:
+            out += f" {stage!r}" if isinstance(stage, Cutoff) else (" >> " if out else "") + repr(stage)
+        return out
 
 
 class Cutoff(Stage):
@@ -288,12 +380,13 @@ class RM3(Stage):
 
 
 def result_rows(kb, hits) -> list[dict]:
-    """What a person or a program needs to know of each hit (``kqe-rdf search`` and ``/search`` show these)."""
+    """What a person or a program needs to know of each hit (``kqe-rdf search`` and ``/search`` show these); its
+    classes by the names ``--type`` takes ("Disease")."""
     rows = []
     for hit in hits:
         doc = kb.document(hit.iri)
         rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
-                     "types": [kb.schema.label(t) for t in doc.types], "score": round(hit.score, 4),
+                     "types": [local_name(t) for t in doc.types], "score": round(hit.score, 4),
                      "snippet": doc.text[:200]})
     return rows
 

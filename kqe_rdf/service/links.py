@@ -50,6 +50,7 @@ in one transaction, together with its PROV-O provenance.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -470,6 +471,7 @@ def find_links(kb, url: str, types: Sequence[str] = (), mode: str = "label", tar
     endpoint = endpoint or Endpoint(url, settings.link_rate, settings.link_timeout, settings.link_retries,
                                     notice=progress.note)
     classes = ClassTree(endpoint, targets, settings.link_class_depth)
+    fresh = not path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(path, "a", encoding="utf-8") as out, progress.task("looking up", len(todo), "nodes") as tick:
@@ -486,12 +488,23 @@ def find_links(kb, url: str, types: Sequence[str] = (), mode: str = "label", tar
                 out.flush()
                 run.looked_up += len(batch)
                 tick(len(batch))
+    except BaseException:
+        if fresh and not run.looked_up:  # nothing to resume: no progress file (of these options) is left behind
+            _remove_progress(path)
+        raise
     finally:
         run.requests = endpoint.requests
         if own:
             endpoint.close()
     run.with_candidates = sum(1 for c in done.values() if c)
     return run
+
+
+def _remove_progress(path: Path) -> None:
+    """A progress file that holds no node, and the links folder if nothing else is in it."""
+    path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
 
 
 def _candidates(endpoint: Endpoint, batch: list[LocalNode], language: str, id_properties: Sequence[tuple[str, str]],

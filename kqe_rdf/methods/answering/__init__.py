@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 
 from ...core.config import Settings
 from ...core.errors import InputError
-from ...kb.linking import Linker
+from ...kb.linking import Linker, normalise_name
 from ...core.progress import StepClock
+from . import confidence
 from .answer import CandidateAnswer, LLMReader, OfflineReader, Reading
 from .evidence import SOURCES, Evidence, KGFacts, NameFinder, TableRows, TextSentences
 from .focus import FocusCandidates
@@ -70,9 +71,17 @@ class Answer:
     #: The grounded reading the answer came from (:class:`.grounded.Grounded`: triplets, the reader's account of
     #: each relation, the facts cited, SPARQL); None when the answer was read from evidence.
     path: dict | None = None
+    #: Every answer of the question, best first (``answer`` is the first's name): all the children of a "who are
+    #: the children of John", one for "who directed Kismet".
+    answers: list[CandidateAnswer] = field(default_factory=list)
+    #: How likely the first answer is right, from 0 to 1 (:mod:`.confidence`), and what it was read from.
+    confidence: float = 0.0
+    confidence_because: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"question": self.question, "answer": self.answer, "nodes": list(self.nodes),
+                "answers": [c.as_dict() for c in self.answers], "confidence": self.confidence,
+                "confidence_because": self.confidence_because,
                 "method": self.method, "sources": list(self.sources), "flags": self.flags,
                 "evidence": [e.as_dict() for e in self.evidence],
                 "candidates": [c.as_dict() for c in self.candidates],
@@ -112,7 +121,8 @@ class QuestionAnswering:
         self.text = TextSentences(kb, NameFinder(index), s.qa_text_hits)
         self.tables = TableRows(kb, index, s.qa_table_hits)
         self.focus = FocusCandidates(kb, self.linker, self.offline_intent.reader, s.qa_focus_hits)
-        self.grounded = GroundedReading(kb, self.linker, self.offline_intent.reader, s.qa_grounded_depth) \
+        self.grounded = GroundedReading(kb, self.linker, self.offline_intent.reader, s.qa_grounded_depth,
+                                        s.qa_max_answers) \
             if s.qa_grounded else None
         self.text_facts = TextFacts(kb, index, self.offline_intent.reader, self.text)
         self.pruner = Pruner(kb, s.qa_pool_size, s.qa_stages, s.qa_bm25_weight, s.qa_dense_weight,
@@ -162,7 +172,7 @@ class QuestionAnswering:
         seconds["total"] = round(sum(seconds.values()), 4)
         return Answer(question, best.name, best.iris, evidence, reading.candidates, intent,
                       [Ranked(e, 1.0) for e in evidence], sources, reading.method, [*reading.flags, *flags], None, {},
-                      seconds, self.kb.schema, path)
+                      seconds, self.kb.schema, path, list(reading.answers), *how_sure(reading, path))
 
     def from_evidence(self, question: str, chosen: tuple[str, ...]) -> Answer:
         """The answer read from the evidence of ``chosen`` sources, pruned (the QUASAR pipeline)."""
@@ -191,7 +201,8 @@ class QuestionAnswering:
         return Answer(question, best.name if best else None, best.iris if best else (),
                       [by_id[i] for i in best.evidence if i in by_id] if best else [], reading.candidates, intent,
                       pruning.final, chosen, reading.method, reading.flags, pruning,
-                      budget.usage.as_dict() if budget is not None else {}, seconds, self.kb.schema)
+                      budget.usage.as_dict() if budget is not None else {}, seconds, self.kb.schema, None,
+                      list(reading.answers), *how_sure(reading))
 
     def answer_like(self, intent: Intent):
         """Whether a piece names an entity of the answer type other than the question's own (None: no type known)."""
@@ -223,6 +234,20 @@ class QuestionAnswering:
         if "tables" in sources:
             pool += self.tables.collect(question, seeds, walked)
         return pool
+
+
+def how_sure(reading: Reading, path: dict | None = None) -> tuple[float, dict]:
+    """The confidence of a reading's first answer and its factors (:mod:`.confidence`); 0 without an answer."""
+    if reading.answer is None:
+        return 0.0, {}
+    if path is not None:  # a grounded reading: structural scores
+        others = [c.score for c in reading.candidates[len(reading.answers):]]
+        return confidence.grounded(path, reading.answer.score, others)
+    counted = reading.offline or reading  # an LLM's answer is as well supported as the offline reader finds it
+    key = normalise_name(reading.answer.name)
+    own = [c.score for c in counted.candidates if normalise_name(c.name) == key][:1]
+    others = [c.score for c in counted.candidates[len(reading.answers):] if normalise_name(c.name) != key]
+    return confidence.supported(own[0] if own else 0.0, others)
 
 
 _pipelines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -57,12 +57,22 @@ class CandidateAnswer:
 
 @dataclass
 class Reading:
-    """What a reader concluded: the answer (or None), the ranked candidates, and flags on what went wrong."""
+    """What a reader concluded: the answer (or None), the ranked candidates, and flags on what went wrong.
+
+    ``answers`` is every answer of the question, best first (a list question, "who are the children of
+    John", has several; a reading that finds one gives that one): by default the ``answer`` alone."""
 
     answer: CandidateAnswer | None
     candidates: list[CandidateAnswer]
     method: str
     flags: list[str] = field(default_factory=list)
+    answers: list[CandidateAnswer] | None = None
+    #: For an LLM's answer, what the offline reader concluded from the same pieces (the support it counts).
+    offline: Reading | None = None
+
+    def __post_init__(self) -> None:
+        if self.answers is None:
+            self.answers = [self.answer] if self.answer is not None else []
 
 
 class OfflineReader:
@@ -195,7 +205,7 @@ class LLMReader:
         name, iris, columns = self.link(text, [shown[i] for i in supporting])
         candidate = CandidateAnswer(name, iris, 1.0, supporting, self.offline.type_factor(iris, columns, intent)[1])
         return Reading(candidate, [candidate] + [c for c in fallback.candidates if normalise_name(c.name) != key],
-                       self.name, flags)
+                       self.name, flags, offline=fallback)
 
     def link(self, text: str, pieces: Sequence[Evidence]) -> tuple[str, tuple[str, ...], set[str]]:
         """The answer's display name, KG nodes and table columns: from an entity of its pieces, else by exact name."""

@@ -68,9 +68,13 @@ class Grounded:
 class GroundedReading:
     """4StepFocus with the offline reader, configured as ``4step-offline`` (no top-up: structural answers only)."""
 
-    def __init__(self, kb, linker: Linker, triplets: OfflineTriplets, depth: int = 10) -> None:
+    def __init__(self, kb, linker: Linker, triplets: OfflineTriplets, depth: int = 10,
+                 max_answers: int = 1000) -> None:
         self.kb = kb
-        self.stage = FourStep(kb, triplets, mode=kb.settings.fourstep_mode, k=depth, linker=linker)
+        self.depth = depth
+        # Ranked deep enough to hold every answer of a list question (the nodes the paths reach equally well).
+        self.stage = FourStep(kb, triplets, mode=kb.settings.fourstep_mode, k=max(depth, max_answers),
+                              linker=linker)
         self._query = _strip_comments(queries.load("qa_path_nodes"))
 
     def __call__(self, question: str, cite: int = 1) -> Grounded | None:
@@ -84,7 +88,9 @@ class GroundedReading:
             return None
         cited = {h.iri: self.cite(h.iri, used) for h in hits[: max(cite, 1)]}
         evidence, facts = cited[hits[0].iri]
-        names = [self.name(h.iri) for h in hits]
+        answered = len(answer_set(hits, used.scores))
+        hits = hits[: max(self.depth, answered)]
+        names = [self.display_name(h.iri) for h in hits]
         wanted = self.kb.schema.subclasses(used.reading.answer_type) if used.reading.answer_type else set()
         index = self.stage.linker.index
         candidates = [CandidateAnswer(name, (h.iri,), h.score, [e.id for e in evidence] if not rank else [],
@@ -104,7 +110,8 @@ class GroundedReading:
                 "facts": facts, "linked": used.shown, "sparql": used.compiled.sparql}
         if explain.get("tried"):
             path["tried"] = explain["tried"]
-        return Grounded(Reading(candidates[0], candidates, METHOD), evidence, path, unnamed, unread, named,
+        reading = Reading(candidates[0], candidates, METHOD, answers=candidates[:answered])
+        return Grounded(reading, evidence, path, unnamed, unread, named,
                         {iri: pieces for iri, (pieces, _facts) in cited.items()})
 
     def _named_relations(self, parts: list[dict], triplets: list[Triplet]) -> int:
@@ -212,3 +219,32 @@ class GroundedReading:
             return self.kb.document(iri).name
         except KqeError:
             return iri.rsplit("/", 1)[-1]
+
+    def display_name(self, iri: str) -> str:
+        """A node's name as cheaply as it is at hand (a list question's hundreds of answers are not worth reading
+        every document for, which :meth:`name` does past a hundred look-ups)."""
+        try:
+            return self.kb.name(iri)
+        except KqeError:
+            return iri.rsplit("/", 1)[-1]
+
+
+def answer_set(hits: list, scores: dict[str, float]) -> list:
+    """The answers of a reading: the first hits whose structural score is the best one (every node the paths
+    reach equally well: all the films an actor starred in, all the diseases a term list fits equally), not the
+    ones below, which satisfy fewer or less specific paths.
+
+    >>> from kqe_rdf.methods.retrieval import Hit
+    >>> hits = [Hit("q", "a", 2.001, 1), Hit("q", "b", 2.0, 2), Hit("q", "c", 1.0, 3)]
+    >>> [h.iri for h in answer_set(hits, {"a": 2.0, "b": 2.0, "c": 1.0})]
+    ['a', 'b']
+    """
+    if not hits:
+        return []
+    best = round(scores[hits[0].iri], 9)
+    out = []
+    for hit in hits:
+        if round(scores[hit.iri], 9) != best:
+            break
+        out.append(hit)
+    return out

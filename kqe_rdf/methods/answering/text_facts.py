@@ -116,10 +116,15 @@ class TextFacts:
         if not support:
             return None
         ranked = sorted(support.values(), key=lambda s: (-len(s["evidence"]), s["evidence"][0]))
+        # Every node as many sentences support as the best one answers ("which films did X direct": each film
+        # has its own sentence); the first is cited.
+        answered = sum(1 for s in ranked if len(s["evidence"]) == len(ranked[0]["evidence"]))
         candidates = [CandidateAnswer(s["name"], s["iris"], float(len(s["evidence"])), s["evidence"], True)
-                      for s in ranked[: self.max_candidates]]
+                      for s in ranked[: max(self.max_candidates, answered)]]
+        answers = candidates[:answered]
         cited = set(candidates[0].evidence)
-        return Reading(candidates[0], candidates, METHOD), [p for p in pieces.values() if p.id in cited]
+        return Reading(candidates[0], candidates, METHOD, answers=answers), \
+            [p for p in pieces.values() if p.id in cited]
 
     def _names(self, body: str, relation: str) -> list[EntityRef]:
         """The names a sentence gives, read on each side of the relation's label when the sentence writes it

@@ -47,8 +47,9 @@ def expander(method: str, kb, settings, types: Sequence[str] | None = None, llm=
     if offline:
         llm = None
     if llm is None and family in NEEDS_LLM:
+        offline_methods = ", ".join(name for name, (_family, _variant, alone) in METHODS.items() if alone)
         raise KqeError(f"{method} needs an LLM: set OPENAI_BASE_URL (llm_base_url) and KQE_LLM_MODEL (llm_model), "
-                       f"or use a method that runs offline: kar-offline, kar-nokg-offline, prf-docs, lkqe-offline")
+                       f"or use a method that runs offline: {offline_methods}")
     if family == "kar":
         from .kar import KAR
 

@@ -236,8 +236,9 @@ class KAR(Expander):
         self.neighbourhood = Neighbourhood(kb, settings.kar_fanout)
         self.query_retriever = final_retriever(kb, settings, max(settings.kar_query_nodes, 1), types)
         #: Offline, the structural reader's grounded reading gives the entities and the facts (module docstring).
-        self.reading = None if llm is not None or not settings.kar_grounded else GroundedReading(kb, self.linker, OfflineTriplets(kb, self.linker),
-                                                                    2 * settings.kar_neighbours)
+        depth = 2 * settings.kar_neighbours
+        self.reading = None if llm is not None or not settings.kar_grounded else \
+            GroundedReading(kb, self.linker, OfflineTriplets(kb, self.linker), depth, max_answers=depth)
         self._read: tuple[str, Grounded | None] | None = None
         schema = kb.schema
         words = {w for cues in schema.class_cues.values() for cue in cues for w in cue.split()}

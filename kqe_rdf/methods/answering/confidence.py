@@ -1,0 +1,71 @@
+"""How likely an answer of ``ask`` is right: a number from 0 to 1, from what the answer was read from.
+
+An answer is as sure as the weakest of the choices that led to it, and each choice is as sure as its margin
+over the alternatives it beat; so the confidence is the product of one share per choice:
+
+- **linking** (grounded readings): each constant's best-linked node's score (1 for an exact name, less for a
+  fuzzy or BM25 match), the least of them;
+- **reading** (grounded readings): the structural reader scores every relation path it could read from each
+  constant and keeps the best; the path's share against those it beat, ``1 / (1 + Σ exp(-(best - other) / T))``
+  with :data:`READING_SCALE` as T, so a path that beats another by nothing is a coin toss (0.5) and one ahead by
+  0.3 is 0.95 sure; the least share over the constants;
+- **the answer among the candidates**: for structural scores (a path's specificity-weighted sum, a hierarchy
+  match's IC mean), the answers' share against the candidates below them with the gaps taken relative to the
+  answers' score (:data:`ANSWER_SCALE`): a disease 0.3% above the next one is hardly preferred to it, one 12%
+  above it clearly is; for support counted in sentences and evidence pieces (text facts, the evidence reader),
+  the answer's share of the support, ``s / (s + Σ others)``.
+
+The first answer of a list question is right when the reading is (every answer shares its score), so a list
+answer is as sure as its reading. ``because`` keeps each factor, to show why an answer is unsure.
+
+>>> round(path_share(0.3, [0.0]), 3), round(path_share(0.0, [0.0]), 3)
+(0.953, 0.5)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+#: Score units by which a reading path must beat another to be clearly preferred (the reader's path scores).
+READING_SCALE = 0.1
+#: Relative gap between a structural answer's score and a candidate's at which the answer is clearly preferred.
+ANSWER_SCALE = 0.03
+
+
+def path_share(best: float, others: Sequence[float], scale: float = READING_SCALE) -> float:
+    """``best``'s share against ``others`` (all scores of one kind): 1 / (1 + Σ exp(-(best - other) / scale))."""
+    return 1.0 / (1.0 + sum(math.exp(-max(best - other, 0.0) / scale) for other in others))
+
+
+def structural_share(answer: float, others: Sequence[float], scale: float = ANSWER_SCALE) -> float:
+    """The answers' share against the candidates below them, the gaps relative to the answers' score."""
+    size = abs(answer)
+    if size == 0:
+        return 1.0 / (1 + sum(1 for s in others if s >= answer))
+    return path_share(1.0, [1.0 - (answer - s) / size for s in others], scale)
+
+
+def support_share(answer: float, others: Sequence[float]) -> float:
+    """The answer's share of the support (sentences, evidence pieces) every candidate has."""
+    total = answer + sum(max(s, 0.0) for s in others)
+    return answer / total if total > 0 and answer > 0 else 0.0
+
+
+def grounded(path: dict, answer_score: float, other_scores: Sequence[float]) -> tuple[float, dict]:
+    """The confidence of a grounded reading's answers (``path``: :attr:`.grounded.Grounded.path`)."""
+    linked = [max((c.get("score", 0.0) for c in found), default=0.0) for found in path.get("linked", {}).values()]
+    linking = min(linked, default=1.0)
+    # (A constant of a group the reader read together may list its own path among those its group beat.)
+    reading = min((path_share(part["score"], [b["score"] for b in part.get("beat", ())
+                                              if "score" in b and b.get("path") != part.get("path")])
+                   for part in path.get("reading", ()) if "score" in part), default=1.0)
+    answer = structural_share(answer_score, other_scores)
+    because = {"linking": round(linking, 4), "reading": round(reading, 4), "answer": round(answer, 4)}
+    return round(linking * reading * answer, 4), because
+
+
+def supported(answer_score: float, other_scores: Sequence[float]) -> tuple[float, dict]:
+    """The confidence of an answer read from counted support (text facts, the evidence reader)."""
+    share = support_share(answer_score, other_scores)
+    return round(share, 4), {"answer": round(share, 4)}
