@@ -448,7 +448,7 @@ STARK_CSV = """\
 id,query,answer_ids
 1,aluminium travel tripod,"['B007']"
 2,prime lens for portraits,"['B006']"
-3,a thing the shop does not sell,"['B404']"
+3,a camera bag the shop does not sell,"['B404']"
 """
 
 
