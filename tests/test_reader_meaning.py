@@ -162,3 +162,18 @@ def test_an_irregular_form_comes_only_with_its_part_of_speech():
     table = build_lexicon({"dir": ["directed by"], "star": ["starred actors", "stars"]}, stem, FUNCTION_WORDS)
     assert table["dir"][stem("led")][0] == "synonym"
     assert stem("led") not in table["star"] and table["star"][stem("lead")][0] == "synonym"
+
+
+def test_a_new_process_reads_the_phrases_an_earlier_one_encoded(people_kb, tmp_path, monkeypatch):
+    from kqe_rdf.kb.phrases import remembered_phrase_vectors
+    from kqe_rdf.methods.fourstep.reading.words import RelationWords
+
+    monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
+    first = RelationWords(people_kb)
+    encoded = first.vectors(["parents place of birth", "children"])
+    # The two-hop phrase is not stored with the KB: it is encoded, and kept for the next process ...
+    assert set(remembered_phrase_vectors(people_kb)) == {"parents place of birth"}
+    # ... which reads it instead of encoding it (its vectors are those the encoder gave).
+    later = RelationWords(people_kb)
+    later.vectors(["children"])
+    assert (later._phrase_vectors["parents place of birth"] == encoded[0]).all()

@@ -44,11 +44,18 @@ def cached(name: str, make):
     except Exception:  # noqa: BLE001 - absent, stale or unreadable: made again below
         pass
     value = make()
+    keep(name, value)
+    return value
+
+
+def keep(name: str, value) -> None:
+    """Write ``value`` to :func:`cache_dir` under ``name`` for :func:`cached` (aside, then renamed: of two processes
+    writing at once, one wins whole). A home that cannot be written keeps nothing, which is not an error."""
+    path = cache_dir() / name
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".part") as f:
             pickle.dump(value, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(f.name, path)
     except OSError:
-        pass  # a read-only home: every process makes it
-    return value
+        pass

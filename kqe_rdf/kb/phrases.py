@@ -7,9 +7,16 @@ for them.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
+from ..core.resources import cached, keep
+
 PHRASES = "phrases.npz"
+#: Phrases encoded at request time are kept for later processes while there are at most this many (3 MB): what
+#: a command's first requests need, not a long-running server's every path.
+REMEMBERED = 2_000
 
 
 def relation_phrases(schema) -> list[str]:
@@ -33,3 +40,20 @@ def stored_phrase_vectors(kb) -> dict[str, np.ndarray]:
         if str(stored["model_id"]) != kb.encoder.model_id:
             return {}
         return dict(zip((str(p) for p in stored["phrases"]), stored["vectors"]))
+
+
+def _remembered_name(kb) -> str:
+    made_from = repr((str(kb.path.resolve()), kb.manifest.get("created"), kb.encoder.model_id))
+    return f"phrases-{hashlib.sha256(made_from.encode()).hexdigest()[:24]}.pickle"
+
+
+def remembered_phrase_vectors(kb) -> dict[str, np.ndarray]:
+    """Phrases earlier processes encoded for this KB at request time (the two-hop paths' phrases, which the build
+    does not store): a new process reads them instead of encoding them again, a quarter of a first request."""
+    return cached(_remembered_name(kb), dict)
+
+
+def remember_phrase_vectors(kb, vectors: dict[str, np.ndarray]) -> None:
+    """Keep request-time phrase vectors for later processes (:func:`remembered_phrase_vectors`)."""
+    if len(vectors) <= REMEMBERED:
+        keep(_remembered_name(kb), vectors)

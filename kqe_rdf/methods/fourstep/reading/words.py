@@ -25,7 +25,7 @@ import numpy as np
 from ....kb import queries
 from ....kb.lexicon import WEIGHTS
 from ....kb.ontology import negates
-from ....kb.phrases import stored_phrase_vectors
+from ....kb.phrases import remember_phrase_vectors, remembered_phrase_vectors, stored_phrase_vectors
 
 #: Words of relation phrases and requests that say nothing about which relation is meant.
 FUNCTION_WORDS = frozenset("a an the of by in on at to for with from has have had is are was were be been "
@@ -137,15 +137,23 @@ class RelationWords:
         self.negative = {iri for iri, ps in self.named.items() if any(negates(p) for p in ps)}
         self._phrase_vectors: dict[str, np.ndarray] = phrase_vectors if phrase_vectors is not None else {}
         self._words: dict[str, np.ndarray] = {}
+        #: Phrases encoded at request time, by this process or earlier ones (:mod:`kqe_rdf.kb.phrases`).
+        self._remembered: dict[str, np.ndarray] | None = None
 
     def vectors(self, phrases: Sequence[str]) -> np.ndarray:
-        """The encoder's vectors of phrases: those stored with the KB, the rest encoded once per process."""
-        if not self._phrase_vectors:
-            self._phrase_vectors.update(stored_phrase_vectors(self.kb))
+        """The encoder's vectors of phrases: those stored with the KB or remembered from earlier processes, the
+        rest encoded once."""
+        if self._remembered is None:
+            if not self._phrase_vectors:
+                self._phrase_vectors.update(stored_phrase_vectors(self.kb))
+            self._remembered = remembered_phrase_vectors(self.kb)
+            for p, v in self._remembered.items():
+                self._phrase_vectors.setdefault(p, v)
         missing = [p for p in phrases if p not in self._phrase_vectors]
         if missing:
             for p, v in zip(missing, self.kb.encoder.encode(missing)):
-                self._phrase_vectors[p] = v
+                self._phrase_vectors[p] = self._remembered[p] = v
+            remember_phrase_vectors(self.kb, self._remembered)
         return np.stack([self._phrase_vectors[p] for p in phrases])
 
     def similar(self, words: Iterable[str], phrases: dict[str, str] | None = None) -> dict[str, dict[str, list]]:
