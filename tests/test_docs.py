@@ -1,0 +1,142 @@
+"""Every `kqe-rdf ...` command the front pages show parses: its subcommand exists, `--help` of it succeeds, and
+each `--option` it uses is one that subcommand declares. The commands are read from the shell blocks of
+README.md, docs/usage.md and docs/service.md, and from their inline code that starts with `kqe-rdf `; the
+checker is the click command tree itself (no process per command). Made-up commands show it can fail.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from functools import cache
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from kqe_rdf.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ("README.md", "docs/usage.md", "docs/service.md")
+#: Fenced blocks read as shell: ```bash, ```sh, ```shell, ```console, or no language.
+SHELL = {"", "bash", "sh", "shell", "console"}
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+#: What ends one command of a shell line: `&&`, `||`, `;`, a pipe, a redirection.
+SEPARATORS = {"&&", "||", ";", "|", "&", ">", ">>", "<", "2>", "(", ")"}
+
+
+def shell_commands(block: str) -> list[list[str]]:
+    """The `kqe-rdf` command lines of a shell block, each as its words after `kqe-rdf`."""
+    commands = []
+    for line in block.replace("\\\n", " ").splitlines():
+        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lexer.whitespace_split, lexer.commenters = True, "#"
+        words, current = list(lexer), None
+        for word in words:
+            if word in SEPARATORS:
+                current = None
+            elif current is not None:
+                current.append(word)
+            elif word == "kqe-rdf":
+                current = []
+                commands.append(current)
+    return commands
+
+
+def inline_commands(text: str) -> list[list[str]]:
+    """Inline code that starts with `kqe-rdf ` (outside fenced blocks), as words up to a pipe or redirection set
+    apart by spaces (`label|label+type` is one word); `[--opt X]` reads as `--opt X`, and `...` is skipped."""
+    spans = re.findall(r"`kqe-rdf ([^`]+)`", FENCE.sub("", text))
+    heads = (re.split(r"\s(?:\||>)\s", span)[0] for span in spans)
+    return [[w for w in re.sub(r"[\[\]]", " ", head).split() if w not in ("...", "…")] for head in heads]
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """``(page, command line)`` for every `kqe-rdf` command of the pages."""
+    found = []
+    for page in PAGES:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        for language, block in FENCE.findall(text):
+            if language in SHELL:
+                found += [(page, " ".join(words)) for words in shell_commands(block)]
+        found += [(page, " ".join(words)) for words in inline_commands(text)]
+    return found
+
+
+@cache
+def help_succeeds(path: tuple[str, ...]) -> bool:
+    return CliRunner().invoke(cli, [*path, "--help"]).exit_code == 0
+
+
+def declared(command: click.Command) -> set[str]:
+    names = {"--help", "-h"}
+    for param in command.params:
+        if isinstance(param, click.Option):
+            names.update(param.opts, param.secondary_opts)
+    return names
+
+
+def problems(words: list[str]) -> list[str]:
+    """What is wrong with `kqe-rdf WORDS`: an unknown subcommand, a failing --help, an undeclared option."""
+    command, path, rest = cli, [], list(words)
+    while isinstance(command, click.Group) and rest and not rest[0].startswith("-"):
+        name = rest.pop(0)
+        if name not in command.commands:
+            return [f"no subcommand {' '.join(['kqe-rdf', *path, name])!r} (known: {', '.join(command.commands)})"]
+        command = command.commands[name]
+        path.append(name)
+    found = []
+    if isinstance(command, click.Group) and "--help" not in rest and "--version" not in rest:
+        found.append(f"'kqe-rdf {' '.join(path)}' names a group, not a command (one of: {', '.join(command.commands)})")
+    if not help_succeeds(tuple(path)):
+        found.append(f"'kqe-rdf {' '.join([*path, '--help'])}' fails")
+    options = declared(command)
+    for word in rest:
+        if word.startswith("-") and word != "-" and not word.startswith("--=") and word.split("=", 1)[0] not in options:
+            found.append(f"'kqe-rdf {' '.join(path)}' has no option {word.split('=', 1)[0]} "
+                         f"(it has {', '.join(sorted(options))})")
+    return found
+
+
+COMMANDS = documented_commands()
+
+
+def test_the_pages_show_commands_to_check():
+    pages = {page for page, _ in COMMANDS}
+    assert pages == set(PAGES) and len(COMMANDS) >= 40, (pages, len(COMMANDS))
+    # The shell blocks are read as shell: a pipe, a comment and `&&` end a command.
+    assert shell_commands('kqe-rdf kb build bio --kb x && kqe-rdf kb embed --kb x   # dense\n'
+                          'for h in 1 2; do kqe-rdf eval metaqa q --json | jq .; done') == [
+        ["kb", "build", "bio", "--kb", "x"], ["kb", "embed", "--kb", "x"], ["eval", "metaqa", "q", "--json"]]
+
+
+@pytest.mark.parametrize("page, line", COMMANDS, ids=[f"{p}: {c[:60]}" for p, c in COMMANDS])
+def test_every_documented_command_parses(page, line):
+    assert not problems(shlex.split(line)), f"{page}: kqe-rdf {line}"
+
+
+@pytest.mark.parametrize("line, complaint", [
+    ("serch 'long slender fingers'", "no subcommand 'kqe-rdf serch'"),
+    ("kb bild bio --kb data/kb/bio", "no subcommand 'kqe-rdf kb bild'"),
+    ("search 'long slender fingers' --methd bm25", "has no option --methd"),
+    ("eval metaqa dev.txt.gz --sample 300 --per-query=out.jsonl --sed 1", "has no option --sed"),
+    ("kb embed --kb data/kb/bio --type Disease --resume", "has no option --resume"),
+    ("tables", "names a group, not a command"),
+])
+def test_a_made_up_command_or_option_is_rejected(line, complaint):
+    said = problems(shlex.split(line))
+    assert said and complaint in said[0], said
+
+
+def test_real_commands_pass_the_same_checker():
+    assert problems(shlex.split("search 'long slender fingers' -m bm25 -k 5 --type=Disease --json")) == []
+    assert problems(["kb", "build", "bio", "--no-embed"]) == [] and problems(["--version"]) == []
+
+
+def test_a_wrong_command_on_a_page_is_found_and_rejected():
+    page = ("Run `kqe-rdf search x --methd bm25 | head` first, then:\n\n"
+            "```bash\nkqe-rdf kb build bio && kqe-rdf kb embedd --kb data/kb/bio   # vectors\n```\n")
+    blocks = [words for language, block in FENCE.findall(page) if language in SHELL for words in shell_commands(block)]
+    found = [problems(words) for words in inline_commands(page) + blocks]
+    assert [bool(p) for p in found] == [True, False, True], found
