@@ -123,8 +123,8 @@ def document(runs: list[dict], argv: list[str]) -> str:
         "Written by `bench/results.py`, not by hand; regenerate it with", "", "```bash",
         f"python bench/results.py {shown}", "```", "",
         "where " + ", ".join(f"`{n}`" for n in names.values()) + (" is" if len(names) == 1 else " are each")
-        + " a folder `python bench/devsets.py --kbs $KBS --out $RUN` wrote (`$KBS`: the folder of KBs it builds with `--build`; `$DATA`: `../shared/data`). Every set "
-        "is a **development split**. The dated rounds before this page, with what changed and why: "
+        + " a folder `python bench/devsets.py --kbs $KBS --out $RUN` wrote (`$KBS`: the folder of KBs it builds "
+        "with `--build`; `$DATA`: `../shared/data`). Every set is a **development split**. The dated rounds before this page, with what changed and why: "
         "[results-log.md](results-log.md); `ask`, the expansion methods (KAR, LKQE) and the LLM runs are measured "
         "there, in its latest rounds.", "",
     ]
