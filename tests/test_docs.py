@@ -140,3 +140,18 @@ def test_a_wrong_command_on_a_page_is_found_and_rejected():
     blocks = [words for language, block in FENCE.findall(page) if language in SHELL for words in shell_commands(block)]
     found = [problems(words) for words in inline_commands(page) + blocks]
     assert [bool(p) for p in found] == [True, False, True], found
+
+
+#: A folder of the machine a page was written on (`/tmp/...`, `/work/...`, `/root/...`, `/home/...`), not one a reader
+#: has: the pages write `../shared/data`, `$KBS`, `$TMP` and relative paths instead.
+MACHINE_FOLDER = re.compile(r"(?<![\w.$/~-])/(?:tmp|work|root|home)\b")
+
+
+def test_no_page_names_a_folder_of_this_machine():
+    pages = ["README.md", "data/README.md", *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "docs").glob("*.md")))]
+    named = [f"{page}:{n}: {line.strip()[:120]}" for page in pages
+             for n, line in enumerate((ROOT / page).read_text(encoding="utf-8").splitlines(), 1)
+             if MACHINE_FOLDER.search(line)]
+    assert not named, "\n".join(named)
+    assert MACHINE_FOLDER.search("kqe-rdf serve --kb /tmp/k/bio") and MACHINE_FOLDER.search("`/work/main`")
+    assert not MACHINE_FOLDER.search("--kb $KBS/bio ../shared/data https://example.org/work/x /usr/share/wordnet")
