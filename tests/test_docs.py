@@ -6,6 +6,7 @@ checker is the click command tree itself (no process per command). Made-up comma
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from functools import cache
@@ -155,3 +156,36 @@ def test_no_page_names_a_folder_of_this_machine():
     assert not named, "\n".join(named)
     assert MACHINE_FOLDER.search("kqe-rdf serve --kb /tmp/k/bio") and MACHINE_FOLDER.search("`/work/main`")
     assert not MACHINE_FOLDER.search("--kb $KBS/bio ../shared/data https://example.org/work/x /usr/share/wordnet")
+
+
+def results_script():
+    """bench/results.py as a module (bench/ is a folder of scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_results_page_is_written_from_run_folders_with_each_set_s_measure(tmp_path):
+    """bench/results.py on a run of two sets: each is judged by its own measure (bench/devsets.py's SETS), a set
+    where 4step-offline falls below bm25 is marked, the commit is the one given, no folder of the run is named."""
+    def summary(scores):
+        return {"queries": 10, "command": f"kqe-rdf eval ... --per-query {tmp_path}/x.jsonl",
+                "results": [{"method": m, "Hit@1": h, "nDCG@10": n} for m, (h, n) in scores.items()]}
+    (tmp_path / "pql-2h.json").write_text(json.dumps(summary({"bm25": (0.3, 0.4), "4step-offline": (0.9, 0.2)})))
+    (tmp_path / "dl19.json").write_text(json.dumps(summary({"bm25": (0.1, 0.5), "4step-offline": (0.9, 0.4)})))
+    script, argv = results_script(), ["--run", str(tmp_path), "--label", "now", "--commit", "abc1234"]
+    runs, _ = script.parse(argv)
+    page = script.document(runs, argv)
+    assert "## now: commit `abc1234`" in page and str(tmp_path) not in page and "--per-query $RUN/x.jsonl" in page
+    assert "| pql-2h | Hit@1 | 10 | 30.00 | 90.00 | yes |" in page
+    assert "| dl19 | nDCG@10 | 10 | 50.00 | 40.00 | **no** |" in page
+
+
+def test_the_results_page_opens_with_a_run_and_its_commit():
+    text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    first = re.search(r"^## .*$", text, re.M).group(0)
+    assert re.search(r"commit `[0-9a-f]{7,40}`", first), first
+    assert "python bench/results.py --run $RUN" in text and "4step-offline ≥ bm25" in text
