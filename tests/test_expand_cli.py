@@ -64,7 +64,7 @@ def test_no_appended_fact_says_the_request_s_phenotype_is_absent(expand):
     assert negated["query"] == "no seizures were observed"  # a negating request may follow such relations
 
 
-def test_prf_is_rm3_for_expand_as_for_search_and_readme(expand, bio_kb):  # noqa: F811
+def test_prf_is_rm3_for_expand_as_for_search_and_the_usage_page(expand, bio_kb):  # noqa: F811
     from pathlib import Path
 
     from kqe_rdf.methods.retrieval import RM3
@@ -76,6 +76,6 @@ def test_prf_is_rm3_for_expand_as_for_search_and_readme(expand, bio_kb):  # noqa
     assert data["method"] == "prf" and data["expansions"] == added and data["expansions"]
     assert data["context"][0].split()[0] == max(weights, key=weights.get)  # the weights search -m prf uses
     help_text = " ".join(CliRunner().invoke(cli, ["expand", "--help"]).output.split())
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    usage = (Path(__file__).resolve().parent.parent / "docs" / "usage.md").read_text(encoding="utf-8")
     assert "prf (the words RM3 adds, as search -m prf uses them)" in help_text and "prf is prf-docs" not in help_text
-    assert "`prf` (RM3 on BM25" in readme and "prf-docs" in readme
+    assert "`prf` (RM3 on BM25" in usage and "prf-docs" in usage

@@ -1,4 +1,4 @@
-"""The Python API as README.md shows it: its snippets run as written on a bio KB without vectors, `open()`
+"""The Python API as docs/usage.md shows it: its snippets run as written on a bio KB without vectors, `open()`
 finds the KB as the CLI does, ranks count from 1 everywhere, hits carry names, batches become DataFrames.
 """
 
@@ -24,14 +24,14 @@ from kqe_rdf.methods.retrieval import BM25, RM3, Batch, Query
 from kqe_rdf.service.sparql_search import SearchFunctions, execute, prepare
 from live_servers import oxigraph_endpoint  # noqa: F401 - fixture
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+USAGE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"
 
 
 def python_snippets() -> list[str]:
-    """The ```python blocks of README's "Python API" section, in order."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Python API"):]
-    section = section[: section.index("\n### ", 1)]
+    """The ```python blocks of docs/usage.md's "Python API" section, in order."""
+    text = USAGE.read_text(encoding="utf-8")
+    section = text[text.index("\n## Python API\n"):]
+    section = section[: section.index("\n## ", 1)]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
@@ -51,7 +51,7 @@ def run_python(code: str, kb_path: Path, cwd: Path) -> str:
     return done.stdout
 
 
-def test_readme_snippets_run_as_written_on_a_kb_without_vectors(kb_without_vectors, tmp_path, oxigraph_endpoint):  # noqa: F811
+def test_usage_snippets_run_as_written_on_a_kb_without_vectors(kb_without_vectors, tmp_path, oxigraph_endpoint):  # noqa: F811
     search, batches, expansion, linking = python_snippets()
     lines = run_python(search, kb_without_vectors, tmp_path).splitlines()
     assert lines and lines[0].startswith("1 ") and [line.split()[0] for line in lines] == [
@@ -63,11 +63,11 @@ def test_readme_snippets_run_as_written_on_a_kb_without_vectors(kb_without_vecto
     assert said[0].startswith("child with seizures and microcephaly") and said[1].startswith("2 [")
 
 
-def test_the_python_link_snippet_resumes_what_the_readme_s_command_began(kb_without_vectors, tmp_path,
-                                                                         oxigraph_endpoint):  # noqa: F811
-    """README's `kqe-rdf link` recipe and its Python snippet link with the same options, so the snippet resumes the
+def test_the_python_link_snippet_resumes_what_the_usage_page_s_command_began(kb_without_vectors, tmp_path,
+                                                                             oxigraph_endpoint):  # noqa: F811
+    """docs/usage.md's `kqe-rdf link` recipe and its Python snippet link with the same options, so the snippet resumes the
     command's saved progress instead of asking for --restart."""
-    text = " ".join(README.read_text(encoding="utf-8").split())
+    text = " ".join(USAGE.read_text(encoding="utf-8").split())
     command = re.search(r"`kqe-rdf link (--endpoint https://query\.wikidata\.org/sparql [^`]*)`", text).group(1)
     args = command.replace("https://query.wikidata.org/sparql", oxigraph_endpoint).split()
     began = CliRunner().invoke(cli, ["link", *args, "--kb", str(kb_without_vectors), "--limit", "1", "--no-write"])
