@@ -163,6 +163,7 @@ class Environment:
         self.loads.append(self.load_end)
 
     def markdown(self, command: str) -> str:
+        command = without_machine_folders(command)
         lines = [
             f"- Command: `{command}` (from the repository root)",
             f"- Machine: {os.cpu_count()} CPUs (`nproc`: {nproc()}), {cpu_model()}, "
@@ -171,7 +172,7 @@ class Environment:
             f"- Versions: {self.packages}",
         ]
         if self.jobs:
-            listed = "; ".join(f"`{j}`" for j in sorted(self.jobs))
+            listed = "; ".join(f"`{without_machine_folders(j)}`" for j in sorted(self.jobs))
             lines.append(f"- **Not an idle machine**: other kqe-rdf jobs were running during this run ({listed}); "
                          "absolute speeds are lower than on an idle machine and the ratios are noisier.")
         lines.append(f"- Load average (1 min) at start / median during / end: {self.load_start:.2f} / "
@@ -259,6 +260,21 @@ def arguments(description: str, extra: Callable[[argparse.ArgumentParser], None]
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     return args
+
+
+#: A folder of this machine in a command (``/tmp/k/bio``): the page names it by its last part (``$TMP/bio``).
+_MACHINE_PATH = re.compile(r"(?<![\w.$/~-])/(?:tmp|work|root|home)/[^\s`'\"]*")
+
+
+def without_machine_folders(text: str) -> str:
+    """A command as a reader of docs/benchmarks.md can run it: ``../shared/data`` for the data, paths in the
+    repository relative, other folders of this machine as ``$TMP/<last part>``.
+
+    >>> without_machine_folders("python bench/scale.py --reuse /tmp/k28 --kb /work/x/data/kb/bio")
+    'python bench/scale.py --reuse $TMP/k28 --kb $TMP/bio'
+    """
+    text = text.replace(str(SHARED), "../shared/data").replace(str(ROOT) + "/", "")
+    return _MACHINE_PATH.sub(lambda m: "$TMP/" + (Path(m.group(0)).name or "…"), text)
 
 
 def command_line() -> str:

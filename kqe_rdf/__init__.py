@@ -1,6 +1,6 @@
 """kqe-rdf: semi-structured retrieval over RDF knowledge graphs.
 
-The Python API (README.md, "Python API"): its names are imported on first use, so that importing the
+The Python API (docs/usage.md, "Python API"): its names are imported on first use, so that importing the
 package, and ``kqe-rdf --help``, stays instant.
 
 >>> import kqe_rdf

@@ -33,7 +33,7 @@ import numpy as np
 from ..core.errors import KqeError
 
 PACKAGED_MODEL = "minilm-int8"
-#: The default encoder's bytes, as measured with (docs/results.md, docs/benchmarks.md).
+#: The default encoder's bytes, as measured with (docs/results-log.md, docs/benchmarks.md).
 PACKAGED = {
     "name": "all-MiniLM-L6-v2-onnx-int8",
     "model_sha256": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
