@@ -91,26 +91,9 @@ def _schema(text_analyzer: str = "english"):
     builder.add_text_field("identifier", stored=True, tokenizer_name="raw")
     builder.add_text_field("types", stored=True, tokenizer_name="raw")
     builder.add_text_field("name", stored=True, tokenizer_name=text_analyzer)
-    builder.add_text_field("body", stored=False, tokenizer_name=text_analyzer)
-    # The document as written (labels and all), kept for what a result shows: the body indexes its values only.
-    builder.add_bytes_field("text", stored=True, indexed=False, fast=False)
+    builder.add_text_field("body", stored=True, tokenizer_name=text_analyzer)
     builder.add_integer_field("n", fast=True)  # the node's number in the folder's node table
     return builder.build()
-
-
-#: A document line's field label ("has phenotype: ", "name: "): every document of a kind carries the same ones.
-_LABEL = re.compile(r"^[^:\n]{1,80}: ", re.M)
-
-
-def indexed_text(text: str) -> str:
-    """What BM25 indexes of a document's text: its values, without the field labels and the type line every
-    document of a kind carries ("has phenotype:", "type: disease"), words that match nearly every document and
-    cost the engine a long posting list per request while they rank nothing (the type is a field of its own).
-
-    >>> indexed_text("name: Kismet\\ntype: movie\\ndirected by: William Dieterle")
-    'Kismet\\nWilliam Dieterle'
-    """
-    return _LABEL.sub("", "\n".join(line for line in text.split("\n") if not line.startswith("type: ")))
 
 
 def _packed(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -138,8 +121,7 @@ def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: 
     iris, names, type_set, sets = [], [], [], {}
     for doc in documents:
         writer.add_document(tantivy.Document(iri=doc.iri, identifier=doc.identifier, types=list(doc.types),
-                                             name=doc.name, body=indexed_text(doc.text),
-                                             text=doc.text.encode("utf-8"), n=len(iris)))
+                                             name=doc.name, body=doc.text, n=len(iris)))
         iris.append(doc.iri)
         names.append(doc.name)
         type_set.append(sets.setdefault(tuple(sorted(set(doc.types))), len(sets)))
@@ -157,7 +139,7 @@ def build_text_index(path: Path, documents: Iterable[NodeDocument], heap_bytes: 
         np.savez(out, iri_bytes=iri_bytes, iri_offsets=iri_offsets, name_bytes=name_bytes, name_offsets=name_offsets,
                  type_bytes=type_bytes, type_offsets=type_offsets, type_set=np.array(type_set, dtype=np.int32),
                  set_offsets=set_offsets, set_members=np.array([t for m in set_members for t in m], dtype=np.int32))
-    (path / ANALYZER_FILE).write_text(json.dumps({"analyzer": "english", "indexed": "values without field labels"}))
+    (path / ANALYZER_FILE).write_text(json.dumps({"analyzer": "english"}))
     return len(iris)
 
 
@@ -406,19 +388,18 @@ class TextIndex:
         return self._named(self.searcher.search(self._restricted(query, types), limit=k, count=False).hits)
 
     def document(self, iri: str) -> dict[str, object] | None:
-        """The stored fields of one node (name, types, the document as written), or None."""
+        """The stored fields of one node (name, types, body), or None."""
         q = self._tantivy.Query.term_query(self.index.schema, "iri", iri)
         hits = self.searcher.search(q, limit=1, count=False).hits
         if not hits:
             return None
         doc = self.searcher.doc(hits[0][1])
-        text = doc.get_first("text")  # an index built before it keeps its documents in the body
         return {
             "iri": doc["iri"][0],
             "identifier": (doc.get_first("identifier") or ""),
             "name": doc.get_first("name") or "",
             "types": list(doc["types"]) if "types" in doc.to_dict() else [],
-            "text": text.decode("utf-8") if text is not None else (doc.get_first("body") or ""),
+            "text": doc.get_first("body") or "",
         }
 
 
