@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from devsets import DATA, SETS, DevSet  # noqa: E402  (bench/ is a folder of scripts, not a package)
+from devsets import DATA, SETS, DevSet, hits_by_query  # noqa: E402  (bench/ is a folder of scripts, not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The summary keys shown per set and method, in this order (STaRK's, then TREC's nDCG@10).
@@ -88,12 +88,38 @@ def detail(summaries: list[tuple[DevSet, dict]]) -> list[str]:
     return lines
 
 
+def versus(current: Path, earlier: Path) -> list[str]:
+    """Per set and method: the set's measure in an earlier run and in the current one, the difference, and the
+    queries won and lost (per query, over the queries both runs have)."""
+    lines = ["| dev set | method | measure | this run | current state | current − this run | "
+             "queries the current state wins / loses |", "|---|---|---|---:|---:|---:|---:|"]
+    means: dict[str, list[tuple[float, float]]] = {}
+    for s in SETS:
+        before = hits_by_query(earlier / f"{s.name}.jsonl", s.metric)
+        after = hits_by_query(current / f"{s.name}.jsonl", s.metric)
+        for method in sorted(set(before) & set(after)):
+            common = sorted(set(before[method]) & set(after[method]))
+            if not common:
+                continue
+            old = 100 * sum(before[method][q] for q in common) / len(common)
+            new = 100 * sum(after[method][q] for q in common) / len(common)
+            won = sum(after[method][q] > before[method][q] for q in common)
+            lost = sum(after[method][q] < before[method][q] for q in common)
+            lines.append(f"| {s.name} | {method} | {s.metric} | {old:.2f} | {new:.2f} | {new - old:+.2f} | "
+                         f"{won} / {lost} |")
+            means.setdefault(method, []).append((old, new))
+    for method, pairs in sorted(means.items()):
+        old, new = (sum(p[i] for p in pairs) / len(pairs) for i in (0, 1))
+        lines.append(f"| mean over {len(pairs)} sets | {method} | | {old:.2f} | {new:.2f} | {new - old:+.2f} | |")
+    return lines
+
+
 def commands(summaries: list[tuple[DevSet, dict]], path: Path, name: str) -> list[str]:
     """The eval command of every set as its summary recorded it, with the run folder written as ``name``."""
     return [summary.get("command", "").replace(str(path), name).replace(str(DATA), "$DATA") for _, summary in summaries]
 
 
-def section(run: dict, name: str) -> list[str]:
+def section(run: dict, name: str, current: dict | None = None) -> list[str]:
     path = run["path"]
     summaries = read_run(path)
     if not summaries:
@@ -106,6 +132,10 @@ def section(run: dict, name: str) -> list[str]:
              f"Run folder `{name}`. The measure each set is judged by, in percent:", "", *headline(summaries), ""]
     if missing:
         lines += [f"Not in this run: {', '.join(missing)}.", ""]
+    if current is not None:
+        lines += [f"### {title} against the current state", "",
+                  "Per query, over the queries both runs have (mean of the set's measure, percent):", "",
+                  *versus(current["path"], path), ""]
     lines += [f"### {title}: every measure, by set and method", "",
               "Percent (the set's own measure in bold); answers whose gold id is not in the KB count as misses.",
               "", *detail(summaries), "", f"### {title}: the commands", "", "```bash",
@@ -128,8 +158,8 @@ def document(runs: list[dict], argv: list[str]) -> str:
         "[results-log.md](results-log.md); `ask`, the expansion methods (KAR, LKQE) and the LLM runs are measured "
         "there, in its latest rounds.", "",
     ]
-    for run in runs:
-        lines += section(run, names[run["arg"]])
+    for i, run in enumerate(runs):
+        lines += section(run, names[run["arg"]], runs[0] if i else None)
     return "\n".join(lines).rstrip() + "\n"
 
 
