@@ -429,10 +429,12 @@ class OfflineTriplets:
                 if self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps)}
 
     def _revisiting(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
-        """The constants the path may pass through: its hops before the last come back to them by structure ("the
-        release of X's track", where X is its own track). "The films of the writer of X's director" may not."""
-        return {mentions[n].text for n, scored in choice.items() if len(scored.path.steps) > 1
-                and self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps[:-1])}
+        """The constants the path may pass through: its first hops come back to them by structure ("the release of
+        X's track", where X is its own track; "the genre of the release of X's tracks"). "The films of the writer
+        of X's director" may not."""
+        return {mentions[n].text for n, scored in choice.items()
+                if any(self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps[:i])
+                       for i in range(1, len(scored.path.steps)))}
 
     def _triplets(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:
         triplets: list[Triplet] = []
