@@ -177,6 +177,8 @@ class RequestReader:
         marked = stripped
         # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
         stripped = " ".join(_LIST_GAP.sub("", stripped).split())
+        # Cut at every sentence end, not by kb.sentences.split_sentences: with its mentions taken out, a sentence
+        # of the request may start with a gap or in lower case ("High forehead. Seizure was not observed.").
         positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not NEGATION.search(s)) or stripped
         # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
         # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
