@@ -18,6 +18,8 @@ TEXT = "Dr. Ehrlich's Magic Bullet was directed by William Dieterle. J. R. R. To
                                                               "It won prizes!"]),
     ("name: X\ntype: Movie\nOne fact.", ["name: X", "type: Movie", "One fact."]),
     ("Sentences start with a capital. not this one", ["Sentences start with a capital. not this one"]),
+    ('Counted at day 1. Synthesis of NO. "Quoted" here. [1] Cited.', ["Counted at day 1.", "Synthesis of NO.",
+                                                                    '"Quoted" here.', "[1] Cited."]),
     ("", []),
 ])
 def test_a_full_stop_after_an_abbreviation_or_initial_ends_no_sentence(text, expected):
