@@ -4,6 +4,13 @@ Every ``import`` of every module under ``kqe_rdf/`` counts, including those insi
 import is still a dependency). The layers, bottom up (docs/architecture.md draws them):
 
     core  ←  kb, llm  ←  methods  ←  service, evaluation  ←  cli, demo
+
+and inside ``methods/``:
+
+    retrieval, registry  ←  fourstep  ←  answering  ←  expansion
+
+(the registry names methods by strings and imports them only when one is asked for). No module imports
+another module's ``_private`` name: what two modules share is public where it belongs.
 """
 
 from __future__ import annotations
@@ -18,26 +25,55 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kqe_rdf"
 #: Layer → rank; a module may import its own layer and lower ranks, never a sibling or a higher one.
 LAYERS = {"core": 0, "kb": 1, "llm": 1, "methods": 2, "service": 3, "evaluation": 3}
 TOP = 4  # kqe_rdf/cli.py, demo.py, __main__.py
+#: Part of ``methods/`` → rank, the same way: a part never imports a higher one.
+METHOD_LAYERS = {"": 0, "retrieval": 0, "registry": 0, "fourstep": 1, "answering": 2, "expansion": 3}
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """The kqe_rdf modules one file imports, anywhere in it."""
-    name = module_name(path)
-    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+def imported_names(name: str, source: str, is_package: bool = False) -> list[tuple[str, str | None]]:
+    """``(module, name)`` for every import in the source of module ``name``, relative ones resolved;
+    ``name`` is None for ``import module``."""
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    out: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name in modules)
+            out.extend((a.name, None) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
             target = ".".join(base + ([node.module] if node.module else []))
-            for alias in node.names:  # `from . import queries` imports a module, `from .x import f` a name of x
-                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in modules else target)
+            out.extend((target, a.name) for a in node.names)
+    return out
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The kqe_rdf modules one file imports, anywhere in it."""
+    name = module_name(path)
+    found = set()
+    for target, imported in imported_names(name, path.read_text(encoding="utf-8"), path.name == "__init__.py"):
+        # `from . import queries` imports a module, `from .x import f` a name of x
+        found.add(f"{target}.{imported}" if f"{target}.{imported}" in modules else target)
     return {m for m in found if m in modules and m != name}
+
+
+def private_imports(name: str, source: str, is_package: bool = False) -> list[str]:
+    """The ``_private`` names (or modules) module ``name`` imports from another module of the package."""
+    out = []
+    for target, imported in imported_names(name, source, is_package):
+        if target.split(".")[0] != "kqe_rdf" or target == name:
+            continue
+        path = target.split(".") + ([imported] if imported else [])
+        if any(part.startswith("_") and not part.startswith("__") for part in path):
+            out.append(f"{name}: {target}{'.' + imported if imported else ''}")
+    return out
+
+
+def package_private_imports() -> list[str]:
+    return [found for path in sorted(PACKAGE.rglob("*.py"))
+            for found in private_imports(module_name(path), path.read_text(encoding="utf-8"),
+                                         path.name == "__init__.py")]
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -103,6 +139,24 @@ def upward(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
                   if layer(a) != layer(b) and rank(b) >= rank(a))
 
 
+def method_layer(module: str) -> str | None:
+    """The part of ``methods/`` a module is in ("" for the package itself), None outside it."""
+    parts = module.split(".")
+    if parts[:2] != ["kqe_rdf", "methods"]:
+        return None
+    return parts[2] if len(parts) > 2 else ""
+
+
+def upward_in_methods(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """Imports inside ``methods/`` of a higher part (:data:`METHOD_LAYERS`); a part not listed there is one."""
+    def rank_in_methods(module: str) -> int:
+        return METHOD_LAYERS.get(method_layer(module), len(METHOD_LAYERS))
+
+    return sorted((a, b) for a, targets in graph.items() for b in targets
+                  if method_layer(a) is not None and method_layer(b) is not None
+                  and rank_in_methods(b) > rank_in_methods(a))
+
+
 def test_the_package_has_no_import_cycle():
     assert cycles(import_graph()) == []
 
@@ -131,3 +185,42 @@ def test_an_upward_import_is_found():
     assert upward({"kqe_rdf.kb.store": {"kqe_rdf.service.app"}, "kqe_rdf.service.app": {"kqe_rdf.kb.store"},
                    "kqe_rdf.llm.client": {"kqe_rdf.kb.store"}}) == [
         ("kqe_rdf.kb.store", "kqe_rdf.service.app"), ("kqe_rdf.llm.client", "kqe_rdf.kb.store")]
+
+
+def test_methods_import_down_their_order():
+    assert upward_in_methods(import_graph()) == []
+
+
+def test_every_part_of_methods_has_a_place_in_the_order():
+    parts = {method_layer(m) for m in import_graph()} - {None}
+    assert parts - set(METHOD_LAYERS) == set()
+
+
+@pytest.mark.parametrize("graph, expected", [
+    ({"kqe_rdf.methods.fourstep.pipeline": {"kqe_rdf.methods.answering.evidence"}},
+     [("kqe_rdf.methods.fourstep.pipeline", "kqe_rdf.methods.answering.evidence")]),
+    ({"kqe_rdf.methods.retrieval": {"kqe_rdf.methods.expansion.kar"}},
+     [("kqe_rdf.methods.retrieval", "kqe_rdf.methods.expansion.kar")]),
+    ({"kqe_rdf.methods.expansion.kar": {"kqe_rdf.methods.answering.grounded", "kqe_rdf.methods.retrieval"},
+      "kqe_rdf.methods.registry": {"kqe_rdf.methods.retrieval"}}, []),
+])
+def test_an_import_up_the_methods_order_is_found(graph, expected):
+    assert upward_in_methods(graph) == expected
+
+
+def test_no_module_imports_a_private_name_of_another():
+    assert package_private_imports() == []
+
+
+@pytest.mark.parametrize("name, source, expected", [
+    ("kqe_rdf.service.jobs", "from .protocol import _VOLATILE, render",
+     ["kqe_rdf.service.jobs: kqe_rdf.service.protocol._VOLATILE"]),
+    ("kqe_rdf.methods.expansion.kar", "def f():\n    from ...kb.linking import (Linker,\n        _NEGATION)",
+     ["kqe_rdf.methods.expansion.kar: kqe_rdf.kb.linking._NEGATION"]),
+    ("kqe_rdf.cli", "import kqe_rdf.kb._private", ["kqe_rdf.cli: kqe_rdf.kb._private"]),
+    ("kqe_rdf.kb", "from ._hidden import thing", ["kqe_rdf.kb: kqe_rdf.kb._hidden.thing"]),
+    ("kqe_rdf.service.protocol", "from json.encoder import encode_basestring as _quote\nfrom . import links", []),
+    ("kqe_rdf.kb.store", "from __future__ import annotations\nfrom .ontology import Schema as _Schema", []),
+])
+def test_an_import_of_a_private_name_is_found(name, source, expected):
+    assert private_imports(name, source, is_package=name == "kqe_rdf.kb") == expected

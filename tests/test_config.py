@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kqe_rdf.core.config import Settings
+import dataclasses
+
+from kqe_rdf.core.config import DECLARED, FLAT, KARSettings, Settings
 from kqe_rdf.core.errors import KqeError
 
 
@@ -106,3 +108,45 @@ def test_a_named_config_file_must_exist():
 def test_settings_built_in_code_are_checked_too():
     with pytest.raises(KqeError, match="on_unknown_edge must be 'skip' or 'fail'"):
         Settings(on_unknown_edge="ignore")
+
+
+# ------------------------------------------------------------- settings grouped by subsystem
+
+
+def test_a_setting_lives_in_its_group_and_keeps_its_flat_name():
+    settings = Settings.load(env={"KQE_KAR_HOPS": "2", "KQE_RRF_K": "30"}, server_port=9000)
+    assert (settings.kar.hops, settings.hybrid.rrf_k, settings.server.port) == (2, 30, 9000)
+    assert (settings.kar_hops, settings.rrf_k, settings.server_port) == (2, 30, 9000)  # flat names read the same
+    assert settings == Settings(kar=KARSettings(hops=2), rrf_k=30, server_port=9000)
+    assert dataclasses.replace(settings, kar_passages=3).kar == KARSettings(hops=2, passages=3)
+
+
+def test_a_toml_file_may_group_settings_in_a_table_per_subsystem():
+    toml("[kqe-rdf]\nk = 5\nkar_passages = 2\n\n[kqe-rdf.kar]\nhops = 2\n\n[kqe-rdf.qa]\npool_size = 500\n")
+    settings = Settings.load(env={})
+    assert (settings.k, settings.kar.hops, settings.kar.passages, settings.qa.pool_size) == (5, 2, 2, 500)
+    toml("[kqe-rdf.kar]\nhop = 2\n")
+    with pytest.raises(KqeError, match=r"unknown setting 'hop' in \[kar\]; known: .*\bhops\b"):
+        Settings.load(env={})
+
+
+@pytest.mark.parametrize("env, text, message", [
+    ({"KQE_KAR_NEIGHBOURS": "0"}, "", "setting kar_neighbours must be at least 1, got 0"),
+    ({}, "[kqe-rdf.kar]\nneighbours = 0\n", "setting kar_neighbours must be at least 1, got 0"),
+    ({}, "[kqe-rdf]\nllm_temperature = 2.5\n", "setting llm_temperature must be between 0 and 2, got 2.5"),
+    ({"KQE_KAR_HOPS": "3"}, "", "setting kar_hops must be 1 or 2, got 3"),
+    ({"KQE_LINK_TIMEOUT": "0"}, "", "setting link_timeout must be positive, got 0.0"),
+    ({"KQE_QA_PRUNE_STAGES": "30,100"}, "", "setting qa_prune_stages must be positive sizes, each smaller"),
+])
+def test_a_limit_declared_with_a_setting_is_enforced_from_env_and_toml(env, text, message):
+    if text:
+        toml(text)
+    with pytest.raises(KqeError, match=message.replace("(", r"\(")):
+        Settings.load(env=env)
+
+
+def test_every_setting_has_a_kqe_variable_and_reads_back_its_default():
+    defaults = Settings()
+    env = {f"KQE_{name.upper()}": str(getattr(defaults, name)) for name in FLAT}
+    assert Settings.load(env=env) == defaults
+    assert len(DECLARED) == len(FLAT) > 100

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from fixtures_kb import bio_kb, metaqa_kb, movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.methods.fourstep.pipeline import OfflineTriplets
 from kqe_rdf.kb.linking import Linker, normalise_name
 
 M = "https://w3id.org/kqe/metaqa#"
@@ -128,7 +127,7 @@ def test_a_mention_keeps_every_node_of_its_name(movie_kb, movies):
 
 
 def test_schema_words_alone_are_not_mentions(movie_kb, movies):
-    words = OfflineTriplets(movie_kb).schema_words  # class cues and relation labels of the ontology
+    words = movie_kb.schema.words  # class cues and relation phrases of the ontology
     assert {"director", "movies", "who", "directed"} <= words
     query = "who is the director of Kismet"
     assert [m.text for m in movies.mentions(query)] == ["director", "Kismet"]  # the tag "director"

@@ -12,6 +12,8 @@ import pytest
 
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
+from kqe_rdf.methods.answering.intent import OfflineIntent
+from kqe_rdf.methods.expansion import expand
 from kqe_rdf.methods.fourstep.pipeline import FourStep, OfflineTriplets
 from kqe_rdf.kb.ontology import local_name
 from kqe_rdf.methods.fourstep.reading import PathReader, stem
@@ -221,6 +223,18 @@ def test_a_relation_word_is_read_as_the_relation_not_as_a_node_so_named(tmp_path
     # a relation's word or a synonym of it, in any form; not a function word, nor a word a mere relative names
     assert OfflineTriplets(kb).requests.relation_words("who are the players with the star in Heat") == {
         "players", "star"}
+
+
+def test_search_ask_and_expand_find_the_same_mentions(tmp_path):
+    # one mention finder: `ask` and `expand` no more link "star" to the film "The Star" where 4StepFocus does not
+    kb = small_kb(tmp_path, "The Star|directed_by|Stuart Heisler\nHeat|directed_by|Michael Mann\n"
+                            "Heat|starred_actors|Al Pacino\n")
+    query = "which is the star in Heat"
+    constants, conditions = OfflineTriplets(kb).mentions(query)
+    assert ([m.text for m in constants], conditions) == (["Heat"], [])
+    assert [e.text for e in OfflineIntent(kb)(query).entities] == ["Heat"]
+    found = expand(kb, Settings(kar_grounded=False), query, "kar-offline").entities
+    assert [e["text"] for e in found if e["found_by"] == "mention"] == ["Heat"]
 
 
 def test_an_adjective_before_the_class_asked_for_still_asks_for_it(movie_kb):

@@ -337,7 +337,8 @@ class Linker:
         return [iri for n, iri in written if n == size], start + size
 
 
-_NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)
+#: Words that negate the sentence they stand in ("... were not observed"): its mentions are negated.
+NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)
 
 
 def _negated(query: str, position: int) -> bool:
@@ -345,4 +346,4 @@ def _negated(query: str, position: int) -> bool:
     start = max(query.rfind(".", 0, position), query.rfind("?", 0, position), query.rfind("!", 0, position)) + 1
     end_candidates = [i for i in (query.find(".", position), query.find("?", position)) if i != -1]
     end = min(end_candidates) if end_candidates else len(query)
-    return bool(_NEGATION.search(query[start:end]))
+    return bool(NEGATION.search(query[start:end]))

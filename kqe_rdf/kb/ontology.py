@@ -12,6 +12,7 @@ read this object, which is produced by ``queries/schema_*.rq``.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -104,6 +105,8 @@ class Schema:
     qualifiers: dict[str, Term] = field(default_factory=dict)
     #: Words naming each class in questions (its label and skos:altLabel values).
     class_cues: dict[str, list[str]] = field(default_factory=dict)
+    #: How the ontology names each relation: its rdfs:label and skos:altLabel phrases ("directed by", "director").
+    relation_phrases: dict[str, set[str]] = field(default_factory=dict)
     #: Relations the data actually uses (set by the KB from its edge counts); their inverses are virtual.
     stored_relations: set[str] = field(default_factory=set)
     #: Hierarchy relation → the predicate of its reflexive-transitive closure stored with the KB (set by the KB).
@@ -161,10 +164,35 @@ class Schema:
             cues = schema.class_cues.setdefault(row["class"].value, [])
             if row["cue"].value.lower() not in cues:
                 cues.append(row["cue"].value.lower())
+        for row in rows("relation_phrases"):
+            schema.relation_phrases.setdefault(row["property"].value, set()).add(row["phrase"].value)
         for row in rows("schema_qualifiers"):
             iri = row["property"].value
             schema.qualifiers.setdefault(iri, Term(iri, text(row["label"]) or local_name(iri)))
         return schema
+
+    @functools.cached_property
+    def words(self) -> frozenset[str]:
+        """The words of the class cues and relation phrases (labels and alt labels), lower-case: a request's
+        words that speak of the schema ("film", "directed", "director"), never alone the name of a node it
+        mentions and never one of its unknown words.
+
+        >>> {"film", "directed", "director", "screenwriter"} <= Schema.from_files(["kqe", "metaqa"]).words
+        True
+        """
+        words = {w for cues in self.class_cues.values() for cue in cues for w in cue.split()}
+        words |= {w for r in self.relations.values() for w in r.label.lower().split()}
+        words |= {w for phrases in self.relation_phrases.values() for p in phrases for w in p.lower().split()}
+        return frozenset(words)
+
+    def hierarchy_relation(self, class_iri: str | None) -> str | None:
+        """A transitive relation from a class to itself (e.g. bio:isA on Phenotype), if the ontology has one."""
+        if not class_iri:
+            return None
+        for r in self.relations.values():
+            if r.transitive and r.domain == class_iri and r.range == class_iri:
+                return r.iri
+        return None
 
     # Names in records are local names ("Disease", "hasPhenotype") or full IRIs.
     def _resolve(self, kind: str, table: dict[str, Term], name: str) -> Term:

@@ -51,6 +51,15 @@ def load(name: str) -> str:
     return _read(name, ".rq")
 
 
+def strip_comments(text: str) -> str:
+    """A query without its ``#`` comment lines (what a query template is filled in from).
+
+    >>> strip_comments("# what it returns\\nSELECT ?s WHERE { ?s ?p ?o }\\n")
+    'SELECT ?s WHERE { ?s ?p ?o }'
+    """
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip()
+
+
 @functools.cache
 def load_update(name: str) -> str:
     """The text of ``queries/<name>.ru`` (SPARQL Update)."""

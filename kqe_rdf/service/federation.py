@@ -27,7 +27,7 @@ from typing import TypeVar
 from ..core.errors import SparqlError
 from .sparql_guard import ServiceNotAllowed, verify_federation
 from .sparql_lexer import declared_prefixes, resolve, tokenize
-from .sparql_search import Prepared, _closing_brace, allowed_endpoints, evaluate
+from .sparql_search import Prepared, allowed_endpoints, closing_brace, evaluate
 
 T = TypeVar("T")
 
@@ -117,7 +117,7 @@ def without_silent_calls(prepared: Prepared, endpoint: str, prefixes: dict[str, 
         first, silent, name, brace = tokens[i:i + 4]
         if (first.kind == "word" and first.text.upper() == "SERVICE" and silent.kind == "word"
                 and silent.text.upper() == "SILENT" and resolve(name, known) == endpoint and brace.text == "{"):
-            close = _closing_brace(tokens, i + 3)
+            close = closing_brace(tokens, i + 3)
             edits.append((first.start, tokens[close].end))
             i = close + 1
         else:

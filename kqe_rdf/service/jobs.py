@@ -11,7 +11,7 @@ import logging
 import time
 
 from ..core.errors import KqeError, SparqlError
-from .protocol import _VOLATILE, HTTPError, Rendered, render
+from .protocol import VOLATILE, HTTPError, Rendered, render
 from .federation import ServiceFailed, consume, cut_off, service_failure
 from .sparql_search import prepare
 
@@ -150,7 +150,7 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
         raise failure
     rendered.searches = prepared.searches
     rendered.repeatable = (not rendered.graph and not prepared.services
-                           and not _VOLATILE.search(prepared.text))
+                           and not VOLATILE.search(prepared.text))
     return rendered
 
 

@@ -246,7 +246,7 @@ class Rendered:
 
 
 #: Functions whose value changes from one evaluation to the next: a query using one is never answered from cache.
-_VOLATILE = re.compile(r"\b(RAND|NOW|UUID|STRUUID|BNODE)\s*\(", re.IGNORECASE)
+VOLATILE = re.compile(r"\b(RAND|NOW|UUID|STRUUID|BNODE)\s*\(", re.IGNORECASE)
 
 
 class ResultCache:

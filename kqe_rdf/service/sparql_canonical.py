@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 
 from ..core.errors import SparqlError
-from .sparql_lexer import _NAME
+from .sparql_lexer import PN_CHARS_BASE
 
 
 class NotCanonical(SparqlError):
@@ -39,13 +39,13 @@ class NotCanonical(SparqlError):
 
 
 _UCHAR = r"\\u[0-9A-Fa-f]{4}|\\U[0-9A-Fa-f]{8}"
-_CHARS_U = _NAME + "_"
+_CHARS_U = PN_CHARS_BASE + "_"
 _CHARS = _CHARS_U + r"\-0-9\u00B7\u0300-\u036F\u203F-\u2040"
 _PLX = r"%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%]"
 _LOCAL_FIRST = rf"[{_CHARS_U}:0-9]|{_PLX}|{_UCHAR}"
 _LOCAL_MID = rf"[{_CHARS}.:]|{_PLX}|{_UCHAR}"
 _LOCAL_LAST = rf"[{_CHARS}:]|{_PLX}|{_UCHAR}"
-_PREFIX = rf"[{_NAME}](?:[{_CHARS}.]*[{_CHARS}])?"
+_PREFIX = rf"[{PN_CHARS_BASE}](?:[{_CHARS}.]*[{_CHARS}])?"
 _TOKENS = re.compile(rf"""
   (?P<ws>[\x20\t\r\n]+)
 | (?P<comment>\#[^\r\n]*)

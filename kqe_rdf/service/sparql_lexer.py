@@ -18,16 +18,17 @@ class Token(NamedTuple):
     end: int
 
 
-_NAME = r"A-Za-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F" \
+#: The letters a SPARQL name may start with (the grammar's PN_CHARS_BASE), as a regex character class body.
+PN_CHARS_BASE = r"A-Za-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F" \
         r"\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD"
 _LEXER = re.compile(rf"""
   (?P<ws>\s+)
 | (?P<comment>\#[^\n\r]*)
 | (?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\"|'''(?:[^'\\]|\\.|'(?!''))*'''|"(?:[^"\\\n\r]|\\.)*"|'(?:[^'\\\n\r]|\\.)*')
 | (?P<iri><[^<>"{{}}|^`\\\x00-\x20]*>)
-| (?P<var>[?$][{_NAME}0-9_\u00B7\u0300-\u036F\u203F-\u2040]+)
-| (?P<pname>(?:[{_NAME}](?:[{_NAME}0-9_.\-\u00B7]*[{_NAME}0-9_\-\u00B7])?)?:
-            (?:[{_NAME}0-9_\-:%\u00B7]|\\[^\s]|\.(?=[{_NAME}0-9_\-:%\\]))*)
+| (?P<var>[?$][{PN_CHARS_BASE}0-9_\u00B7\u0300-\u036F\u203F-\u2040]+)
+| (?P<pname>(?:[{PN_CHARS_BASE}](?:[{PN_CHARS_BASE}0-9_.\-\u00B7]*[{PN_CHARS_BASE}0-9_\-\u00B7])?)?:
+            (?:[{PN_CHARS_BASE}0-9_\-:%\u00B7]|\\[^\s]|\.(?=[{PN_CHARS_BASE}0-9_\-:%\\]))*)
 | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
 | (?P<number>[+-]?(?:\d+\.\d*[eE][+-]?\d+|\.?\d+[eE][+-]?\d+|\d*\.\d+|\d+))
 | (?P<punct>\^\^|&&|\|\||!=|<=|>=|.)

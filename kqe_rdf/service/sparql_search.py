@@ -60,7 +60,8 @@ XSD_INTEGER = NamedNode(PREFIXES["xsd"] + "integer")
 MAX_SEARCH_K = 10000
 
 
-def _closing_brace(tokens: list[Token], open_at: int) -> int:
+def closing_brace(tokens: list[Token], open_at: int) -> int:
+    """The index of the ``}`` that closes the group opened at or after ``open_at``."""
     depth = 0
     for j in range(open_at, len(tokens)):
         if tokens[j].text == "{":
@@ -216,7 +217,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
             continue
         if j + 1 >= len(tokens) or tokens[j + 1].text != "{":
             raise SparqlError("SERVICE <urn:kqe:search> must be followed by a { ... } block")
-        close = _closing_brace(tokens, j + 1)
+        close = closing_brace(tokens, j + 1)
         call = _search_call(tokens[j + 2:close], prefixes)
         hits = search(call)
         out.searches.append({**call.as_dict(), "results": len(hits)})

@@ -37,12 +37,12 @@ from ...kb import queries
 from ...core.errors import KqeError
 from ...kb.layout import DOCUMENTS, kb_lock
 from ...kb.linking import NameIndex, normalise_name
+from ...kb.sentences import split_sentences
 from .tables import Table, TableRow, load_tables
 
 SOURCES = ("kg", "text", "tables")
 SENTENCES = "sentences"
 _TOKEN = re.compile(r"[\w'’-]+", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(])")
 #: Document lines that say nothing a question asks about (the name is the sentence's prefix anyway).
 _SKIPPED_LINES = ("name:", "type:")
 _MAX_SENTENCE = 600
@@ -238,28 +238,6 @@ def document_sentences(name: str, text: str, prose: Collection[str] = ()) -> lis
 def prose_labels(schema) -> frozenset[str]:
     """The labels of a KB's text fields ("description", "definition"), as its documents write them."""
     return frozenset(schema.label(f) for f in schema.fields)
-
-
-#: Words after which a full stop ends no sentence ("Dr. Ehrlich's Magic Bullet", "Mr. Smith Goes to Washington").
-_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr mt vs prof gen col lt sgt capt fr rev no vol fig al etc ca".split())
-
-
-def split_sentences(text: str) -> list[str]:
-    """``text`` split at sentence ends, not after an abbreviation or an initial.
-
-    >>> split_sentences("Dr. Ehrlich's Magic Bullet directed by William Dieterle. J. R. R. Tolkien wrote it.")
-    ["Dr. Ehrlich's Magic Bullet directed by William Dieterle.", 'J. R. R. Tolkien wrote it.']
-    """
-    out, start = [], 0
-    for match in _SENTENCE_END.finditer(text):
-        before = text[start : match.start()].rstrip(".!?").rsplit(None, 1)
-        word = before[-1].lower() if before else ""
-        if text[match.start() - 1] == "." and (len(word) <= 1 or word in _ABBREVIATIONS):
-            continue
-        out.append(text[start : match.start()])
-        start = match.end()
-    out.append(text[start:])
-    return [part for part in out if part.strip()]
 
 
 class SentenceIndex:

@@ -27,7 +27,7 @@ from pyoxigraph import NamedNode, Variable
 from ...core.errors import KqeError
 from ...kb import queries
 from ...kb.linking import Linker
-from ..fourstep.compiler import _strip_comments, _var, relation_path, stored_direction
+from ..fourstep.compiler import relation_path, sparql_variable, stored_direction
 from ..fourstep.pipeline import Attempt, FourStep
 from ..fourstep.reading import OfflineTriplets
 from ..fourstep.triplets import Triplet
@@ -75,7 +75,7 @@ class GroundedReading:
         # Ranked deep enough to hold every answer of a list question (the nodes the paths reach equally well).
         self.stage = FourStep(kb, triplets, mode=kb.settings.fourstep_mode, k=max(depth, max_answers),
                               linker=linker)
-        self._query = _strip_comments(queries.load("qa_path_nodes"))
+        self._query = queries.strip_comments(queries.load("qa_path_nodes"))
 
     def __call__(self, question: str, cite: int = 1) -> Grounded | None:
         """The reading's answers for ``question``, the first ``cite`` of them cited with their facts, or None
@@ -174,18 +174,18 @@ class GroundedReading:
             return nodes
 
         def term(end) -> str:
-            return "?c" if not end.is_variable else ("?x" if end.text == answer_var else _var(end.text))
+            return "?c" if not end.is_variable else ("?x" if end.text == answer_var else sparql_variable(end.text))
 
         walk = "\n".join(f"  {term(t.head)} "
                          f"{relation_path(self.kb.schema, t.relation, t.head.type, t.tail.type, not t.tail.is_variable, not t.head.is_variable)} "
                          f"{term(t.tail)} ." for t in triplets)
-        text = Template(self._query).substitute(inner=" ".join(_var(v) for v in inner), walk=walk)
+        text = Template(self._query).substitute(inner=" ".join(sparql_variable(v) for v in inner), walk=walk)
         rows = self.kb.store.query(text, use_default_graph_as_union=True,
                                    substitutions={Variable("c"): NamedNode(constant), Variable("x"): NamedNode(answer)})
         row = next(iter(rows), None)
         if row is None:
             return None
-        nodes.update({v: row[_var(v)[1:]].value for v in inner})
+        nodes.update({v: row[sparql_variable(v)[1:]].value for v in inner})
         return nodes
 
     def _fact(self, t: Triplet, nodes: dict[str, str], hop: int, number: int) -> Evidence:

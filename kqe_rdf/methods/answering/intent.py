@@ -2,7 +2,7 @@
 
 The frame holds the answer type (ontology classes), the entities the question names
 (linked to KG nodes), the relation phrase, and time and location cues. Offline it
-comes from the mention finder (:meth:`Linker.mentions`), the ontology's class cues
+comes from the reader's mention finder (:meth:`OfflineTriplets.mentions`), the ontology's class cues
 ("who" → Person, "which films" → Movie) and relation labels; with an LLM it is the
 model's JSON, checked against the ontology — an unknown answer type is dropped, an
 entity the question does not contain is dropped, names that link to nothing are
@@ -82,7 +82,8 @@ class OfflineIntent:
         self.reader = OfflineTriplets(kb, self.linker)  # its class-cue reading of the answer type
 
     def __call__(self, question: str) -> Intent:
-        mentions = self.linker.mentions(question, skip_words=self.reader.schema_words)
+        constants, conditions = self.reader.mentions(question)  # as 4StepFocus reads them
+        mentions = constants + conditions
         negated = [m for m in mentions if m.negated]  # "... was not observed": not what the answer is about
         entities = [IntentEntity(m.text, tuple(c.iri for c in m.candidates), "mention")
                     for m in mentions if not m.negated]

@@ -45,7 +45,7 @@ from pyoxigraph import NamedNode
 
 from ...kb import queries
 from ...core.errors import KqeError
-from ...kb.linking import _NEGATION, Candidate, Linker, singular
+from ...kb.linking import NEGATION, Candidate, Linker, singular
 from ...kb.ontology import negates
 from ...kb.words import terms
 from ..answering.grounded import Grounded, GroundedReading
@@ -237,13 +237,11 @@ class KAR(Expander):
         self.query_retriever = final_retriever(kb, settings, max(settings.kar_query_nodes, 1), types)
         #: Offline, the structural reader's grounded reading gives the entities and the facts (module docstring).
         depth = 2 * settings.kar_neighbours
+        #: The reader's mention finder (as 4StepFocus and ``ask`` link the query).
+        self.reader = OfflineTriplets(kb, self.linker)
         self.reading = None if llm is not None or not settings.kar_grounded else \
-            GroundedReading(kb, self.linker, OfflineTriplets(kb, self.linker), depth, max_answers=depth)
+            GroundedReading(kb, self.linker, self.reader, depth, max_answers=depth)
         self._read: tuple[str, Grounded | None] | None = None
-        schema = kb.schema
-        words = {w for cues in schema.class_cues.values() for cue in cues for w in cue.split()}
-        words |= {w for r in schema.relations.values() for w in r.label.lower().split()}
-        self.schema_words = words
 
     # 1. Entity parsing.
 
@@ -255,8 +253,8 @@ class KAR(Expander):
             found = [(text, [Candidate(c["iri"], c["name"], c["score"], c["how"]) for c in linked], "grounded reading")
                      for text, linked in grounded.path["linked"].items() if linked]
         if not found:
-            found = [(m.text, list(m.candidates), "mention")
-                     for m in self.linker.mentions(exp.query, skip_words=self.schema_words) if not m.negated]
+            constants, conditions = self.reader.mentions(exp.query)
+            found = [(m.text, list(m.candidates), "mention") for m in constants + conditions if not m.negated]
         return found[: self.settings.kar_max_entities]
 
     def grounded(self, query: str) -> Grounded | None:
@@ -323,7 +321,7 @@ class KAR(Expander):
         # A fact that something is absent contradicts a request that names it as present ("... with seizures"
         # is no place for "X lacks phenotype Seizure"): such relations are followed only when the request negates.
         schema = self.kb.schema
-        skip = set() if _NEGATION.search(query) else {iri for iri in schema.relations
+        skip = set() if NEGATION.search(query) else {iri for iri in schema.relations
                                                        if negates(schema.label(iri))}
         grounded = self.grounded(query)
         reached = self.reached(query, grounded, skip) if grounded is not None else []

@@ -18,9 +18,9 @@ import re
 from collections.abc import Iterable
 
 from ...kb.documents import NodeDocument
+from ...kb.sentences import split_sentences
 from ..retrieval import terms
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _HEADER = re.compile(r"^(name|type|aliases): ", re.I)
 
 
@@ -75,10 +75,6 @@ def snippet(doc: NodeDocument, tokens: int) -> str:
     return clip(text, tokens)
 
 
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
-
-
 def body_sentences(text: str, labels: Iterable[str] = ()) -> list[str]:
     """The sentences of a node document, without its name, type and aliases lines and ``labels`` prefixes.
 
@@ -87,7 +83,7 @@ def body_sentences(text: str, labels: Iterable[str] = ()) -> list[str]:
     """
     prefixes = tuple(f"{label}: " for label in labels)
     out = []
-    for s in sentences(text):
+    for s in split_sentences(text):
         if _HEADER.match(s):
             continue
         for prefix in prefixes:

@@ -55,7 +55,12 @@ class Compiled:
     returning: set[str] = field(default_factory=set)
 
 
-def _var(name: str) -> str:
+def sparql_variable(name: str) -> str:
+    """The SPARQL variable a triplet's variable is written as ("?x", "?film_1").
+
+    >>> sparql_variable("?film 1")
+    '?film_1'
+    """
     return "?" + re.sub(r"\W", "_", name.lstrip("?"))
 
 
@@ -77,8 +82,8 @@ def relation_path(schema: Schema, relation_iri: str, head_type: str | None, tail
         # make "seizure is a ?x" answer seizure itself (the parent of its own subtypes).
         path = f"<{iri}>+"
     else:
-        tail_h = _hierarchy(schema, rng) if t_const else None
-        head_h = _hierarchy(schema, dom) if h_const else None
+        tail_h = schema.hierarchy_relation(rng) if t_const else None
+        head_h = schema.hierarchy_relation(dom) if h_const else None
         if tail_h:
             path = f"{path}/{_closure(schema, tail_h)}"
         if head_h:
@@ -116,19 +121,9 @@ def _closure(schema: Schema, hierarchy: str) -> str:
     return f"<{stored}>" if stored else f"<{hierarchy}>*"
 
 
-def _hierarchy(schema: Schema, class_iri: str | None) -> str | None:
-    """A transitive relation from a class to itself (e.g. bio:isA on Phenotype), if the ontology has one."""
-    if not class_iri:
-        return None
-    for r in schema.relations.values():
-        if r.transitive and r.domain == class_iri and r.range == class_iri:
-            return r.iri
-    return None
-
-
 def _triplet_pattern(schema: Schema, t: Triplet, names: dict[tuple[str, str | None], str]) -> str:
     def term(end) -> str:
-        return _var(end.text) if end.is_variable else names[(end.text, end.type)]
+        return sparql_variable(end.text) if end.is_variable else names[(end.text, end.type)]
 
     path = relation_path(schema, t.relation, t.head.type, t.tail.type, not t.tail.is_variable, not t.head.is_variable)
     return f"  {term(t.head)} {path} {term(t.tail)} ."
@@ -140,9 +135,9 @@ def _types(schema: Schema, tq: TripletQuery, answer_only: bool = False) -> str:
     for t in [] if answer_only else tq.triplets:
         for end in (t.head, t.tail):
             if end.is_variable and end.type:
-                wanted.setdefault(_var(end.text), end.type)
+                wanted.setdefault(sparql_variable(end.text), end.type)
     if tq.answer_type:
-        wanted[_var(tq.answer)] = tq.answer_type
+        wanted[sparql_variable(tq.answer)] = tq.answer_type
     lines = []
     for i, (var, cls) in enumerate(sorted(wanted.items())):
         classes = " ".join(str(NamedNode(c)) for c in sorted(schema.subclasses(cls)))
@@ -248,11 +243,11 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
         first hops come back to the constant by structure may ("the release of X's track", X its own track)."""
         consts = sorted({names[(e.text, e.type)] for t in triplets for e in (t.head, t.tail) if not e.is_variable}
                         - revisiting)
-        inner = sorted({_var(v) for t in triplets for v in t.variables()} - {_var(tq.answer)})
+        inner = sorted({sparql_variable(v) for t in triplets for v in t.variables()} - {sparql_variable(tq.answer)})
         return "\n".join(f"  FILTER({v} != {c})" for v in inner for c in consts)
 
     values = ""
-    answer = _var(tq.answer)
+    answer = sparql_variable(tq.answer)
     select = " ".join([answer] + [names[k] for k in sorted(used_keys, key=lambda k: names[k])])
     sub = TripletQuery(tq.query, usable, tq.answer, tq.answer_type, tq.source)
     constants = {names[k]: linked[k] for k in used_keys}
@@ -268,7 +263,7 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
         negations = "\n".join(
             "  FILTER NOT EXISTS {\n" + with_values(group, set(declared)) + "\n  }"
             for group in _groups([t for t in usable if t.negated], bound))
-        text = Template(_strip_comments(queries.load("fourstep_strict"))).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
+        text = Template(queries.strip_comments(queries.load("fourstep_strict"))).substitute(select=select, values=values, patterns=patterns + ("\n" + negations if negations else ""),
                                                       types=_types(schema, sub), limit=limit)
         return Compiled(text.strip(), mode, answer, units(sub), constants, returning)
     unit_list = units(sub)
@@ -283,13 +278,9 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
         if answer_types:  # inside each path: outside, the type join would drive the paths from every node
             body += "\n" + answer_types
         blocks.append(f"  {{\n{body}\n    BIND({i} AS ?unit)\n  }}")
-    text = Template(_strip_comments(queries.load("fourstep_soft"))).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
+    text = Template(queries.strip_comments(queries.load("fourstep_soft"))).substitute(select=select, values=values, units="\n  UNION\n".join(blocks) or "  FILTER(false)",
                                                 types="", limit=limit)
     return Compiled(text.strip(), mode, answer, unit_list, constants, returning)
-
-
-def _strip_comments(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip()
 
 
 def run(store, compiled: Compiled, timeout: float = 10.0) -> list[dict[str, str]]:

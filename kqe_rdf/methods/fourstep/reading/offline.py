@@ -64,19 +64,8 @@ class OfflineTriplets:
         #: How much worse than the best group's path another group's may fit and still join the reading.
         self.margin = margin
         self._reader: PathReader | None = None
-        schema = kb.schema
-        words = set()
-        for cues in schema.class_cues.values():
-            for cue in cues:
-                words.update(cue.split())
-        for r in schema.relations.values():
-            words.update(r.label.lower().split())
-        for phrases in self.reader.words.relation_phrases.values():
-            for p in phrases:
-                words.update(p.lower().split())
-        self.schema_words = words
         #: Step 1: the request around its mentions.
-        self.requests = RequestReader(kb, self.reader.words, words)
+        self.requests = RequestReader(kb, self.reader.words)
 
     @property
     def reader(self) -> PathReader:
@@ -93,8 +82,10 @@ class OfflineTriplets:
         return self.requests.classes_named(phrase)
 
     def mentions(self, query: str) -> tuple[list[Mention], list[Mention]]:
-        """The request's constants, and its conditions on the answer, by the mention rules of :mod:`.request`
-        in the order they run:
+        """The request's constants, and its conditions on the answer: the one mention finder of the package
+        (``search``, ``ask`` and ``expand`` link the same constants). Words of the schema
+        (:attr:`~kqe_rdf.kb.ontology.Schema.words`) are never a mention alone; then the mention rules of
+        :mod:`.request` run in this order:
 
         1. a word that names a relation is not a mention ("the star in X" is no film "The Star"), unless the
            request has no other ("which films can be described by play": a tag) —
@@ -108,9 +99,10 @@ class OfflineTriplets:
 
         Then :meth:`_groups` (a lone lower-case word beside a name of its type) and :meth:`__call__` (a common
         word beside a proper name) keep the names a reading starts from."""
-        mentions = [m for m in self.linker.mentions(query, skip_words=self.schema_words
-                                                    | self.requests.relation_words(query))
-                    or self.linker.mentions(query, skip_words=self.schema_words)
+        schema_words = self.kb.schema.words
+        relation_words = self.requests.relation_words(query)
+        mentions = [m for m in self.linker.mentions(query, skip_words=schema_words | relation_words)
+                    or self.linker.mentions(query, skip_words=schema_words)
                     if not names_the_asked_kind(query, m)]
         if any(is_name(query, m) for m in mentions):
             mentions = [m for m in mentions if not modifies_a_noun(query, m)]

@@ -19,7 +19,6 @@ from pyoxigraph import NamedNode
 
 from ....kb import queries
 from ....kb.ontology import local_name
-from ..compiler import _hierarchy
 from . import ranking
 from .ranking import Request, Scored
 from .words import RelationWords, phrase_stems
@@ -108,7 +107,7 @@ class PathReader:
         found: list[Path] = []
         plain, rest = True, set(nodes)
         for start in sorted(starts):
-            below = _hierarchy(self.kb.schema, start)
+            below = self.kb.schema.hierarchy_relation(start)
             if below:
                 plain = False
                 # The hierarchy's arrays stored with the KB say which relations leave the terms below these;
@@ -135,7 +134,7 @@ class PathReader:
         arrays where the nodes are all terms of one (a list of phenotypes)."""
         index = self.kb.names
         starts = {t for nodes in groups for n in nodes for t in index.types.get(n, ())}
-        if len(starts) == 1 and self.kb.hierarchies and _hierarchy(self.kb.schema, start := next(iter(starts))):
+        if len(starts) == 1 and self.kb.hierarchies and self.kb.schema.hierarchy_relation(start := next(iter(starts))):
             found = self.kb.hierarchies.hops_below_each(start, groups)
             if found is not None:
                 return [{((rel, forward),) for rel, forward, cls in hops if self._typed(start, rel, forward, cls)}

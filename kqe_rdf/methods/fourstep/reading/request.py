@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ....kb.linking import _NEGATION, Mention, singular
+from ....kb.linking import NEGATION, Mention, singular
 from ...retrieval import STOPWORDS
 from .ranking import Request
 from .roles import RoleReader
@@ -154,11 +154,9 @@ def _is_noun(word: str) -> bool:
 class RequestReader:
     """Reads a request around its mentions against one KB's schema (see the module docstring)."""
 
-    def __init__(self, kb, words: RelationWords, schema_words: set[str]) -> None:
+    def __init__(self, kb, words: RelationWords) -> None:
         self.kb = kb
         self.words = words
-        #: Words of the ontology's class cues and relation phrases: never a request's unknown words.
-        self.schema_words = schema_words
         #: Role words ("grandfather", "mom"): a chain of relations and a value of who holds it.
         self.roles = RoleReader(kb, words)
         #: The classes a wh-word asks for by WordNet ("whom" → the class labelled "person"), where no cue says;
@@ -179,7 +177,9 @@ class RequestReader:
         marked = stripped
         # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
         stripped = " ".join(_LIST_GAP.sub("", stripped).split())
-        positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not _NEGATION.search(s)) or stripped
+        # Cut at every sentence end, not by kb.sentences.split_sentences: with its mentions taken out, a sentence
+        # of the request may start with a gap or in lower case ("High forehead. Seizure was not observed.").
+        positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not NEGATION.search(s)) or stripped
         # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
         # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
         # does not.
@@ -309,7 +309,7 @@ class RequestReader:
         for i, (w, _a, _b) in enumerate([*tokens, ("", 0, 0)]):
             s = stem(w) if w else ""
             if w and not any(a <= i < b for a, b in spans) and s not in vocabulary.all_stems \
-                    and s not in vocabulary.related_weight and w not in self.schema_words:
+                    and s not in vocabulary.related_weight and w not in self.kb.schema.words:
                 run.append(w)
                 continue
             content = [x for x in run if x not in QUESTION_WORDS and x not in FUNCTION_WORDS
@@ -374,7 +374,7 @@ class RequestReader:
         vocabulary = self.words
         unknown = [tokens[i][0] for i, s in words if s not in vocabulary.all_stems
                    and s not in vocabulary.related_weight and s not in FUNCTION_WORDS
-                   and tokens[i][0] not in self.schema_words and tokens[i][0] not in QUESTION_WORDS
+                   and tokens[i][0] not in self.kb.schema.words and tokens[i][0] not in QUESTION_WORDS
                    and not self.classes_named(tokens[i][0])]
         phrases = self.unread_phrases(tokens, spans)
         # Words that say what kind of thing the answer or a constant is ("what is a film directed by X", "the

@@ -22,7 +22,6 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ....kb import queries
 from ....kb.lexicon import WEIGHTS
 from ....kb.ontology import negates
 from ....kb.phrases import remember_phrase_vectors, remembered_phrase_vectors, stored_phrase_vectors
@@ -69,12 +68,9 @@ def phrase_stems(phrase: str) -> set[str]:
 
 
 def ontology_phrases(kb) -> dict[str, set[str]]:
-    """The ontology's phrases per stored relation: its ``rdfs:label`` and ``skos:altLabel`` values
-    (``queries/relation_phrases.rq``)."""
-    phrases: dict[str, set[str]] = {}
-    for row in kb.store.query(queries.load("relation_phrases"), use_default_graph_as_union=True):
-        phrases.setdefault(row["property"].value, set()).add(row["phrase"].value)
-    return phrases
+    """The ontology's phrases per relation: its ``rdfs:label`` and ``skos:altLabel`` values
+    (:attr:`~kqe_rdf.kb.ontology.Schema.relation_phrases`), copied: rules add to them."""
+    return {iri: set(phrases) for iri, phrases in kb.schema.relation_phrases.items()}
 
 
 def label_words(schema, phrases: dict[str, set[str]]) -> dict[str, set[str]]:
