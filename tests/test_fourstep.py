@@ -243,11 +243,11 @@ def test_a_reading_with_no_usable_triplet_falls_back_and_says_why(movie_kb):
 
 def test_a_constant_that_links_to_nothing_leaves_the_fallback_results(movie_kb):
     stage = FourStep(movie_kb, Reading(t("?x", "directed_by", "Zyxwv Qwrtp")), k=K, fallback=BM25(movie_kb, K))
-    batch = stage.run("films by Zyxwv Qwrtp")
+    batch = stage.run("films directed by Zyxwv Qwrtp")
     explain = batch.explain["q"]
     assert explain["linked"] == {"Zyxwv Qwrtp": []}
     assert explain["candidates"] == 0 and "error" not in explain
-    assert names(movie_kb, batch.ranked("q")) == names(movie_kb, BM25(movie_kb, K).search("films by Zyxwv Qwrtp"))
+    assert names(movie_kb, batch.ranked("q")) == names(movie_kb, BM25(movie_kb, K).search("films directed by Zyxwv Qwrtp"))
 
 
 def test_a_query_the_store_refuses_is_explained_and_the_fallback_still_answers(movie_kb):

@@ -94,7 +94,7 @@ def test_several_alternatives_are_kept_up_to_the_limit(movie_kb):
     assert sorted(linked(movie_kb, both)) == [("Clint Eastwood", "exact"), ("clint eastwood", "exact")]
     assert len(Linker(movie_kb, alternatives=1).link("Clint Eastwood")) == 1
     # BM25 keeps its runners-up too, scored below the best
-    scores = [c.score for c in Linker(movie_kb, alternatives=3).link("the seventh")]
+    scores = [c.score for c in Linker(movie_kb, alternatives=3).link("the seventh thing")]
     assert len(scores) > 1 and scores == sorted(scores, reverse=True)
 
 
@@ -217,9 +217,8 @@ def test_every_mistyped_name_is_found(movies, query):
     assert len(movies.mentions(query)) == len(query.split(" and "))
 
 
-@pytest.mark.xfail(strict=True, reason="BM25 over names matches stopwords such as 'the', and scores are relative to "
-                   "the best hit, so the best of nothing still scores 0.8")
 def test_bm25_linking_ignores_stopwords(movies):
+    # The BM25 analyzer leaves stop words out (issue 38): "the", "with" and "a" match no name.
     assert movies.link("the one with a pilot") == []
 
 
