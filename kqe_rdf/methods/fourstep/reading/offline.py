@@ -133,7 +133,7 @@ class OfflineTriplets:
             # No word names the relation: the reading is evidence, not an order. A list of names, or a name with
             # no other word, is read from the graph (with the class asked for or given), else answered as text; the
             # words around one name are read by the encoder ("what has X", "X is a film by that person").
-            if len(groups[primary]) > 1 or not self._says_more(request):
+            if len(groups[primary]) > 1 or not self._says_more(request) or self._is_list(query, request):
                 best = self._from_graph(ranked[primary], groups[primary], mentions, request.wanted)
                 if best is None:
                     return self._abstained(query, ranked[primary][0], request.wanted)
@@ -227,6 +227,12 @@ class OfflineTriplets:
         """Whether the request says more than its constants ("what has X", "what is a X film"; not "a, b and c"
         or a name alone): a question or words the encoder can read a relation from where no word names one."""
         return any((s not in FUNCTION_WORDS and s not in QUESTION_WORDS) or s in WH_WORDS for _p, s in request.words)
+
+    @staticmethod
+    def _is_list(query: str, request: Request) -> bool:
+        """A list of items, some of which name nothing in the graph ("seizures, microcephaly and hypotonia" where
+        only seizures links): its other words are more items, not words that say a relation."""
+        return "," in query and not any(s in WH_WORDS for _p, s in request.words)
 
     @staticmethod
     def _guessed(best: Scored) -> Scored:
