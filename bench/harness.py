@@ -223,9 +223,10 @@ def ms(seconds: float) -> str:
 
 
 def update_doc(name: str, title: str, body: str, path: Path = DOC) -> None:
-    """Replace (or append) the ``<!-- bench:NAME -->`` section of docs/benchmarks.md."""
+    """Replace (or append) the ``<!-- bench:NAME -->`` section of docs/benchmarks.md (with no folder of this
+    machine in it: :func:`without_machine_folders`)."""
     start, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-    section = f"{start}\n## {title}\n\n{body.strip()}\n{end}"
+    section = f"{start}\n## {title}\n\n{without_machine_folders(body.strip())}\n{end}"
     text = path.read_text(encoding="utf-8") if path.is_file() else DOC_HEADER
     pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
     if pattern.search(text):
