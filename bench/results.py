@@ -23,7 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from devsets import DATA, SETS, DevSet, hits_by_query  # noqa: E402  (bench/ is a folder of scripts, not a package)
+from devsets import DATA, SETS, DevSet, hits_by_query  # noqa: E402
+from harness import without_machine_folders  # noqa: E402  (bench/ is a folder of scripts, not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The summary keys shown per set and method, in this order (STaRK's, then TREC's nDCG@10).
@@ -116,7 +117,8 @@ def versus(current: Path, earlier: Path) -> list[str]:
 
 def commands(summaries: list[tuple[DevSet, dict]], path: Path, name: str) -> list[str]:
     """The eval command of every set as its summary recorded it, with the run folder written as ``name``."""
-    return [summary.get("command", "").replace(str(path), name).replace(str(DATA), "$DATA") for _, summary in summaries]
+    return [without_machine_folders(summary.get("command", "").replace(str(path), name).replace(str(DATA), "$DATA"))
+            for _, summary in summaries]
 
 
 def section(run: dict, name: str, current: dict | None = None) -> list[str]:
