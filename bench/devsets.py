@@ -109,20 +109,40 @@ def hits_by_query(path: Path, metric: str = "Hit@1") -> dict[str, dict[str, floa
     return out
 
 
-def compare(old: Path, new: Path) -> None:
-    """Per set and method: Hit@1 before and after over the queries both runs have, and the queries won and lost."""
+@dataclass
+class Compared:
+    """One set and method in two runs, over the queries both have: the mean of the set's measure before and after
+    (percent) and the queries won and lost."""
+
+    devset: DevSet
+    method: str
+    queries: int
+    before: float
+    after: float
+    won: list[str]
+    lost: list[str]
+
+
+def compared(old: Path, new: Path):
+    """:class:`Compared` for every set and method the two run folders both have, per query."""
     for s in SETS:
         before, after = hits_by_query(old / f"{s.name}.jsonl", s.metric), hits_by_query(new / f"{s.name}.jsonl", s.metric)
         for method in sorted(set(before) & set(after)):
             common = sorted(set(before[method]) & set(after[method]))
             if not common:
                 continue
-            won = [q for q in common if after[method][q] > before[method][q]]
-            lost = [q for q in common if after[method][q] < before[method][q]]
-            b = 100 * sum(before[method][q] for q in common) / len(common)
-            a = 100 * sum(after[method][q] for q in common) / len(common)
-            print(f"{s.name:24s} {method:16s} n={len(common):5d}  {b:6.2f} -> {a:6.2f}  won {len(won):4d} "
-                  f"lost {len(lost):4d}" + (f"  lost e.g. {', '.join(lost[:5])}" if lost else ""))
+            yield Compared(s, method, len(common), 100 * sum(before[method][q] for q in common) / len(common),
+                           100 * sum(after[method][q] for q in common) / len(common),
+                           [q for q in common if after[method][q] > before[method][q]],
+                           [q for q in common if after[method][q] < before[method][q]])
+
+
+def compare(old: Path, new: Path) -> None:
+    """Per set and method: the measure before and after over the queries both runs have, and the queries won and
+    lost."""
+    for c in compared(old, new):
+        print(f"{c.devset.name:24s} {c.method:16s} n={c.queries:5d}  {c.before:6.2f} -> {c.after:6.2f}  won "
+              f"{len(c.won):4d} lost {len(c.lost):4d}" + (f"  lost e.g. {', '.join(c.lost[:5])}" if c.lost else ""))
 
 
 def markdown(run_dir: Path) -> str:

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from devsets import DATA, SETS, DevSet, hits_by_query  # noqa: E402
+from devsets import DATA, SETS, DevSet, compared  # noqa: E402
 from harness import without_machine_folders  # noqa: E402  (bench/ is a folder of scripts, not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,20 +95,10 @@ def versus(current: Path, earlier: Path) -> list[str]:
     lines = ["| dev set | method | measure | this run | current state | current − this run | "
              "queries the current state wins / loses |", "|---|---|---|---:|---:|---:|---:|"]
     means: dict[str, list[tuple[float, float]]] = {}
-    for s in SETS:
-        before = hits_by_query(earlier / f"{s.name}.jsonl", s.metric)
-        after = hits_by_query(current / f"{s.name}.jsonl", s.metric)
-        for method in sorted(set(before) & set(after)):
-            common = sorted(set(before[method]) & set(after[method]))
-            if not common:
-                continue
-            old = 100 * sum(before[method][q] for q in common) / len(common)
-            new = 100 * sum(after[method][q] for q in common) / len(common)
-            won = sum(after[method][q] > before[method][q] for q in common)
-            lost = sum(after[method][q] < before[method][q] for q in common)
-            lines.append(f"| {s.name} | {method} | {s.metric} | {old:.2f} | {new:.2f} | {new - old:+.2f} | "
-                         f"{won} / {lost} |")
-            means.setdefault(method, []).append((old, new))
+    for c in compared(earlier, current):
+        lines.append(f"| {c.devset.name} | {c.method} | {c.devset.metric} | {c.before:.2f} | {c.after:.2f} | "
+                     f"{c.after - c.before:+.2f} | {len(c.won)} / {len(c.lost)} |")
+        means.setdefault(c.method, []).append((c.before, c.after))
     for method, pairs in sorted(means.items()):
         old, new = (sum(p[i] for p in pairs) / len(pairs) for i in (0, 1))
         lines.append(f"| mean over {len(pairs)} sets | {method} | | {old:.2f} | {new:.2f} | {new - old:+.2f} | |")
