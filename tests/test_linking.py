@@ -181,16 +181,22 @@ def test_a_name_written_inverted_at_a_comma_is_found_written_straight(signs):
 
 @pytest.mark.parametrize("kb_name", ["movie_kb", "bio_kb"])
 def test_the_name_index_stored_with_the_kb_is_the_one_read_from_the_store(request, kb_name):
-    from kqe_rdf.kb.linking import NameIndex
+    from kqe_rdf.kb.linking import NameIndex, _name_shapes
 
     kb = request.getfixturevalue(kb_name)  # the build wrote it from its record tables, without a store scan
     stored = kb.names
     assert (kb.path / NameIndex.FILE).is_file()
     read = NameIndex.__new__(NameIndex)
     read._read(kb.store, {d.iri: d.name for d in kb.documents()})
-    assert {k: set(v) for k, v in stored.by_name.items()} == {k: set(v) for k, v in read.by_name.items()}
-    assert {k: set(v) for k, v in stored.inverted.items()} == {k: set(v) for k, v in read.inverted.items()}
+
+    def named(index, table):  # names map to node numbers, each index numbering its own nodes
+        return {k: {index.iris[n] for n in v} for k, v in table.items()}
+
+    assert named(stored, stored.by_name) == named(read, read.by_name)
+    assert named(stored, stored.inverted) == named(read, read.inverted)
     assert stored.types == read.types and stored.labels == read.labels and stored.labels
+    # the shapes of the names written with the index are the ones made from its names
+    assert (stored.last_words, stored.lengths) == _name_shapes(read.by_name, read.inverted)
 
 
 def test_a_question_naming_nothing_has_no_mentions(movies):

@@ -54,6 +54,15 @@ def _add_name(by_name: dict, inverted: dict, name: str, node) -> None:
             inverted[normalise_name(f"{tail} {head}")].add(node)
 
 
+def _name_shapes(by_name: dict, inverted: dict) -> tuple[set[str], dict[str, set[int]]]:
+    """The last words of the names, and the word counts of the names that start with each first word."""
+    last_words = {k.rpartition(" ")[2] for k in (*by_name, *inverted)}
+    lengths: dict[str, set[int]] = {}
+    for k in (*by_name, *inverted):
+        lengths.setdefault(k.partition(" ")[0], set()).add(k.count(" ") + 1)
+    return last_words, lengths
+
+
 @dataclass(frozen=True)
 class Candidate:
     iri: str
@@ -84,19 +93,21 @@ class NameIndex:
         self.kb = kb
         stored = kb.path / self.FILE
         if stored.is_file():
-            self._load(stored)
+            data = self._load(stored)
         else:
-            self._read(kb.store, {d.iri: d.name for d in kb.documents()})
+            data = self._read(kb.store, {d.iri: d.name for d in kb.documents()})
         self.keys = list(self.by_name)
         #: Words in the longest name (capped): how long a span of a request can name a node.
         self.longest = min(max((k.count(" ") + 1 for k in self.by_name), default=1), self.LONGEST)
         #: Last words of names, and how many words the names that start with each word have (its keys: their
         #: first words): a span of a request is looked up only when some name starts with its first word, ends
-        #: with its last and has as many words (most spans of a long request have none).
-        self.last_words = {k.rpartition(" ")[2] for k in (*self.by_name, *self.inverted)}
-        self.lengths: dict[str, set[int]] = {}
-        for k in (*self.by_name, *self.inverted):
-            self.lengths.setdefault(k.partition(" ")[0], set()).add(k.count(" ") + 1)
+        #: with its last and has as many words (most spans of a long request have none). Written with the
+        #: index; made here for an index written before.
+        if "last_words" in data and "lengths" in data:
+            self.last_words = set(data["last_words"])
+            self.lengths = {w: set(n) for w, n in data["lengths"].items()}
+        else:
+            self.last_words, self.lengths = _name_shapes(self.by_name, self.inverted)
 
     def could_start(self, word: str) -> bool:
         """Whether a folded word may start a name (as a plural too, when it is the name's only word)."""
@@ -132,47 +143,61 @@ class NameIndex:
                 "inverted": {k: sorted(v) for k, v in inverted.items()},
                 "hop_kinds": [list(k) for k in kinds],
                 "hops": [leaving.get(h, []) for h in handles]}
+        last_words, lengths = _name_shapes(by_name, inverted)
+        data |= {"last_words": sorted(last_words), "lengths": {w: sorted(n) for w, n in sorted(lengths.items())}}
         with gzip.open(path, "wt", encoding="utf-8", compresslevel=3) as out:
             out.write(json.dumps(data, separators=(",", ":")))  # the C encoder: json.dump runs the Python one
 
-    def _read(self, store, labels: dict[str, str]) -> None:
+    def _read(self, store, labels: dict[str, str]) -> dict:
         """Names, aliases and types read from the store (a KB built before the index was)."""
         names = ((r["node"].value, r["name"].value)
                  for r in store.query(queries.load("node_names"), use_default_graph_as_union=True))
         types = ((r["node"].value, r["type"].value)
                  for r in store.query(queries.load("node_types"), use_default_graph_as_union=True))
         self.labels = labels
-        self._hops: dict[str, list[tuple[str, bool, str]]] | None = None  # built with the KB only
-        self.by_name: dict[str, set[str]] = defaultdict(set)
-        self.inverted: dict[str, set[str]] = defaultdict(set)
+        self._kinds, self._hop_numbers = [], None  # the hop summary is built with the KB only
+        numbers: dict[str, int] = {}
+        by_name: dict[str, set[int]] = defaultdict(set)
+        inverted: dict[str, set[int]] = defaultdict(set)
         for iri, name in names:
-            _add_name(self.by_name, self.inverted, name, iri)
+            _add_name(by_name, inverted, name, numbers.setdefault(iri, len(numbers)))
+        self.iris = list(numbers)
+        self.by_name = {k: sorted(v) for k, v in by_name.items()}
+        self.inverted = {k: sorted(v) for k, v in inverted.items()}
         self.types: dict[str, frozenset[str]] = {}
         for iri, type_iri in types:
             self.types[iri] = self.types.get(iri, frozenset()) | {type_iri}
+        return {}
 
-    def _load(self, path) -> None:
+    def _load(self, path) -> dict:
+        """The index as written: names map to node numbers, turned into IRIs only for the names a request
+        looks up (a first request in a new process reads one file and builds no set of every node)."""
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
-        iris, types = data["iris"], data["types"]
-        self.labels = dict(zip(iris, data["labels"]))
-        self.types = {iri: frozenset(types[t] for t in ts) for iri, ts in zip(iris, data["node_types"])}
-        self.by_name = {k: {iris[i] for i in v} for k, v in data["names"].items()}
-        self.inverted = {k: {iris[i] for i in v} for k, v in data["inverted"].items()}
-        kinds = [tuple(k) for k in data.get("hop_kinds", ())]
-        self._hops = {iri: [kinds[k] for k in ks] for iri, ks in zip(iris, data.get("hops", ()))} if kinds else None
+        self.iris, types = data["iris"], data["types"]
+        self.labels = dict(zip(self.iris, data["labels"]))
+        combinations: dict[tuple, frozenset[str]] = {}
+        self.types = {iri: combinations.get(key) or combinations.setdefault(key, frozenset(types[t] for t in key))
+                      for iri, key in zip(self.iris, map(tuple, data["node_types"]))}
+        self.by_name, self.inverted = data["names"], data["inverted"]
+        self._kinds = [tuple(k) for k in data.get("hop_kinds", ())]
+        self._hop_numbers = data.get("hops") if self._kinds else None
+        self._number = {iri: n for n, iri in enumerate(self.iris)}
+        return data
 
     @property
     def has_hops(self) -> bool:
         """Whether the KB was built with the hop summary (else the reader asks the store)."""
-        return self._hops is not None
+        return self._hop_numbers is not None
 
     def hops(self, iris: Iterable[str]) -> set[tuple[str, bool, str]]:
         """The kinds of edges (relation, walked head → tail, class reached) that leave any of ``iris``."""
-        return {kind for iri in iris for kind in self._hops.get(iri, ())}
+        numbers = (self._number.get(iri) for iri in iris)
+        return {self._kinds[k] for n in numbers if n is not None for k in self._hop_numbers[n]}
 
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
-        iris = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())
+        numbers = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())
+        iris = (self.iris[n] for n in numbers)
         return sorted(i for i in iris if types is None or self.types.get(i, frozenset()) & types)
 
 
