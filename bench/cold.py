@@ -4,8 +4,8 @@ Each run is a fresh `kqe-rdf` process (the console script this checkout installe
 the reader's tables (WordNet, relation words, the encoder's session) and one request, then exit. The baseline in
 the same run is the same command with `-m bm25`, and `python -c pass` is the interpreter's own start. Rounds
 alternate the commands, so load changes reach them alike; one untimed run of each fills the per-machine cache
-(`~/.cache/kqe-rdf`) first, as any earlier use on the machine would have. Wall time is the median over rounds;
-CPU time is user + system of the child (rusage).
+(`~/.cache/kqe-rdf`) and writes the modules' bytecode first, as any earlier use on the machine (or a pip
+install) would have. Wall time is the median over rounds; CPU time is user + system of the child (rusage).
 
     python bench/cold.py                    # the bio KB, 9 rounds
     python bench/cold.py --kb $KBS/bio --quick
@@ -28,11 +28,17 @@ from harness import table
 REQUEST = "seizures and microcephaly"
 
 
+#: The children's environment: as an installed kqe-rdf runs, with its modules' bytecode written (pip compiles a
+#: wheel's modules when it installs them). A shell with PYTHONDONTWRITEBYTECODE set would otherwise time the
+#: compilation of every module of the package in every process.
+ENVIRONMENT = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(command: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds of one whole process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENVIRONMENT)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -68,7 +74,8 @@ def main() -> None:
         body = f"""{env.markdown(harness.command_line())}
 - KB: `{harness.without_machine_folders(str(args.kb))}`; request `{REQUEST}` (k 10), printed as a table.
 - {args.repeats} rounds, each running the three commands in turn, after one untimed run of each (the
-  per-machine cache of the reader's tables in `~/.cache/kqe-rdf`, as after any earlier use).
+  per-machine cache of the reader's tables in `~/.cache/kqe-rdf` and the modules' bytecode, as after any
+  earlier use or a pip install).
 
 {result}"""
         harness.update_doc("cold", "A first request in a new process (`bench/cold.py`)", body)
