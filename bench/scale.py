@@ -219,7 +219,7 @@ def stage_clock() -> StageClock:
     for owner, attribute, stage in (
             (offline.OfflineTriplets, "__call__", "reading (mentions, relation paths)"),
             (linking.Linker, "mentions", "mention finding (in reading)"),
-            (paths.PathReader, "_hops_each", "hop listing (store queries, in reading)"),
+            (paths.PathReader, "_list_hops", "hop listing (store queries, in reading)"),
             (pipeline.FourStep, "link", "constant linking"),
             (pipeline, "run", "SPARQL (run + rows)"),
             (pipeline, "hierarchical_scores", "hierarchy matching"),

@@ -62,16 +62,6 @@ def test_only_paths_the_data_has_are_enumerated(movie_kb):
     assert max(len(p.steps) for p in bridges) == 3
 
 
-def test_a_beam_listed_side_by_side_gives_the_paths_listed_one_at_a_time(movie_kb, monkeypatch):
-    from kqe_rdf.methods.fourstep.reading import paths
-
-    constants = [node(movie_kb, "Clint Eastwood")]
-    beside = PathReader(movie_kb).enumerate(constants, [f"{M}Person"])
-    monkeypatch.setattr(paths.os, "cpu_count", lambda: 1)  # one CPU: the listings run one after another
-    alone = PathReader(movie_kb).enumerate(constants, [f"{M}Person"])
-    assert beside == alone and max(len(p.steps) for p in alone) == 3
-
-
 def test_relation_words_match_across_their_forms():
     assert stem("directed") == stem("director") == stem("directors") == stem("direct")
     assert stem("starred") == stem("starring") == stem("stars") == stem("star")

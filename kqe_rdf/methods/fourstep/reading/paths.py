@@ -11,9 +11,7 @@ ranking itself is :mod:`.ranking`.
 from __future__ import annotations
 
 import functools
-import os
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from string import Template
 
@@ -24,25 +22,6 @@ from ....kb.ontology import local_name
 from . import ranking
 from .ranking import Request, Scored
 from .words import RelationWords, phrase_stems
-
-
-_LISTERS: dict[int, ThreadPoolExecutor] = {}
-
-
-def side_by_side(work: Callable, items: Sequence) -> list:
-    """``[work(item) for item in items]``, two at a time on a machine of two CPUs or more: the store lets go of the
-    GIL while it evaluates a query, so the listings of a beam's prefixes, which do not depend on each other,
-    take about half the time on two CPUs. The pool is this process's own (a forked server worker gets its own).
-
-    >>> side_by_side(len, ["a", "bb", "ccc"])
-    [1, 2, 3]
-    """
-    if len(items) < 2 or (os.cpu_count() or 1) < 2:
-        return [work(item) for item in items]
-    pid = os.getpid()
-    if pid not in _LISTERS:
-        _LISTERS[pid] = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kqe-hops")
-    return list(_LISTERS[pid].map(work, items))
 
 
 @dataclass(frozen=True)
@@ -89,16 +68,13 @@ class PathReader:
     def _hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
         """The (relation, walked head → tail, class reached) kinds of edge that leave the nodes ``path`` reaches
         from ``nodes`` (``nodes`` themselves without a path), remembered (:attr:`_listed`)."""
-        return self._hops_each([(tuple(nodes), path, reached)])[0]
-
-    def _hops_each(self, keys: Sequence[tuple[tuple[str, ...], str | None, str | None]]) -> list[list[tuple]]:
-        """:meth:`_hops` of each (nodes, path, reached), those not remembered listed side by side."""
-        missing = [key for key in dict.fromkeys(keys) if key not in self._listed]
-        for key, found in zip(missing, side_by_side(lambda key: self._list_hops(*key), missing)):
+        key = (tuple(nodes), path, reached)
+        found = self._listed.get(key)
+        if found is None:
             if len(self._listed) >= self.LISTED:
                 del self._listed[next(iter(self._listed))]
-            self._listed[key] = found
-        return [list(self._listed[key]) for key in keys]
+            found = self._listed[key] = self._list_hops(nodes, path, reached)
+        return list(found)
 
     def _list_hops(self, nodes: Sequence[str], path: str | None, reached: str | None) -> list[tuple[str, bool, str]]:
         values = " ".join(str(NamedNode(n)) for n in nodes)
@@ -181,9 +157,8 @@ class PathReader:
             if request is not None and len(frontier) > self.beam:
                 frontier = [s.path for s in self.rank(frontier, request, positions, prefix=True)[: self.beam]]
             nxt = []
-            listed = self._hops_each([(tuple(nodes), self._grounding_path(p), p.end) for p in frontier])
-            for prefix, hops in zip(frontier, listed):
-                for rel, forward, cls in hops:
+            for prefix in frontier:
+                for rel, forward, cls in self._hops(nodes, self._grounding_path(prefix), prefix.end):
                     if self._typed(prefix.end, rel, forward, cls):
                         nxt.append(Path(prefix.steps + ((rel, forward),), prefix.classes + (cls,)))
             out += nxt
