@@ -97,8 +97,6 @@ class NameIndex:
         else:
             data = self._read(kb.store, {d.iri: d.name for d in kb.documents()})
         self.keys = list(self.by_name)
-        #: Words in the longest name (capped): how long a span of a request can name a node.
-        self.longest = min(max((k.count(" ") + 1 for k in self.by_name), default=1), self.LONGEST)
         #: Last words of names, and how many words the names that start with each word have (its keys: their
         #: first words): a span of a request is looked up only when some name starts with its first word, ends
         #: with its last and has as many words (most spans of a long request have none). Written with the
@@ -108,6 +106,9 @@ class NameIndex:
             self.lengths = {w: set(n) for w, n in data["lengths"].items()}
         else:
             self.last_words, self.lengths = _name_shapes(self.by_name, self.inverted)
+        #: Words in the longest name (capped): how long a span of a request can name a node (a name written
+        #: inverted at its comma has the words of the name).
+        self.longest = min(max((n for counts in self.lengths.values() for n in counts), default=1), self.LONGEST)
 
     def could_start(self, word: str) -> bool:
         """Whether a folded word may start a name (as a plural too, when it is the name's only word)."""
