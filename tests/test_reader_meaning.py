@@ -177,3 +177,24 @@ def test_a_new_process_reads_the_phrases_an_earlier_one_encoded(people_kb, tmp_p
     later = RelationWords(people_kb)
     later.vectors(["children"])
     assert (later._phrase_vectors["parents place of birth"] == encoded[0]).all()
+
+
+def test_phrases_are_written_as_they_grow_by_a_quarter_and_the_rest_at_exit(people_kb, tmp_path, monkeypatch):
+    # A long-running server meets new paths for a while: the cache file is rewritten when what is new is a quarter
+    # of what was written, and what is left when the process exits, not after every request.
+    from kqe_rdf.kb.phrases import remembered_phrase_vectors
+    from kqe_rdf.methods.fourstep.reading import words
+    from kqe_rdf.methods.fourstep.reading.words import RelationWords
+
+    monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
+    earlier = RelationWords(people_kb)
+    earlier.vectors([f"{who} {what}" for who in ("parents", "spouse") for what in ("place of birth", "gender",
+                                                                                  "name", "children")])
+    assert len(remembered_phrase_vectors(people_kb)) == 8
+    server = RelationWords(people_kb)
+    server.vectors(["children place of birth", "children name"])  # 2 new beside the 8 written: a quarter, written
+    assert len(remembered_phrase_vectors(people_kb)) == 10
+    server.vectors(["children gender"])  # 1 beside 10: kept for later
+    assert len(remembered_phrase_vectors(people_kb)) == 10
+    words._write_unwritten()  # (what the process runs as it exits)
+    assert "children gender" in remembered_phrase_vectors(people_kb)

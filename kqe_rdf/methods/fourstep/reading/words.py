@@ -15,9 +15,11 @@ director)"]``); the ranking (:mod:`.ranking`) reads the weights, the explanation
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -102,6 +104,16 @@ def wordnet_words(named: dict[str, set[str]]) -> dict[str, dict[str, list]]:
     return _LEXICONS[key]
 
 
+#: Readers with phrases encoded but not yet written: written when the process exits.
+_UNWRITTEN: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _write_unwritten() -> None:
+    for words in list(_UNWRITTEN):
+        words.write_remembered()
+
+
 class RelationWords:
     """The words that name each relation of a KB, by the three rules of this module."""
 
@@ -135,6 +147,8 @@ class RelationWords:
         self._words: dict[str, np.ndarray] = {}
         #: Phrases encoded at request time, by this process or earlier ones (:mod:`kqe_rdf.kb.phrases`).
         self._remembered: dict[str, np.ndarray] | None = None
+        #: How many of them the cache file held when this process last read or wrote it.
+        self._written = 0
 
     def vectors(self, phrases: Sequence[str]) -> np.ndarray:
         """The encoder's vectors of phrases: those stored with the KB or remembered from earlier processes, the
@@ -143,14 +157,26 @@ class RelationWords:
             if not self._phrase_vectors:
                 self._phrase_vectors.update(stored_phrase_vectors(self.kb))
             self._remembered = remembered_phrase_vectors(self.kb)
+            self._written = len(self._remembered)
             for p, v in self._remembered.items():
                 self._phrase_vectors.setdefault(p, v)
         missing = [p for p in phrases if p not in self._phrase_vectors]
         if missing:
             for p, v in zip(missing, self.kb.encoder.encode(missing)):
                 self._phrase_vectors[p] = self._remembered[p] = v
-            remember_phrase_vectors(self.kb, self._remembered)
+            # Written when what is new is at least a quarter of what was written, the rest when the process ends:
+            # a long-running server rewrites the file a few dozen times, not after every request that met a new path.
+            if len(self._remembered) - self._written >= max(1, self._written // 4):
+                self.write_remembered()
+            else:
+                _UNWRITTEN.add(self)
         return np.stack([self._phrase_vectors[p] for p in phrases])
+
+    def write_remembered(self) -> None:
+        """Keep the phrases this process encoded for later processes (:func:`~kqe_rdf.kb.phrases.remember_phrase_vectors`)."""
+        if self._remembered is not None and len(self._remembered) > self._written:
+            remember_phrase_vectors(self.kb, self._remembered)
+            self._written = len(self._remembered)
 
     def similar(self, words: Iterable[str], phrases: dict[str, str] | None = None) -> dict[str, dict[str, list]]:
         """Rule 3. Relations that words of a request mean by the encoder, where neither a label nor WordNet
