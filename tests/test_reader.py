@@ -139,6 +139,40 @@ def test_the_hop_summary_stored_with_the_kb_agrees_with_the_store(movie_kb):
     assert summary == asked and all(summary)
 
 
+def test_a_walk_is_typed_by_the_name_index_as_the_store_types_it(movie_kb):
+    # A further hop lists the first nodes of the path's class the walk reaches: the walk streams from the store
+    # and each node's classes come from the name index, which gives the very nodes, in the very order, that the
+    # walk with its type pattern (queries/reader_reached.rq) gives, however few are kept.
+    from string import Template
+
+    from kqe_rdf.methods.fourstep.reading.paths import _body
+
+    constants = [node(movie_kb, "Clint Eastwood"), node(movie_kb, "Martin Scorsese")]
+    walks = [(f"?c ^<{M}directed_by> ?n", M + "Movie"), (f"?c ^<{M}starred_actors> ?n", M + "Movie"),
+             (f"?c ^<{M}directed_by> ?w1 . ?w1 <{M}starred_actors> ?n", M + "Person"),
+             (f"?c ^<{M}directed_by> ?w1 . ?w1 <{M}in_language> ?n", M + "Language"),
+             (f"?c ^<{M}directed_by> ?n", M + "Person")]  # (nothing of that class)
+    values = "VALUES ?c { " + " ".join(f"<{c}>" for c in constants) + " }"
+    for cap in (1, 2, 40):
+        reader = PathReader(movie_kb, cap=cap)
+        for walk, reached in walks:
+            slots = {"constants": values, "walk": walk, "reached": f"<{reached}>", "cap": cap}
+            typed = Template(_body("reader_reached")).substitute(slots)
+            expected = [r["n"].value for r in movie_kb.store.query(typed, use_default_graph_as_union=True)]
+            assert reader._first_reached(slots, reached) == expected, (walk, cap)
+    # A node the name index does not know is typed by the store.
+    walk, reached = walks[2]
+    slots = {"constants": values, "walk": walk, "reached": f"<{reached}>", "cap": 40}
+    everyone = PathReader(movie_kb)._first_reached(slots, reached)
+    index = movie_kb.names
+    kept = index.types
+    index.types = {iri: types for iri, types in kept.items() if iri != everyone[0]}
+    try:
+        assert PathReader(movie_kb)._first_reached(slots, reached) == everyone
+    finally:
+        index.types = kept
+
+
 def test_the_relation_phrases_are_embedded_with_the_kb(movie_kb):
     from kqe_rdf.kb.phrases import relation_phrases, stored_phrase_vectors
 

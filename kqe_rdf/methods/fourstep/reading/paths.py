@@ -15,10 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from string import Template
 
-from pyoxigraph import NamedNode
+from pyoxigraph import Literal, NamedNode
 
 from ....kb import queries
 from ....kb.ontology import local_name
+from ....kb.rdfize import RDF_TYPE
 from . import ranking
 from .ranking import Request, Scored
 from .words import RelationWords, phrase_stems
@@ -86,8 +87,7 @@ class PathReader:
         if names.has_hops:
             # The KB's hop summary says which edges leave a node; only the nodes a path reaches are asked for.
             if path is not None:
-                text = Template(_body("reader_reached")).substitute(slots)
-                nodes = [row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)]
+                nodes = self._first_reached(slots, reached)
             return sorted((rel, forward, cls) for rel, forward, cls in names.hops(nodes)
                           if cls in self._classes and rel in self.kb.schema.relations)
         if path is None:
@@ -100,6 +100,30 @@ class PathReader:
             if cls in self._classes and row["relation"].value in self.kb.schema.relations:
                 out.append((row["relation"].value, row["forward"].value == "true", cls))
         return sorted(set(out))
+
+    def _first_reached(self, slots: dict, reached: str) -> list[str]:
+        """The first :attr:`cap` distinct nodes of class ``reached`` the walk in ``slots`` reaches, in the store's
+        order: ``queries/reader_reached.rq``'s answer. On a local store the walk streams without its type
+        pattern (``queries/reader_walked.rq``) and each node's classes come from the name index (the store's for
+        a node the index does not know): one store lookup per distinct node instead of one per walked edge."""
+        store = self.kb.store
+        if not hasattr(store, "quads_for_pattern"):  # a remote store answers whole: the LIMIT stays in the query
+            text = Template(_body("reader_reached")).substitute(slots)
+            return [row["n"].value for row in store.query(text, use_default_graph_as_union=True)]
+        types, cls, out = self.kb.names.types, NamedNode(reached), []
+        text = Template(_body("reader_walked")).substitute(constants=slots["constants"], walk=slots["walk"])
+        for row in store.query(text, use_default_graph_as_union=True):
+            node = row["n"]
+            if isinstance(node, Literal):
+                continue
+            known = types.get(node.value) if isinstance(node, NamedNode) else None
+            if known is None:
+                known = {reached} if any(True for _ in store.quads_for_pattern(node, RDF_TYPE, cls, None)) else ()
+            if reached in known:
+                out.append(node.value)
+                if len(out) >= self.cap:
+                    break
+        return out
 
     def first_hops(self, nodes: Sequence[str], starts: set[str]) -> list[Path]:
         """First hops from the constants; where the ontology has a hierarchy on a constant's class, from the
