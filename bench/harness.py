@@ -117,13 +117,28 @@ def competing_jobs() -> list[str]:
     jobs = []
     for line in out.splitlines():
         pid, _, command = line.partition(" ")
-        if int(pid) in mine or "pgrep" in command or "bench/" in command:
-            continue
+        if int(pid) in mine or _descends_from(int(pid), os.getpid()) or "pgrep" in command or "bench/" in command:
+            continue  # (a benchmark's own children, e.g. bench/cold.py's timed commands, compete with nothing)
         # "/…/python3.11 /…/bin/kqe-rdf kb embed --kb x" -> "kqe-rdf kb embed --kb x"
         words = command.split()
         start = next((i for i, w in enumerate(words) if w.endswith("kqe-rdf")), 0)
         jobs.append(" ".join(["kqe-rdf", *words[start + 1 :]])[:100])
     return jobs
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` is a child (or a child's child ...) of ``ancestor`` (by /proc; False without it)."""
+    seen = 0
+    while pid > 1 and seen < 64:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rpartition(")")[2].split()[1])  # the field after the state: the parent's pid
+        if pid == ancestor:
+            return True
+        seen += 1
+    return False
 
 
 def versions(packages: Sequence[str]) -> str:
