@@ -198,3 +198,8 @@ def test_phrases_are_written_as_they_grow_by_a_quarter_and_the_rest_at_exit(peop
     assert len(remembered_phrase_vectors(people_kb)) == 10
     words._write_unwritten()  # (what the process runs as it exits)
     assert "children gender" in remembered_phrase_vectors(people_kb)
+    # Another reader of the KB writing its own phrases later keeps these.
+    other = RelationWords(people_kb)
+    other._remembered, other._written = {}, 0
+    other.vectors(["spouse spouse"])
+    assert {"children gender", "spouse spouse", "parents name"} <= set(remembered_phrase_vectors(people_kb))

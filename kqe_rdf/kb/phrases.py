@@ -54,6 +54,8 @@ def remembered_phrase_vectors(kb) -> dict[str, np.ndarray]:
 
 
 def remember_phrase_vectors(kb, vectors: dict[str, np.ndarray]) -> None:
-    """Keep request-time phrase vectors for later processes (:func:`remembered_phrase_vectors`)."""
-    if len(vectors) <= REMEMBERED:
-        keep(_remembered_name(kb), vectors)
+    """Keep request-time phrase vectors for later processes (:func:`remembered_phrase_vectors`), with those the file
+    holds already: another reader of the KB, in this process or another, may have written phrases since."""
+    merged = {**remembered_phrase_vectors(kb), **vectors}
+    if len(merged) <= REMEMBERED:
+        keep(_remembered_name(kb), merged)
