@@ -111,7 +111,8 @@ _UNWRITTEN: weakref.WeakSet = weakref.WeakSet()
 @atexit.register
 def _write_unwritten() -> None:
     for words in list(_UNWRITTEN):
-        words.write_remembered()
+        if words.kb.path.exists():  # (a KB removed meanwhile has no later process to read them)
+            words.write_remembered()
 
 
 class RelationWords:
