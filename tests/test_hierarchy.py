@@ -198,6 +198,50 @@ def test_4stepfocus_ranks_by_hierarchy_and_the_exact_mode_stays_selectable(shop)
     assert exact.transform(hierarchy_batch(request)).explain["q"]["candidates"] == 1
 
 
+@pytest.mark.parametrize("which", ["shop", "bio"])
+def test_one_term_is_ranked_from_its_ancestors_as_the_scores_of_every_node_rank_it(shop, bio_kb, which):  # noqa: F811
+    # A request of one term (a category, a phenotype) takes its best nodes from the node lists of its ancestors,
+    # level by level, not from a score per node: the same nodes, order, scores and count as scoring every node.
+    from kqe_rdf.kb.hierarchy import _best_rooted
+
+    kb = {"shop": shop, "bio": bio_kb}[which]
+    for info in kb.hierarchies.summary.values():
+        for annotation in info["annotations"]:
+            matcher = kb.hierarchies.matcher(annotation["relation"], kb.settings.fourstep_ic_power)
+            for term in matcher.terms:
+                every = matcher.score([term])
+                nonzero = np.flatnonzero(every)
+                ranked = nonzero[np.lexsort((nonzero, -every[nonzero]))]
+                for top in (1, 2, 5, 500):
+                    order, scores, matched = _best_rooted(matcher, [term], top)
+                    assert order.tolist() == ranked[:top].tolist() and matched == len(nonzero), (term, top)
+                    assert scores.tolist() == every[ranked[:top]].tolist()
+
+
+def test_bm25_searched_while_the_request_is_read_gives_the_same_fusion(shop, monkeypatch):
+    # 4StepFocus starts BM25's top for hierarchy matching before reading the request (Tantivy searches meanwhile
+    # in a worker thread); what it fuses is what the search after the reading gives.
+    index = shop.text_index
+    every = [index.nodes.iri(n) for n in range(len(index))]
+    for request in ("Which product is in the category Mirrorless cameras?", "cameras and headphones for vlogging"):
+        # (no class; one most nodes have, filtered after the search; one fewer have, filtered inside the index)
+        for types, depth in ((None, 500), (None, 3), ([SHOP + "Category"], 500), ([SHOP + "Category"], 2),
+                             ([SHOP + "Product"], 500)):
+            index.search_ahead(request, depth, None)
+            assert index._ahead is not None  # (searched ahead: the classes are not known yet)
+            ahead = index.scores_among_later(request, depth, types)(every)
+            assert index._ahead is None  # (taken)
+            assert ahead == index.scores_among(request, every, depth, types), (request, types, depth)
+    # A class few nodes have (5 products of 11 nodes) is filtered inside the index: nothing is searched ahead.
+    index.search_ahead("cameras", 500, [SHOP + "Product"])
+    assert index._ahead is None
+    # The whole request: the same hits and scores with the search ahead as without it.
+    request = "Which product is in the category Mirrorless cameras?"
+    with_ahead = FourStep(shop, k=5, matcher="hierarchy").search(request)
+    monkeypatch.setattr(type(index), "search_ahead", lambda *_args, **_kwargs: None)
+    assert FourStep(shop, k=5, matcher="hierarchy").search(request) == with_ahead
+
+
 def hierarchy_batch(text: str):
     from kqe_rdf.methods.retrieval import Batch, Query
 
@@ -272,7 +316,10 @@ def test_the_kept_term_scores_stay_within_their_memory_budget(shop, monkeypatch)
 
 
 class _FlooredSums:
-    """Sums whose "root" is their floor: different sums with one root, as a root's rounding can give."""
+    """Sums whose "root" is their floor: different sums with one root, as a root's rounding can give (summed as
+    for several terms: no term of its own, so not read from one term's ancestors)."""
+
+    term_index: dict = {}
 
     def __init__(self, total) -> None:
         self.total = np.asarray(total, dtype=np.float64)

@@ -240,6 +240,49 @@ class HierarchyMatch:
                 out[self._idx[self._ptr[a]:self._ptr[a + 1]]] = self._ic_powered[a]
         return out
 
+    def best_of_one(self, term: int, top: int) -> tuple[np.ndarray, np.ndarray, int, float, float]:
+        """What :func:`_best_rooted` reads of ``best(term)``, without a value per node: the ``top`` nodes by it
+        (largest first, ties by index), their values, how many nodes are above 0, and the values next below and
+        above the last one kept (0 and inf without one). Read level by level from the term's ancestors' node
+        lists, most informative first: on a large KB a fresh node-long array cost more than the rest."""
+        lineage = self.ancestors(term)
+        lineage = lineage[self.ic[lineage] > 0]
+        powered = self._ic_powered[lineage]
+        taken = np.zeros(len(self.nodes), dtype=bool)
+        chosen: list[np.ndarray] = []
+        values: list[np.ndarray] = []
+        levels: list[float] = []
+        kept = matched = 0
+        start = 0
+        while start < len(lineage):
+            end = start + 1
+            while end < len(lineage) and powered[end] == powered[start]:
+                end += 1
+            rows = [self._idx[self._ptr[a]:self._ptr[a + 1]] for a in lineage[start:end].tolist()]
+            if len(rows) == 1:
+                new = rows[0][~taken[rows[0]]]  # (a row is sorted and distinct)
+            else:
+                level = np.zeros(len(self.nodes), dtype=bool)
+                for row in rows:
+                    level[row] = True
+                new = np.flatnonzero(level & ~taken)
+            if len(new):
+                taken[new] = True
+                matched += len(new)
+                levels.append(float(powered[start]))
+                if kept < top:
+                    part = new[: top - kept]
+                    chosen.append(part)
+                    values.append(np.full(len(part), powered[start]))
+                    kept += len(part)
+            start = end
+        order = np.concatenate(chosen) if chosen else np.zeros(0, dtype=np.int64)
+        found = np.concatenate(values) if values else np.zeros(0, dtype=np.float64)
+        edge = float(found[-1]) if len(found) else 0.0
+        below = max((v for v in levels if v < edge), default=0.0)
+        above = min((v for v in levels if v > edge), default=float("inf"))
+        return order, found, matched, below, above
+
     def term_scores(self, term: int) -> np.ndarray:
         """``best(term)``, kept (read-only) for the last :attr:`CACHED` terms asked for, or as many as
         :attr:`CACHED_BYTES` hold: requests share their common terms."""
@@ -540,16 +583,24 @@ def _best_rooted(matcher: HierarchyMatch, terms: Sequence[str], top: int) -> tup
     The root keeps the sums' order, so the best sums are the best scores, but two different sums may have one root:
     the ``top``-th sum's neighbours (the next sum below it and above it) are rooted too, and when either comes out
     equal to its root, every node is rooted as :meth:`HierarchyMatch.score` does."""
-    total, known = matcher.summed(terms)
-    matched = int(np.count_nonzero(total))
-    chosen = best_first(total, top)
-    chosen = chosen[total[chosen] > 0]
-    roots = matcher.rooted(total[chosen], known) if known else total[chosen]
+    known = [matcher.term_index[t] for t in terms if t in matcher.term_index]
+    if len(known) == 1 and top > 0:  # one term (a category): from its ancestors' lists, no node-long array
+        chosen, values, matched, below, above = matcher.best_of_one(known[0], top)
+        count = 1
+        roots = matcher.rooted(values, count)
+        edge = values[-1] if len(values) else 0.0
+    else:
+        total, count = matcher.summed(terms)
+        matched = int(np.count_nonzero(total))
+        chosen = best_first(total, top)
+        chosen = chosen[total[chosen] > 0]
+        roots = matcher.rooted(total[chosen], count) if count else total[chosen]
+        if 0 < top == len(chosen) < matched:
+            edge = total[chosen[-1]]
+            below = np.max(total, where=total < edge, initial=0.0)
+            above = np.min(total, where=total > edge, initial=np.inf)
     if 0 < top == len(chosen) < matched:
-        edge = total[chosen[-1]]
-        below = np.max(total, where=total < edge, initial=0.0)
-        above = np.min(total, where=total > edge, initial=np.inf)
-        neighbours = matcher.rooted(np.array([below, edge, above if np.isfinite(above) else edge]), known)
+        neighbours = matcher.rooted(np.array([below, edge, above if np.isfinite(above) else edge]), count)
         if (below > 0 and neighbours[0] == neighbours[1]) or (np.isfinite(above) and neighbours[2] == neighbours[1]):
             structural, nonzero = matcher.scored(terms)
             order = nonzero[best_first(structural[nonzero], top)]

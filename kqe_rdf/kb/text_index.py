@@ -55,6 +55,12 @@ def _in_background(work: Callable, *args) -> Future:
     return _WORKERS[pid].submit(work, *args)
 
 
+def first_fetch(k: int, share: float) -> int:
+    """How many hits :meth:`TextIndex._top` fetches first for ``k`` of a class ``share`` of the nodes have (one most
+    nodes have is filtered after the search): ``4k + 100`` for every such class."""
+    return max(math.ceil(k / share * 1.05) + 10, 4 * k + 100)
+
+
 def plain_query(text: str) -> str:
     """Words only: Tantivy would read ``HP:0001250`` as a field and ``-x`` as a negation."""
     return " ".join(_SYNTAX.sub(" ", text).split())
@@ -205,6 +211,8 @@ class TextIndex:
         self.names: dict[str, str] = {}
         #: The node table, for an index built with node numbers (an older one reads IRIs from stored documents).
         self.nodes = NodeTable(path / NODES) if (path / NODES).is_file() else None
+        #: A search started ahead (:meth:`search_ahead`): the request's text, how many hits, and the hits to come.
+        self._ahead: tuple[str, int, Future] | None = None
 
     def __len__(self) -> int:
         return self.searcher.num_docs
@@ -268,23 +276,31 @@ class TextIndex:
             return []
         return self._named(self._top(query, k, types))
 
-    def _top(self, query, k: int, types: Sequence[str] | None) -> list:
+    def _top(self, query, k: int, types: Sequence[str] | None, ahead: tuple[int, Future] | None = None) -> list:
         """The (score, address) hits of the top ``k`` nodes of ``types`` (any type without them).
 
         With the node table, a type most nodes have is filtered after a flat disjunction (Tantivy's block-max
         WAND) that fetches enough more hits for ``k`` of the type, and again with four times as many while it
         fetched too few (a hit outside the type is dropped; the order is the restricted search's: by score,
-        ties by address). A rarer type is a filter inside the index: a disjunction would fetch too many."""
+        ties by address). A rarer type is a filter inside the index: a disjunction would fetch too many.
+        ``ahead``: the flat disjunction's top hits (how many, and the hits), searched already: a top ``n`` is the
+        first ``n`` of any deeper top (ties by address), so a fetch of at most that many reads them."""
+
+        def flat(limit: int) -> list:
+            if ahead is not None and limit <= ahead[0]:
+                return ahead[1].result()[:limit]
+            return self.searcher.search(query, limit=limit, count=False).hits
+
         if not types:
-            return self.searcher.search(query, limit=k, count=False).hits
+            return flat(k)
         if self.nodes is not None:
             mask, share = self.nodes.of_types(frozenset(types))
             if share >= AFTER_FILTER_SHARE:
                 # Generously: hits of other types crowd the top of some requests (a brand's name is the brand's
                 # best match), and a second fetch costs a whole search while a deeper first one costs little.
-                limit = max(math.ceil(k / share * 1.05) + 10, 4 * k + 100)
+                limit = first_fetch(k, share)
                 while True:
-                    hits = self.searcher.search(query, limit=limit, count=False).hits
+                    hits = flat(limit)
                     numbers = self.searcher.fast_field_values("n", [a for _s, a in hits])
                     kept = [hit for hit, n in zip(hits, numbers) if mask[n]]
                     if len(kept) >= k or len(hits) < limit:
@@ -303,17 +319,35 @@ class TextIndex:
         the same)."""
         return self.scores_among_later(text, depth, types, now=True)(iris)
 
+    def search_ahead(self, text: str, depth: int, types: Sequence[str] | None = None) -> None:
+        """Start, in the worker thread, the search a coming :meth:`scores_among_later` of ``text`` for ``depth``
+        hits makes, so Tantivy searches while the caller does other work first (4StepFocus reads the request before
+        hierarchy matching fuses BM25). ``types``: the classes that call will restrict to, None when not known yet.
+        What is started is the flat disjunction, as deep as :meth:`_top` fetches first for a class most nodes have;
+        a rarer class known now is searched inside the index later, as before. The next call of another text drops
+        it."""
+        self._ahead = None
+        if self.nodes is None or depth <= 0 or (types and self.nodes.of_types(frozenset(types))[1] < AFTER_FILTER_SHARE):
+            return
+        query = self.parse(text)
+        if query is not None:
+            limit = first_fetch(depth, 1.0)
+            self._ahead = (text, limit, _in_background(lambda: self.searcher.search(query, limit=limit, count=False).hits))
+
     def scores_among_later(self, text: str, depth: int, types: Sequence[str] | None = None, now: bool = False
                            ) -> Callable[[Sequence[str]], tuple[dict[str, float], float]]:
         """:meth:`scores_among` for ``iris`` a caller knows only later: with the node table, Tantivy searches
         in a worker thread meanwhile (it lets go of the GIL), beside the caller's own work (hierarchy
-        matching's arrays). Called with ``iris``, the function waits for the hits; ``now`` searches here."""
+        matching's arrays), or has searched already (:meth:`search_ahead`). Called with ``iris``, the function
+        waits for the hits; ``now`` searches here."""
+        ahead, self._ahead = self._ahead, None
+        ahead = ahead[1:] if ahead is not None and ahead[0] == text else None
         query = self.parse(text)
         if query is None or depth <= 0:
             return lambda _iris: ({}, 0.0)
         if self.nodes is None:
             return lambda iris: self._among_top(query, iris, depth, types)
-        top = self._top(query, depth, types) if now else _in_background(self._top, query, depth, types)
+        top = self._top(query, depth, types, ahead) if now else _in_background(self._top, query, depth, types, ahead)
         return lambda iris: self._numbered_among(top, iris)
 
     def _numbered_among(self, top: list | Future, iris: Sequence[str]) -> tuple[dict[str, float], float]:

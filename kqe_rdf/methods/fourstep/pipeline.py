@@ -191,6 +191,11 @@ class FourStep(Stage):
             shown[const.text] = [{"iri": c.iri, "name": c.name, "score": round(c.score, 3), "how": c.how} for c in cands]
         return linked, shown
 
+    @property
+    def fusion_depth(self) -> int:
+        """How deep hierarchy matching scores its best nodes and fuses BM25's."""
+        return max(5 * self.k, 500)
+
     def expected_type(self, tq: TripletQuery, const: End) -> str | None:
         """The class the ontology expects at a constant's end of its triplet (range for a tail,
         domain for a head; swapped for an inverse relation), so "ectopia lentis" as the tail of
@@ -219,7 +224,7 @@ class FourStep(Stage):
             # stored with the KB, already fused with the request's text.
             found = hierarchical_scores(self.kb, compiled, tq.query, self.types or self._answer_types(tq),
                                         self.kb.settings.fourstep_negated, self.kb.settings.fourstep_negated_weight,
-                                        top=max(5 * self.k, 500))
+                                        top=self.fusion_depth)
             if found is not None:
                 notes = {"matcher": "hierarchy", "candidates": found.matched,
                          "provenance_sparql": found.provenance_sparql}
@@ -314,6 +319,9 @@ class FourStep(Stage):
         """The ranked hits for one request, the explanation, and the reading that produced them (the one
         linked, compiled and run: the reader's first, or the next one tried when it found nothing)."""
         clock = StepClock()
+        if self.matcher == "hierarchy" and self.kb.settings.fourstep_text_weight and self.kb.hierarchies:
+            # Hierarchy matching fuses BM25's top of the request: Tantivy searches while the request is read.
+            self.kb.text_index.search_ahead(text, self.fusion_depth, self.types)
         tq = normalise(self.generator(text), self.kb.schema)
         clock.lap("triplets")
         explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
