@@ -256,11 +256,8 @@ def reader_queries(kb, texts: list[str]) -> list[list[str]]:
 
         def query(self, text, **options):
             answer = self.store.query(text, **options)
-            if isinstance(answer, QueryBoolean):
-                asked[-1].append((text, 0))
-                return answer
             asked[-1].append((text, 0))
-            return self._counted(answer, len(asked[-1]) - 1)
+            return answer if isinstance(answer, QueryBoolean) else self._counted(answer, len(asked[-1]) - 1)
 
         @staticmethod
         def _counted(solutions, at: int):

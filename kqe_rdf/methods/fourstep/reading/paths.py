@@ -117,9 +117,9 @@ class PathReader:
             if isinstance(node, Literal):
                 continue
             known = types.get(node.value) if isinstance(node, NamedNode) else None
-            if known is None:
-                known = {reached} if any(True for _ in store.quads_for_pattern(node, RDF_TYPE, cls, None)) else ()
-            if reached in known:
+            typed = (reached in known if known is not None
+                     else next(iter(store.quads_for_pattern(node, RDF_TYPE, cls, None)), None) is not None)
+            if typed:
                 out.append(node.value)
                 if len(out) >= self.cap:
                     break
