@@ -74,6 +74,32 @@ def test_plus_fuses_two_rankings_by_reciprocal_rank(kb, ids):
     assert hits[0].score == pytest.approx(2 / 61)  # first in both lists, RRF constant 60
 
 
+def test_a_hybrid_searches_bm25_beside_the_dense_side_with_the_same_result(kb, monkeypatch):
+    import threading
+
+    from kqe_rdf.methods.retrieval import reciprocal_rank
+
+    text = "a camera for wildlife photography compatible with my Nikon F-mount lenses"
+    one_after_another = ranking("q", list(reciprocal_rank(
+        [BM25(kb, k=10).search(text, names=False), Dense(kb, k=10).search(text, names=False)]).items()))
+
+    threads = {}
+    search, dense = kb.text_index.search, Dense.transform
+    monkeypatch.setattr(kb.text_index, "search", lambda *a, **k: threads.setdefault(
+        "bm25", threading.current_thread().name) and search(*a, **k))
+    monkeypatch.setattr(Dense, "transform", lambda self, b: threads.setdefault(
+        "dense", threading.current_thread().name) and dense(self, b))
+    assert (BM25(kb, k=10) + Dense(kb, k=10)).search(text, names=False) == one_after_another
+    assert threads == {"bm25": "kqe-bm25_0", "dense": threading.current_thread().name}
+
+
+def test_later_starts_a_pipelines_bm25_and_finishes_when_called(kb, ids):
+    text = "tripod that folds small for travel"
+    pending = ((BM25(kb, k=10) + Dense(kb, k=10)) % 2).later(Batch([Query("t", text)]))
+    assert ids(pending().ranked("t")) == ids((BM25(kb, k=10) + Dense(kb, k=10)).search(text))[:2]
+    assert ids(BM25(kb, k=3).later(Batch([Query("t", "tripod")]))().ranked("t")) == ids(BM25(kb, k=3).search("tripod"))
+
+
 class KeepProducts(Stage):
     """A re-ranking stage written against the protocol: drop hits that are not products."""
 

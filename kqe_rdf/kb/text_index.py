@@ -276,6 +276,11 @@ class TextIndex:
             return []
         return self._named(self._top(query, k, types))
 
+    def search_later(self, text: str, k: int = 10, types: Sequence[str] | None = None) -> Future:
+        """:meth:`search` in the worker thread: Tantivy lets go of the GIL, so a caller can encode and search the
+        dense index meanwhile (a hybrid's two retrievers side by side); ``.result()`` gives the pairs."""
+        return _in_background(self.search, text, k, types)
+
     def _top(self, query, k: int, types: Sequence[str] | None, ahead: tuple[int, Future] | None = None) -> list:
         """The (score, address) hits of the top ``k`` nodes of ``types`` (any type without them).
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -100,6 +100,11 @@ class Stage:
         if not isinstance(batch, Batch):
             raise TypeError(f"transform() takes a Batch, not {type(batch).__name__}; use .search(text) for one query")
         return self.transform(batch)
+
+    def later(self, batch: Batch) -> Callable[[], Batch]:
+        """``transform(batch)`` as a call to make later, having started what can run meanwhile beside the
+        caller's own work (a BM25 search, in the text index's worker thread). Most stages start nothing."""
+        return lambda: self(batch)
 
     def search(self, text: str, qid: str = "q", names: bool = True) -> list[Hit]:
         """One query's hits, best first, with their nodes' names (``names=False``: without, for stages built on
@@ -249,6 +254,10 @@ class Pipeline(Stage):
             batch = stage(batch)
         return batch
 
+    def later(self, batch: Batch) -> Callable[[], Batch]:
+        first = self.stages[0].later(batch)
+        return lambda: Pipeline(self.stages[1:])(first()) if len(self.stages) > 1 else first()
+
     def __repr__(self) -> str:
         # A cut-off reads as PyTerrier writes it: "(BM25 + Dense) % 10", not "... >> % 10".
         out = ""
@@ -277,10 +286,23 @@ class RRFusion(Stage):
         self.depth = depth
 
     def transform(self, batch: Batch) -> Batch:
-        outs = [stage(Batch(batch.queries, dict(batch.hits))) for stage in self.stages]
-        fused = {q.qid: reciprocal_rank([out.ranked(q.qid)[: self.depth] for out in outs], self.constant)
-                 for q in batch.queries}
-        return Batch(batch.queries, {qid: ranking(qid, list(c.items())) for qid, c in fused.items()})
+        return self.later(batch)()
+
+    def later(self, batch: Batch) -> Callable[[], Batch]:
+        # BM25 searches in the text index's worker thread while the other stages run in the caller (a hybrid's
+        # encoder and dense search): each stage sees only the batch, so the lists are those of one after another.
+        beside = [isinstance(s, BM25) for s in self.stages]
+        beside = beside if not all(beside) else [False] * len(beside)
+        started = [s.later(Batch(batch.queries, dict(batch.hits))) if b else None for s, b in zip(self.stages, beside)]
+
+        def fused() -> Batch:
+            here = [s(Batch(batch.queries, dict(batch.hits))) if f is None else None
+                    for s, f in zip(self.stages, started)]
+            outs = [out if f is None else f() for out, f in zip(here, started)]
+            scores = {q.qid: reciprocal_rank([out.ranked(q.qid)[: self.depth] for out in outs], self.constant)
+                      for q in batch.queries}
+            return Batch(batch.queries, {qid: ranking(qid, list(c.items())) for qid, c in scores.items()})
+        return fused
 
     def __repr__(self) -> str:
         return "(" + " + ".join(map(repr, self.stages)) + ")"
@@ -297,6 +319,12 @@ class BM25(Stage):
     def transform(self, batch: Batch) -> Batch:
         index = self.kb.text_index
         return Batch(batch.queries, {q.qid: ranking(q.qid, index.search(q.text, self.k, self.types)) for q in batch.queries})
+
+    def later(self, batch: Batch) -> Callable[[], Batch]:
+        """:meth:`transform` started in the text index's worker thread; calling the result waits for the batch."""
+        index = self.kb.text_index
+        started = [(q.qid, index.search_later(q.text, self.k, self.types)) for q in batch.queries]
+        return lambda: Batch(batch.queries, {qid: ranking(qid, f.result()) for qid, f in started})
 
     def __repr__(self) -> str:
         return f"BM25(k={self.k})"

@@ -50,7 +50,7 @@ from ...kb.ontology import negates
 from ...kb.words import terms
 from ..answering.grounded import Grounded, GroundedReading
 from ..fourstep.reading import OfflineTriplets
-from ..retrieval import ranking, reciprocal_rank
+from ..retrieval import Batch, Query, ranking, reciprocal_rank
 from .base import Expander, Expansion, final_retriever
 from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages
 from .text import clip, salient, share, snippet, within
@@ -296,6 +296,8 @@ class KAR(Expander):
     def resolve(self, exp: Expansion) -> list[str]:
         """Resolved node IRIs (entities first, then the query's own), recorded in ``exp.entities``."""
         nodes: list[str] = []
+        # The query's own search (a hybrid's BM25) starts now, beside the entity parsing's reading.
+        own = self.query_retriever.later(Batch([Query("q", exp.query)])) if self.settings.kar_query_nodes else None
         for text, candidates, how in self.entities(exp):
             scores = self.documents.scores(exp.query, [c.iri for c in candidates])
             ranked = sorted(candidates, key=lambda c: (-scores.get(c.iri, -1.0), -c.score, c.iri))
@@ -305,7 +307,7 @@ class KAR(Expander):
                 for c in chosen]})
             nodes += [c.iri for c in chosen if c.iri not in nodes]
         if self.settings.kar_query_nodes:
-            hits = self.query_retriever.search(exp.query, names=False)[: self.settings.kar_query_nodes]
+            hits = own().ranked("q")[: self.settings.kar_query_nodes]
             exp.entities.append({"text": exp.query, "found_by": "query", "nodes": [
                 {"iri": h.iri, "name": self.kb.document(h.iri).name, "link": "retrieval", "score": round(h.score, 4)}
                 for h in hits]})
