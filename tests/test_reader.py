@@ -97,6 +97,18 @@ def test_the_request_s_own_constants_are_not_its_answers(movie_kb):
     assert "Al Pacino" not in names(movie_kb, hits)
 
 
+def test_a_path_that_comes_back_by_a_self_loop_returns_to_its_constants(tmp_path):
+    # "The director of X's director" is X where X directed itself; a hop that links no constant to itself, or
+    # only another node, does not come back.
+    kb = small_kb(tmp_path, "X|directed_by|X\nX|directed_by|Y\nY|directed_by|Z\nZ|written_by|W\n")
+    reader = PathReader(kb)
+    x, y, z = (node(kb, n) for n in "XYZ")
+    directed, written = (M + "directed_by", True), (M + "written_by", True)
+    assert reader.returns([x], [directed, directed]) and reader.returns([z, x], [directed])
+    assert not reader.returns([y], [directed]) and not reader.returns([x], [written])
+    assert not reader.returns([z], [written])
+
+
 class WithAlternatives:
     """A reading whose first path finds nothing (Gene Hackman directed no film), then one that does."""
 

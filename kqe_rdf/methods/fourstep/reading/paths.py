@@ -217,11 +217,15 @@ class PathReader:
             del steps[undone : undone + 2]
         return True
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 - the KB under an open reader never changes
     def _loops(self, nodes: tuple[str, ...], step: tuple[str, bool]) -> bool:
+        return step[0] in self._looped(nodes)
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - the KB under an open reader never changes
+    def _looped(self, nodes: tuple[str, ...]) -> frozenset[str]:
+        """The relations that link one of ``nodes`` to itself: one store query for every hop tried."""
         values = "VALUES ?c { " + " ".join(str(NamedNode(n)) for n in nodes) + " }"
-        text = Template(_body("reader_loops")).substitute(constants=values, hop=walk([step], "?c", "?c"))
-        return bool(self.kb.store.query(text, use_default_graph_as_union=True))
+        text = Template(_body("reader_loops")).substitute(constants=values)
+        return frozenset(row["p"].value for row in self.kb.store.query(text, use_default_graph_as_union=True))
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019
     def _mirrors(self, first: tuple[str, bool], second: tuple[str, bool]) -> bool:
