@@ -6,7 +6,9 @@ compose like PyTerrier's: ``a >> b`` runs b on a's output, ``a + b`` fuses
 both rankings by reciprocal rank fusion, ``a % 20`` keeps the top 20. Ranks
 count from 1, as ``kqe-rdf search`` shows them; ``stage.search(text)`` gives
 one query's hits with their nodes' names, ``stage.run(text)`` the whole
-:class:`Batch` (``.to_dataframe()`` with pandas installed).
+:class:`Batch` (``.to_dataframe()`` with pandas installed). ``stage.later(batch)``
+starts what can run beside the caller's own work (a BM25 search, in the text
+index's worker thread) and returns the call that finishes the batch.
 
 >>> Cutoff(1).transform(Batch([Query("q1", "x")], {"q1": [Hit("q1", "a", 2.0, 1), Hit("q1", "b", 1.0, 2)]})).hits["q1"]
 [Hit(qid='q1', iri='a', score=2.0, rank=1, name='')]
