@@ -258,7 +258,7 @@ class Pipeline(Stage):
 
     def later(self, batch: Batch) -> Callable[[], Batch]:
         first = self.stages[0].later(batch)
-        return lambda: Pipeline(self.stages[1:])(first()) if len(self.stages) > 1 else first()
+        return lambda: Pipeline(self.stages[1:])(first())
 
     def __repr__(self) -> str:
         # A cut-off reads as PyTerrier writes it: "(BM25 + Dense) % 10", not "... >> % 10".
@@ -293,9 +293,8 @@ class RRFusion(Stage):
     def later(self, batch: Batch) -> Callable[[], Batch]:
         # BM25 searches in the text index's worker thread while the other stages run in the caller (a hybrid's
         # encoder and dense search): each stage sees only the batch, so the lists are those of one after another.
-        beside = [isinstance(s, BM25) for s in self.stages]
-        beside = beside if not all(beside) else [False] * len(beside)
-        started = [s.later(Batch(batch.queries, dict(batch.hits))) if b else None for s, b in zip(self.stages, beside)]
+        started = [s.later(Batch(batch.queries, dict(batch.hits))) if isinstance(s, BM25) else None
+                   for s in self.stages]
 
         def fused() -> Batch:
             here = [s(Batch(batch.queries, dict(batch.hits))) if f is None else None

@@ -306,7 +306,7 @@ class KAR(Expander):
                 {"iri": c.iri, "name": c.name, "link": c.how, "score": round(scores.get(c.iri, c.score), 4)}
                 for c in chosen]})
             nodes += [c.iri for c in chosen if c.iri not in nodes]
-        if self.settings.kar_query_nodes:
+        if own is not None:
             hits = own().ranked("q")[: self.settings.kar_query_nodes]
             exp.entities.append({"text": exp.query, "found_by": "query", "nodes": [
                 {"iri": h.iri, "name": self.kb.document(h.iri).name, "link": "retrieval", "score": round(h.score, 4)}
