@@ -337,7 +337,7 @@ class TextIndex:
         query = self.parse(text)
         if query is not None:
             limit = first_fetch(depth, 1.0)
-            self._ahead = (text, limit, _in_background(lambda: self.searcher.search(query, limit=limit, count=False).hits))
+            self._ahead = (text, limit, _in_background(self._top, query, limit, None))
 
     def scores_among_later(self, text: str, depth: int, types: Sequence[str] | None = None, now: bool = False
                            ) -> Callable[[Sequence[str]], tuple[dict[str, float], float]]:

@@ -222,7 +222,7 @@ class PathReader:
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - the KB under an open reader never changes
     def _looped(self, nodes: tuple[str, ...]) -> frozenset[str]:
-        """The relations that link one of ``nodes`` to itself: one store query for every hop tried."""
+        """The relations that link one of ``nodes`` to itself: one store query answers every hop tried from them."""
         values = "VALUES ?c { " + " ".join(str(NamedNode(n)) for n in nodes) + " }"
         text = Template(_body("reader_loops")).substitute(constants=values)
         return frozenset(row["p"].value for row in self.kb.store.query(text, use_default_graph_as_union=True))
