@@ -39,14 +39,11 @@ from harness import ratio, table
 
 def requests(quick: bool) -> list[str]:
     """Short real requests: the TREC DL 2019 topics and MetaQA dev questions (20 of each hop count)."""
-    from kqe_rdf.evaluation import querysets
+    import fourstep  # bench/fourstep.py: the MetaQA dev requests it times
 
     topics = [line.split("\t", 1)[1].strip()
               for line in harness.shared("trec_dl19", "topics.dl19-passage.txt").read_text().splitlines() if "\t" in line]
-    questions = []
-    for hop in ("1-hop", "2-hop", "3-hop"):
-        found = list(querysets.load("metaqa", harness.shared("metaqa", hop, "dev.txt.gz")))
-        questions += [q.text for q in found[:: max(len(found) // 20, 1)][:20]]
+    questions, _types = fourstep.requests("metaqa", 60)
     texts = topics + questions
     return texts[::5] if quick else texts
 
