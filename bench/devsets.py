@@ -45,6 +45,8 @@ SETS = [
     *(DevSet(f"wc2014-{s}", "irn", (f"wc2014/{s}.txt.gz",), "wc2014") for s in ("WC-P1", "WC-P2", "WC-C")),
     DevSet("pql-2h", "irn", ("pql/PQL-2H.txt.gz",), "pql2"),
     DevSet("pql-3h", "irn", ("pql/PQL-3H.txt.gz",), "pql3"),
+    DevSet("pq-2h", "irn", ("pq/PQ-2H.dev.txt.gz",), "pq2"),
+    DevSet("pq-3h", "irn", ("pq/PQ-3H.dev.txt.gz",), "pq3"),
     DevSet("scifact-train", "scifact", ("scifact/claims_train.csv", "scifact/qrels_train.txt"), "scifact",
            metric="nDCG@10"),
     DevSet("dl19", "trec", ("trec_dl19/topics.dl19-passage.txt", "trec_dl19/qrels.dl19-passage.txt"), "dl19",
@@ -57,6 +59,8 @@ BUILDS = {
     "wc2014": ("triples", "wc2014/kb.txt.gz"),
     "pql2": ("triples", "pql/PQL2-KB.txt.gz"),
     "pql3": ("triples", "pql/PQL3-KB.txt.gz"),
+    "pq2": ("triples", "pq/PQ2-KB.txt.gz"),
+    "pq3": ("triples", "pq/PQ3-KB.txt.gz"),
     "scifact": ("scifact", "scifact/corpus.csv.gz"),
     "dl19": ("passages", "trec_dl19/pool_passages.tsv.gz"),
 }
@@ -169,7 +173,7 @@ def markdown(run_dir: Path) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kbs", type=Path, help="folder holding one KB per name (bio, metaqa, wc2014, pql2, pql3)")
+    parser.add_argument("--kbs", type=Path, help="folder holding one KB per name (bio, metaqa, wc2014, pql2, pql3, pq2, pq3)")
     parser.add_argument("--out", type=Path, help="write this run's summaries and per-query records here")
     parser.add_argument("--build", action="store_true", help="build the KBs the sets need where missing")
     parser.add_argument("--sets", nargs="+", default=None, help="set names (default: all): "
