@@ -146,22 +146,27 @@ def _types(schema: Schema, tq: TripletQuery, answer_only: bool = False) -> str:
 
 
 def units(tq: TripletQuery) -> list[Unit]:
-    """Paths from the answer variable to each constant through shared variables."""
+    """Paths from the answer variable to each constant through shared variables. A condition on a path's node
+    (:attr:`Triplet.constraint`) is no path of its own: it joins every path through that node."""
     out = []
+    conditions = [t for t in tq.triplets if t.constraint]
     for t in tq.triplets:
         for end in (t.head, t.tail):
-            if end.is_variable:
+            if end.is_variable or t.constraint:
                 continue
-            path = _path_to(tq, t, tq.answer)
+            path = _path_to(tq, t, tq.answer, conditions)
             if path is not None:
+                inner = {v for u in path for v in u.variables()}
+                path += [c for c in conditions if set(c.variables()) & inner]
                 out.append(Unit(path, end.text, t.negated, end.type))
     return out
 
 
-def _path_to(tq: TripletQuery, start: Triplet, answer: str) -> list[Triplet] | None:
+def _path_to(tq: TripletQuery, start: Triplet, answer: str, skip: list[Triplet] = ()) -> list[Triplet] | None:
     """Breadth-first search over triplets sharing variables, from ``start`` to one mentioning ``answer``."""
     frontier = [[start]]
-    seen = {id(start)}
+    seen = {id(start)} | {id(t) for t in skip}
+
     while frontier:
         path = frontier.pop(0)
         if answer in path[-1].variables():
@@ -234,7 +239,9 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
             lines.append(_triplet_pattern(schema, t, names))
         return "\n".join(lines)
 
-    returning = {names[k] for k in used_keys if k[0] in tq.returning}
+    # A condition's value may be the answer ("X's husband's sex": male), as a constant a path comes back to may.
+    conditions = {(e.text, e.type) for t in usable if t.constraint for e in (t.head, t.tail) if not e.is_variable}
+    returning = {names[k] for k in used_keys if k[0] in tq.returning or k in conditions}
     revisiting = {names[k] for k in used_keys if k[0] in tq.revisiting}
 
     def no_return(triplets: list[Triplet]) -> str:

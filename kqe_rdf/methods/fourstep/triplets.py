@@ -40,6 +40,9 @@ class Triplet:
     relation: str
     tail: End
     negated: bool = False
+    #: A condition on a node of another triplet's path ("X's mom": the parent is female), joined to that path in the
+    #: compiled query, never a path to the answer of its own.
+    constraint: bool = False
 
     def variables(self) -> list[str]:
         return [e.text for e in (self.head, self.tail) if e.is_variable]
@@ -48,7 +51,8 @@ class Triplet:
         def show(e: End) -> str:
             return e.text if e.is_variable else f'"{e.text}"' + (f":{e.type}" if e.type else "")
 
-        return ("NOT " if self.negated else "") + f"({show(self.head)}, {self.relation}, {show(self.tail)})"
+        return ("NOT " if self.negated else "") + f"({show(self.head)}, {self.relation}, {show(self.tail)})" + (
+            " [condition]" if self.constraint else "")
 
 
 @dataclass
@@ -85,7 +89,8 @@ class TripletQuery:
         out = {
             "answer": self.answer, "answer_type": self.answer_type, "source": self.source, "notes": self.notes,
             "triplets": [{"head": t.head.text, "head_type": t.head.type, "relation": t.relation, "tail": t.tail.text,
-                          "tail_type": t.tail.type, "negated": t.negated} for t in self.triplets],
+                          "tail_type": t.tail.type, "negated": t.negated, **({"condition": True} if t.constraint else {})}
+                         for t in self.triplets],
         }
         if self.reading:
             out["reading"] = self.reading
@@ -196,7 +201,7 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
             as_answer = End(tq.answer, guessed[0].type)
             t = Triplet(as_answer if t.head is guessed[0] else t.head, t.relation,
                         as_answer if t.tail is guessed[0] else t.tail, t.negated)
-        kept.append(Triplet(fix_type(t.head), rel, fix_type(t.tail), t.negated))
+        kept.append(Triplet(fix_type(t.head), rel, fix_type(t.tail), t.negated, t.constraint))
     answer_type = _closest(tq.answer_type, classes) if tq.answer_type else None
     if tq.answer_type and answer_type is None:
         notes.append(f"answer type {tq.answer_type!r} is not in the ontology; ignored")

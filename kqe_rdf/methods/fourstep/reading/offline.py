@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from ....kb.linking import Linker, Mention
 from ....kb.ontology import local_name
 from ..triplets import End, Triplet, TripletQuery
-from .paths import PathReader
+from .chains import ChainReader
+from .paths import Path, PathReader
 from .ranking import Request, Scored
 from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
                       names_the_asked_kind)
@@ -66,6 +67,8 @@ class OfflineTriplets:
         self._reader: PathReader | None = None
         #: Step 1: the request around its mentions.
         self.requests = RequestReader(kb, self.reader.words)
+        #: The chain a request's possessives and ``of`` phrases spell (:mod:`.chains`).
+        self.chains = ChainReader(kb, self.reader.words, self.requests.roles)
 
     @property
     def reader(self) -> PathReader:
@@ -129,7 +132,13 @@ class OfflineTriplets:
                                              sum(len(mentions[n].text) for n in groups[t]), -groups[t][0]))
         best = ranked[primary][0]
         notes: list[str] = []
-        if best.confidence < self.min_confidence:
+        chained = self._chained(query, mentions, request, best)
+        if chained is not None:
+            # The request's structure gives the chain (its number of hops and their order), the graph each link.
+            best = chained
+            ranked[primary] = [best] + [s for s in ranked[primary] if s.path != best.path]
+            notes.append(best.why["read from"])
+        elif best.confidence < self.min_confidence:
             # No word names the relation: the reading is evidence, not an order. A list of names, or a name with
             # no other word, is read from the graph (with the class asked for or given), else answered as text; the
             # words around one name are read by the encoder ("what has X", "X is a film by that person").
@@ -158,7 +167,7 @@ class OfflineTriplets:
                 choice[n] = own.get(n, fitting[0])
                 if n in own:
                     notes.append(_own_note(mentions[n], own[n]))
-        triplets = self._triplets(mentions, choice)
+        triplets = self._triplets(mentions, choice, notes)
         for condition in conditions:
             held = self.requests.roles.holders([c.iri for c in condition.candidates])
             if held:  # "which people born in X are painters": the answer holds the value the complement names
@@ -179,6 +188,25 @@ class OfflineTriplets:
                                                 returning=self._returning(mentions, alt),
                                                 revisiting=self._revisiting(mentions, alt)))
         return tq
+
+    #: Below this confidence a one-link reading of the words gives way to the request's structure (a chain of two
+    #: or more links always does).
+    chain_over = 1.01
+
+    def _chained(self, query: str, mentions: Sequence[Mention], request: Request, best: Scored) -> Scored | None:
+        """The reading of the request's structure (:class:`.chains.ChainReader`) for a request about one constant:
+        possessives and ``of`` phrases give the chain, the graph each link. None where the request has no such
+        structure, its chain ends in another class than the one asked for, or it is one link that the words already
+        name (the ranking reads those)."""
+        if len(mentions) != 1 or not request.mention_positions:
+            return None
+        scored = self.chains.read(query, request.mention_positions[0], [c.iri for c in mentions[0].candidates],
+                                  self.reader)
+        if scored is None or (request.wanted and scored.path.end not in request.wanted):
+            return None
+        if len(scored.path.steps) < 2 and best.confidence >= self.chain_over:
+            return None
+        return scored
 
     def _request(self, query: str, mentions: Sequence[Mention]) -> Request:
         request = self.requests.read(query, mentions)
@@ -424,17 +452,22 @@ class OfflineTriplets:
         """The constants whose path comes back to them by its structure (:meth:`.paths.PathReader.returns`): "the
         mother of X's daughter" may be X; "who wrote the films X directed" is never X, though X wrote one."""
         return {mentions[n].text for n, scored in choice.items()
-                if self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps)}
+                if scored.why.get("returns", False)
+                or ("returns" not in scored.why
+                    and self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps))}
 
     def _revisiting(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
         """The constants the path may pass through: its first hops come back to them by structure ("the release of
         X's track", where X is its own track; "the genre of the release of X's tracks"). "The films of the writer
         of X's director" may not."""
         return {mentions[n].text for n, scored in choice.items()
-                if any(self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps[:i])
-                       for i in range(1, len(scored.path.steps)))}
+                if scored.why.get("revisits", False)
+                or ("revisits" not in scored.why
+                    and any(self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps[:i])
+                            for i in range(1, len(scored.path.steps))))}
 
-    def _triplets(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> list[Triplet]:
+    def _triplets(self, mentions: Sequence[Mention], choice: dict[int, Scored],
+                  notes: list[str] | None = None) -> list[Triplet]:
         triplets: list[Triplet] = []
         negative = self.reader.words.negative
         for n in sorted(choice):
@@ -443,15 +476,37 @@ class OfflineTriplets:
             # A relation that states the absence ("lacks") carries the request's negation: it is not negated again.
             negated = mention.negated and not any(rel in negative for rel, _f in steps)
             prev: End = End(mention.text)
-            roles = choice[n].why.get("roles", {})
+            constraints = choice[n].why.get("constraints")
+            if constraints is None:
+                constraints = self._role_values(mention, choice[n], notes)
             for i, (rel, mention_is_head) in enumerate(steps):
                 nxt = End("?x") if i == len(steps) - 1 else End(f"?m{n}_{i}")
                 head, tail = (prev, nxt) if mention_is_head else (nxt, prev)
                 triplets.append(Triplet(head, rel, tail, negated=negated))
-                if i in roles and roles.get(i + 1) is not roles[i]:
-                    # The node a role word names has its values: "X's mom" is a parent who is female.
-                    triplets += [Triplet(nxt, value_rel, End(name)) for value_rel, _node, name in roles[i].values]
+                # The node a role word names has its values, joined to its hop: "X's mom" is a parent who is female.
+                triplets += [Triplet(nxt, value_rel, End(name), constraint=True)
+                             for value_rel, _node, name in constraints.get(i, ())]
                 prev = nxt
         return triplets
+
+    def _role_values(self, mention: Mention, scored: Scored, notes: list[str] | None) -> dict[int, tuple]:
+        """The values role words give the hops they name ("X's mom": female), where some node the hop reaches in the
+        KB has one; a value no node on the hop has is left out (the data may not record it, or disagree with the
+        word), and the notes say so."""
+        roles = scored.why.get("roles", {})
+        nodes = [c.iri for c in mention.candidates]
+        out: dict[int, tuple] = {}
+        for i, role in roles.items():
+            if roles.get(i + 1) is role or not role.values:
+                continue
+            prefix = Path(scored.path.steps[: i + 1], scored.path.classes[: i + 2])
+            reached = sorted(self.reader.reached(nodes, prefix, cap=2000))
+            held = next(((v,) for v in role.values if self.chains.holders(reached, v[0], v[1])), ())
+            if held:
+                out[i] = held
+            elif notes is not None:
+                notes.append(f"'{role.word}' says {', '.join(v[2] for v in role.values)}, which no node on its hop "
+                             "is in the KB: the hop stands without it")
+        return out
 
 

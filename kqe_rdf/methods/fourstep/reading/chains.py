@@ -1,0 +1,454 @@
+"""The request's syntax gives the chain, the KB gives each link.
+
+Possessives ("X's mom's offspring") and ``of`` phrases ("the offspring of the mother of X"), and their mixtures
+("the father of X's dad"), are read as an ordered chain of relation *slots* from the named constant to the answer:
+the possessives after the constant first, then the ``of`` phrases before it, nearest first, then what the
+question asks of the last node (its wh-noun and its predicate: "what sex is …", "… do for a living"). The number
+of hops is the number of slots, whatever the lexicon knows of their words.
+
+Each slot is then filled by the graph: of the relations that really leave the nodes reached so far (either
+direction), the one the slot's words name best: by the relation's own words, WordNet (related words, role words
+such as "grandmother": two hops and a quality), else the encoder over the relation's phrases. A slot no word
+names is still a hop: the relation the encoder places nearest wins. A slot may repeat the previous relation, and
+the chain may come back to its start ("the husband of X's wife" is X). A role's quality ("mom": female)
+constrains its own hop where some node on the hop has it, and is dropped (with a note) where none does.
+
+Nothing here names a relation, a class or a word of one KB: the structure comes from English syntax (possessives,
+``of``, wh-words), the links from the KB's relations, WordNet and the encoder.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from pyoxigraph import Literal, NamedNode
+
+from ....kb import queries
+from .paths import Path, retraces
+from .ranking import PREPOSITIONS, Scored
+from .words import FUNCTION_WORDS, stem
+
+#: Nouns that introduce the noun after them ("the name of the spouse of X", "the type of religion of X"): no hop.
+CLASSIFIERS = frozenset("name names type types kind kinds sort sorts".split())
+#: Wh-words that say something about the relation asked for ("where" a place, "why" a cause); "what", "which" and
+#: "who" only ask.
+TELLING_WH = frozenset("where when why how".split())
+ASKING_WH = frozenset("what which who whom whose".split())
+#: Words that may end a question without naming a link ("what is X's child's ethnicity about / like").
+_PARTICLES = PREPOSITIONS | {"like", "up", "out", "off", "down", "away", "back"}
+#: Words around a question's slots that name nothing: auxiliaries, copulas, articles.
+_FRAME = FUNCTION_WORDS | frozenset("be been being am can could would will shall should may might must please "
+                                    "tell me us give list show".split())
+_ARTICLES = frozenset({"the", "a", "an"})
+#: How many nodes a hop's frontier keeps (a hub's neighbours are enough to say which relations leave it).
+FRONTIER = 300
+#: Partial chains kept after each slot.
+BEAM = 6
+#: What a hop costs whose phrase names the node it leaves, not the one it reaches ("X's parent" is not read by
+#: ``parent of`` from X, which leads to X's children).
+OF_START = 0.5
+#: How much of a word's weight a word defined by it keeps.
+DEFINED = 0.9
+#: What a role's quality, held by some node on its hop, adds to a chain that keeps to those nodes.
+QUALITY = 0.1
+#: What a hop walked against a relation that has no phrase of its own for that direction costs: "X's parents" reads
+#: ``parents`` from X, not ``children`` walked backwards, when both lead to the same people.
+AGAINST = 0.05
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One link of a chain: its words as written, their token positions, and whether it is what the question
+    asks of the last node (a wh-noun or a predicate) rather than a noun of the chain."""
+
+    words: tuple[str, ...]
+    positions: tuple[int, ...]
+    asked: bool = False
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.words)
+
+
+@dataclass
+class Link:
+    """A slot filled: the relation (and direction) that fills it, how surely, and how it was read."""
+
+    relation: str
+    forward: bool
+    score: float
+    how: str
+    word: str
+    #: Values the hop's node holds by a role word ("mom": gender female), as (relation, value IRI, value name).
+    constraints: tuple[tuple[str, str, str], ...] = ()
+    note: str = ""
+
+
+@dataclass
+class Chain:
+    """A chain being filled: its links so far, the nodes they reach, and their summed score."""
+
+    links: list[Link] = field(default_factory=list)
+    nodes: frozenset[str] = frozenset()
+    score: float = 0.0
+    #: The nodes each link reached (the last is :attr:`nodes`).
+    reached: list[frozenset] = field(default_factory=list)
+
+
+def tokens(query: str) -> list[tuple[str, int, int]]:
+    """The request's words as the reader counts them (``[a-z0-9]+``, lower case), with their character offsets."""
+    return [(m.group(0), m.start(), m.end()) for m in re.finditer(r"[a-z0-9]+", query.lower())]
+
+
+def is_possessive(query: str, toks: Sequence[tuple[str, int, int]], i: int) -> bool:
+    """Whether token ``i`` is the ``s`` of a possessive ("X's", "X 's", "X’s")."""
+    word, start, _end = toks[i]
+    return word == "s" and start > 0 and query[start - 1] in "'’"
+
+
+def _order(chain: Chain) -> tuple:
+    """Best first; among equals, forward hops first, then by relation (a stable order)."""
+    return -chain.score, tuple((link.relation, not link.forward) for link in chain.links)
+
+
+class ChainReader:
+    """Reads a request's chain of slots (:meth:`slots`) and fills it from the graph (:meth:`read`)."""
+
+    def __init__(self, kb, words, roles) -> None:
+        self.kb = kb
+        self.words = words
+        self.roles = roles
+        relations = kb.schema.relations
+        #: Each relation's phrases and its inverse's, as the encoder reads them (label words, not IRIs).
+        self.phrases = {iri: sorted(ps) for iri, ps in words.named.items() if iri in relations}
+        #: Multi-word relation phrases, as word tuples: a slot may be one ("country of origin", "line of work").
+        self.compounds = {tuple(re.findall(r"[a-z0-9]+", p.lower())) for ps in self.phrases.values() for p in ps}
+        self.compounds = {c for c in self.compounds if len(c) > 1}
+        self._owners = [(iri, p) for iri, ps in sorted(self.phrases.items()) for p in ps]
+        self._owner_vectors: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ syntax
+
+    def _is_compound(self, words: Sequence[str]) -> bool:
+        """A multi-word noun: a relation's phrase ("country of origin"), a WordNet compound ("line of work",
+        "line of business") or an adjective before a noun ("best friend")."""
+        from ....kb.lexicon import wordnet
+
+        words = tuple(words)
+        if words in self.compounds:
+            return True
+        wn = wordnet()
+        if wn is None or len(words) < 2:
+            return False
+        if wn.morphy("_".join(words), "n") is not None:
+            return True
+        return len(words) == 2 and words[0] in wn.adjectives and wn.morphy(words[1], "n") is not None \
+            and words[0] not in _FRAME
+
+    def _noun_phrase(self, words: Sequence[str]) -> int:
+        """How many of ``words`` (from the start) form the noun phrase a possessive names: the longest compound of
+        up to four words, else one word."""
+        for n in (4, 3, 2):
+            if len(words) >= n and self._is_compound(words[:n]):
+                return n
+        return 1
+
+    def slots(self, query: str, span: tuple[int, int]) -> list[Slot] | None:
+        """The chain of slots from the constant at token ``span`` to the answer, or None where the request has no
+        possessive after the constant and no ``of`` before it, or its words around them are not a chain's (a verb
+        or a clause: "which films share the director of X" is read by the ranking, not here).
+
+        >>> reader = ChainReader.__new__(ChainReader); reader.compounds = set()
+        >>> [s.text for s in reader.slots("who is the offspring of Ann Smith's mom?", (5, 7))]
+        ['mom', 'offspring']
+        >>> [s.text for s in reader.slots("what does Ann Smith's dad do for a living?", (2, 4))]
+        ['dad', 'do for a living']
+        >>> [s.text for s in reader.slots("the father of the wife of Ann's kid", (6, 7))]
+        ['kid', 'wife', 'father']
+        >>> print(reader.slots("which films share the director of Heat", (6, 7)))
+        None
+        """
+        toks = tokens(query)
+        words = [w for w, _a, _b in toks]
+        a, b = span
+        chain: list[Slot] = []
+        # After the constant: its possessives, nearest first; what follows the last one is the predicate.
+        i, predicate = b, []
+        while i < len(words) and is_possessive(query, toks, i):
+            k = next((j for j in range(i + 1, len(words)) if is_possessive(query, toks, j)), len(words))
+            segment = list(range(i + 1, k))
+            if not segment:
+                return None
+            if k < len(words):  # another possessive follows: the whole segment names one link
+                phrase = [p for p in segment if words[p] not in _ARTICLES]
+                if not phrase or len(phrase) > 4 or any(words[p] in _FRAME for p in phrase[1:-1]) \
+                        or (len(phrase) > 1 and not self._is_compound([words[p] for p in phrase])):
+                    return None
+            else:
+                n = self._noun_phrase([words[p] for p in segment])
+                phrase, predicate = segment[:n], segment[n:]
+            chain.append(Slot(tuple(words[p] for p in phrase), tuple(phrase)))
+            i = k
+        if i < len(words) and not chain:
+            predicate = list(range(b, len(words)))
+        # Before the constant: "the R2 of (the) R1 of X", read from X outwards.
+        before = list(range(a))
+        of_slots: list[Slot] = []
+        lead = before
+        if before and words[before[-1]] == "of" or (len(before) > 1 and words[before[-1]] in _ARTICLES
+                                                     and words[before[-2]] == "of"):
+            segments: list[list[int]] = [[]]
+            for p in before:
+                if words[p] == "of":
+                    segments.append([])
+                else:
+                    segments[-1].append(p)
+            segments = [[p for p in s if words[p] not in _ARTICLES] for s in segments]
+            if segments[-1]:
+                return None  # "of the X" only: an article may stand between "of" and the constant
+            segments.pop()
+            # "the line of work of X": a compound across an "of" is one link.
+            merged: list[list[int]] = []
+            for s in segments:
+                if merged and merged[-1] and s and self._is_compound(
+                        [words[merged[-1][-1]], "of", words[s[0]]]):
+                    merged[-1] = merged[-1] + [p for p in range(merged[-1][-1] + 1, s[0]) if words[p] == "of"] + s
+                else:
+                    merged.append(s)
+            lead, *rest = merged
+            # The first segment holds the question's frame too ("what is the name", "who is the spouse").
+            at = 0  # the frame comes first: "what is the" / "where is the"; a compound keeps its "of"
+            while at < len(lead) and (words[lead[at]] in _FRAME or words[lead[at]] in ASKING_WH
+                                      or words[lead[at]] in TELLING_WH):
+                at += 1
+            telling = [p for p in lead[:at] if words[p] in TELLING_WH]
+            head = lead[at:]
+            if head:
+                if len(head) > 4 or (len(head) > 1 and not self._is_compound([words[p] for p in head])):
+                    return None
+                rest = [head] + rest
+            for s in rest:
+                if not s or len(s) > 4 or (len(s) > 1 and not self._is_compound([words[p] for p in s])):
+                    return None
+            # A classifier before another link introduces it ("the name of the spouse of X").
+            while len(rest) > 1 and all(words[p] in CLASSIFIERS for p in rest[0]):
+                rest = rest[1:]
+            of_slots = [Slot(tuple(words[p] for p in s), tuple(s)) for s in reversed(rest)]
+            lead = telling
+        elif not chain:
+            return None  # no possessive after the constant, no "of" before it: no chain to read
+        chain += of_slots
+        # What the question asks of the last node: its wh-noun ("what sex is X's dad") and its predicate ("… do for
+        # a living", "why … died"), read together.
+        asked = [p for p in lead if words[p] not in _FRAME and words[p] not in ASKING_WH] + predicate
+        content = [p for p in asked if words[p] not in _FRAME and words[p] not in _PARTICLES]
+        if not content and [words[p] for p in predicate] == ["do"] and any(w in ASKING_WH for w in words[:a]):
+            # "what does X's dad do": the last "do" is the main verb, asking what the node does.
+            asked = content = [p for p in lead if words[p] in ASKING_WH][:1] + predicate
+        if content:
+            # The asked slot's words as written, function words kept ("do for a living"): the encoder reads them.
+            chain.append(Slot(tuple(words[p] for p in asked), tuple(asked), asked=True))
+        return chain or None
+
+    # ------------------------------------------------------------------ meaning
+
+    def _encoded(self) -> np.ndarray:
+        if self._owner_vectors is None:
+            self._owner_vectors = self.words.vectors([p for _i, p in self._owners])
+        return self._owner_vectors
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one reader per KB
+    def similarity(self, text: str) -> dict[str, tuple[float, str]]:
+        """The encoder's similarity of a slot's text with each relation: its nearest phrase (either direction)."""
+        vector = self.kb.encoder.encode([text])[0]
+        out: dict[str, tuple[float, str]] = {}
+        for (iri, phrase), sim in zip(self._owners, self._encoded() @ vector):
+            if sim > out.get(iri, (-1.0, ""))[0]:
+                out[iri] = (float(sim), phrase)
+        return out
+
+    def lexical(self, word: str) -> dict[str, tuple[float, str]]:
+        """The relations a word names by the lexicon: its own words (1), WordNet's related words (their weight)."""
+        s = stem(word)
+        out = {rel: (1.0, "exact") for rel, stems in self.words.relation_stems.items() if s in stems}
+        for rel, table in self.words.related.items():
+            how, weight, text = table.get(s, (None, 0.0, ""))
+            if how and how != "wh" and weight > out.get(rel, (0.0, ""))[0]:
+                out[rel] = (weight, f"{text.partition(' (')[2].rstrip(')') or how}, {weight:.2f}")
+        return out
+
+    def expand(self, slot: Slot) -> list[tuple[Slot, dict[str, tuple[float, str]], tuple, str]]:
+        """A slot as the links it names, each with the relations it names lexically and the role values of its node:
+        a role word may name several ("grandmother": parent, parent, and female on the second)."""
+        lexical: dict[str, tuple[float, str]] = {}
+        for w in slot.words:
+            if w in FUNCTION_WORDS or w in _FRAME:
+                continue
+            for rel, (weight, how) in self.lexical(w).items():
+                if weight > lexical.get(rel, (0.0, ""))[0]:
+                    lexical[rel] = (weight, f"{how} ({w})" if how != "exact" else f"exact ({w})")
+        if len(slot.words) == 1 and not slot.asked:
+            role = self.role(slot.words[0])
+            if role is not None and (len(role.chain) > 1 or role.values):
+                links = []
+                for k, part in enumerate(role.chain):
+                    names = {rel: (w, f"role {'/'.join(role.chain)} ({slot.words[0]}), {w:.2f}")
+                             for rel, w in self.roles._names(part).items()}
+                    if len(role.chain) == 1:
+                        names = {**names, **{r: v for r, v in lexical.items() if v[0] > names.get(r, (0.0,))[0]}}
+                    values = role.values if k == len(role.chain) - 1 else ()
+                    links.append((Slot((part,), slot.positions, slot.asked), names, values, slot.text))
+                return links
+            if role is not None and not lexical and len(role.chain) == 1:
+                # A word WordNet defines by another ("heir": "a person who inherits … issue") names what that one does.
+                lexical = {rel: (w * DEFINED, f"{how} by its definition ({role.chain[0]})")
+                           for rel, (w, how) in self.lexical(role.chain[0]).items()}
+        return [(slot, lexical, (), slot.text)]
+
+    def role(self, word: str):
+        """A role word (:meth:`.roles.RoleReader.role`); "grand-" before a role word adds a generation of its first
+        link ("grandmom": a parent's parent, female), as English forms the word."""
+        role = self.roles.role(word)
+        if role is None and word.startswith("grand") and len(word) > 7:
+            inner = self.roles.role(word[5:])
+            if inner is not None and inner.chain:
+                return replace(inner, word=word, chain=inner.chain[:1] + inner.chain)
+        return role
+
+    # ------------------------------------------------------------------ the graph
+
+    def _edges(self, nodes: Sequence[str]) -> dict[tuple[str, bool], set]:
+        """The relations (and directions) that leave ``nodes``, each with the nodes (or values) it reaches."""
+        text = queries.with_values(queries.load("reader_chain_hops"), c=[NamedNode(n) for n in nodes])
+        relations = self.kb.schema.relations
+        out: dict[tuple[str, bool], set] = {}
+        for row in self.kb.store.query(text, use_default_graph_as_union=True):
+            rel = row["relation"].value
+            if rel not in relations:
+                continue
+            node = row["n"]
+            forward = row["forward"].value == "true"
+            if isinstance(node, Literal) and not forward:
+                continue
+            out.setdefault((rel, forward), set()).add(node.value if isinstance(node, NamedNode) else node)
+        return out
+
+    def holders(self, nodes: Sequence[str], relation: str, value: str) -> set[str]:
+        """Which of ``nodes`` hold ``value`` by ``relation``."""
+        if not nodes:
+            return set()
+        text = queries.with_values(queries.load("reader_holders"), n=[NamedNode(x) for x in nodes],
+                                   relation=[NamedNode(relation)], value=[NamedNode(value)])
+        return {row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)}
+
+    def fill(self, start: Sequence[str], slots: Sequence[Slot]) -> Chain | None:
+        """The best-scoring filling of the slots from the constant's nodes: a beam over the relations that really
+        leave the nodes each partial chain reaches."""
+        beam = [Chain([], frozenset(start), 0.0)]
+        for slot in slots:
+            for part, lexical, values, said in self.expand(slot):
+                encoded = self.similarity(part.text)
+                grown: list[Chain] = []
+                for chain in beam:
+                    nodes = sorted(n for n in chain.nodes if isinstance(n, str))[:FRONTIER]
+                    if not nodes:
+                        continue
+                    for (rel, forward), reached in self._edges(nodes).items():
+                        weight, how = lexical.get(rel, (0.0, ""))
+                        sim, phrase = encoded.get(rel, (0.0, ""))
+                        if sim > weight:
+                            weight, how = sim, f"encoder {sim:.2f} to '{phrase}'"
+                        if not forward and not self._has_own_phrase(rel, forward):
+                            weight -= AGAINST
+                        if not part.asked and self._names_the_start(rel, forward):
+                            weight -= OF_START
+                        link = Link(rel, forward, weight, how, said)
+                        grown.append(Chain(chain.links + [link], frozenset(reached), chain.score + weight,
+                                           chain.reached + [frozenset(reached)]))
+                if not grown:
+                    return None
+                grown.sort(key=_order)
+                if values:
+                    grown = [c for chain in grown[:BEAM] for c in self._constrained(chain, values)]
+                    grown.sort(key=_order)
+                beam = grown[:BEAM]
+        return beam[0] if beam else None
+
+    def _constrained(self, chain: Chain, values) -> list[Chain]:
+        """A role's quality on its hop's node ("mom": female), where some node on the hop has it, scored
+        :data:`QUALITY` above the hop without it; the hop without it stays in the beam, for where the KB lacks the
+        quality or the rest of the chain disagrees with the word (no later link leaves the nodes that have it)."""
+        link = chain.links[-1]
+        nodes = sorted(n for n in chain.nodes if isinstance(n, str))
+        names = ", ".join(name for _r, _v, name in values)
+        bare = Link(link.relation, link.forward, link.score, link.how, link.word,
+                    note=f"'{link.word}' says {names}, which no node on this hop is in the KB (or no later link "
+                         "leaves those that are): the hop stands without it")
+        out = [Chain(chain.links[:-1] + [bare], chain.nodes, chain.score, chain.reached)]
+        for relation, value, name in values:
+            holding = self.holders(nodes, relation, value)
+            if holding:
+                held = Link(link.relation, link.forward, link.score, link.how, link.word, ((relation, value, name),))
+                out.insert(0, Chain(chain.links[:-1] + [held], frozenset(holding), chain.score + QUALITY,
+                                    chain.reached[:-1] + [frozenset(holding)]))
+                break
+        return out
+
+    def _names_the_start(self, rel: str, forward: bool) -> bool:
+        """Whether the hop's phrase, read from the node it leaves, says what that node is ("parent of": the node
+        left is the parent). A slot's noun says what the node reached is ("X's parent", "the parent of X")."""
+        schema = self.kb.schema
+        phrase = schema.relations[rel].label if forward else schema.inverse_label(rel)
+        return phrase.lower().rstrip().endswith(" of")
+
+    def _has_own_phrase(self, rel: str, forward: bool) -> bool:
+        relation = self.kb.schema.relations.get(rel)
+        return forward or (relation is not None and bool(relation.inverse))
+
+    # ------------------------------------------------------------------ reading
+
+    def read(self, query: str, span: tuple[int, int], nodes: Sequence[str], reader) -> Scored | None:
+        """The chain of the request's structure, filled from the graph, as a scored path for the reader; None when
+        the request has no chain or the graph cannot fill it."""
+        slots = self.slots(query, span)
+        if not slots:
+            return None
+        chain = self.fill(nodes, slots)
+        if chain is None or not chain.links or any(not isinstance(n, str) for n in chain.nodes):
+            return None  # values (literals) are answered elsewhere
+        steps = tuple((link.relation, link.forward) for link in chain.links)
+        classes = [self._class_of(nodes)] + [self._class_of(reached) for reached in chain.reached]
+        if any(c is None for c in classes):
+            return None
+        phrases = [reader.phrase(link.relation, link.forward) for link in chain.links]
+        hops = [{"relation": phrase, "how": link.how, "words": [link.word]}
+                for phrase, link in zip(phrases, chain.links)]
+        constraints = {i: link.constraints for i, link in enumerate(chain.links) if link.constraints}
+        # A chain may come back to its start ("the husband of X's wife" is X, and "the offspring of X's mom" X and
+        # X's siblings): where the graph says it does, unless a hop only walks the previous one back ("the films of
+        # X's director", which is X only when the director made no other).
+        start = set(nodes)
+
+        def back(i: int) -> bool:
+            reached = chain.reached[i]
+            return bool(start & reached) and (not retraces(steps[: i + 1]) or reached <= start)
+        notes = [link.note for link in chain.links if link.note]
+        why = {"hops": hops, "source": "syntax", "constraints": constraints, "slots": [s.text for s in slots],
+               "returns": back(len(steps) - 1), "revisits": any(back(i) for i in range(len(steps) - 1)),
+               "read from": f"the request's structure: {len(slots)} slot(s) "
+                            f"({' / '.join(repr(s.text) for s in slots)}) filled by the graph as "
+                            f"'{' / '.join(phrases)}'" + ("; " + "; ".join(notes) if notes else "")}
+        confidence = float(np.mean([min(1.0, max(0.0, link.score)) for link in chain.links]))
+        return Scored(Path(steps, tuple(classes)), chain.score, phrases, why, confidence)
+
+    def _class_of(self, nodes) -> str | None:
+        """The class most of ``nodes`` have (the name index's classes)."""
+        counts: dict[str, int] = {}
+        for n in nodes:
+            for t in self.kb.names.types.get(n, ()):
+                counts[t] = counts.get(t, 0) + 1
+        return max(sorted(counts), key=lambda t: counts[t]) if counts else None
