@@ -137,3 +137,58 @@ def test_the_explanation_says_the_chain_came_from_the_syntax(people):
     assert [t.relation.rsplit("/", 1)[-1].rsplit("#", 1)[-1] for t in tq.triplets if not t.constraint] == [
         "has_parent", "partner", "occupation"]
     assert any("structure" in note for note in tq.notes)
+
+
+MUSIC = """\
+@prefix ex: <http://music.example/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+ex:Album a rdfs:Class ; rdfs:label "Album" .
+ex:Person a rdfs:Class ; rdfs:label "Person" .
+ex:Label a rdfs:Class ; rdfs:label "Label" .
+ex:City a rdfs:Class ; rdfs:label "City" .
+ex:Laureate a rdfs:Class ; rdfs:label "Laureate" .
+ex:Prize a rdfs:Class ; rdfs:label "Prize" .
+ex:weather_maps a ex:Album ; rdfs:label "Weather Maps" ; ex:producer ex:nora_vale ; ex:recordLabel ex:blue_tide .
+ex:salt_roads a ex:Album ; rdfs:label "Salt Roads" ; ex:producer ex:nora_vale ; ex:recordLabel ex:iron_gate .
+ex:glass_hours a ex:Album ; rdfs:label "Glass Hours" ; ex:producer ex:otto_brandt ; ex:recordLabel ex:blue_tide .
+ex:low_tides a ex:Album ; rdfs:label "Low Tides" ; ex:producer ex:nora_vale ; ex:recordLabel ex:blue_tide .
+ex:nora_vale a ex:Person ; rdfs:label "Nora Vale" .
+ex:otto_brandt a ex:Person ; rdfs:label "Otto Brandt" .
+ex:blue_tide a ex:Label ; rdfs:label "Blue Tide Records" .
+ex:iron_gate a ex:Label ; rdfs:label "Iron Gate Records" .
+ex:warsaw a ex:City ; rdfs:label "Warsaw" .
+ex:paris a ex:City ; rdfs:label "Paris" .
+ex:marta_nowak a ex:Laureate ; rdfs:label "Marta Nowak" ; ex:birthPlace ex:warsaw .
+ex:jan_kowal a ex:Laureate ; rdfs:label "Jan Kowal" ; ex:birthPlace ex:warsaw .
+ex:luc_morel a ex:Laureate ; rdfs:label "Luc Morel" ; ex:birthPlace ex:paris .
+ex:physics_1903 a ex:Prize ; rdfs:label "Physics 1903" ; ex:laureate ex:marta_nowak , ex:luc_morel .
+ex:peace_1920 a ex:Prize ; rdfs:label "Peace 1920" ; ex:laureate ex:jan_kowal .
+"""
+
+
+@pytest.fixture(scope="module")
+def music(tmp_path_factory) -> KnowledgeBase:
+    folder = tmp_path_factory.mktemp("music")
+    (folder / "music.ttl").write_text(MUSIC)
+    build_kb(RdfImporter([folder / "music.ttl"]), folder / "kb")
+    return KnowledgeBase.open(folder / "kb")
+
+
+def test_a_plural_class_noun_is_the_answers_type_not_a_hop(music):
+    assert set(ask(music, "which laureates were born in Warsaw", 2)) == {"Marta Nowak", "Jan Kowal"}
+
+
+def test_every_condition_of_a_conjunction_constrains_the_same_answer(music):
+    stage = pipeline("4step-offline", music, music.settings, 4, None)
+    hits = stage.search("which albums were produced by Nora Vale and released by Blue Tide Records", "q")
+    both = {"Weather Maps", "Low Tides"}
+    assert {music.document(h.iri).name for h in hits[:2]} == both
+    assert min(h.score for h in hits[:2]) > max(h.score for h in hits[2:])  # the others meet one condition only
+    hits = stage.search("which albums were released by Iron Gate Records and produced by Nora Vale", "q")
+    assert music.document(hits[0].iri).name == "Salt Roads" and hits[0].score > hits[1].score
+
+
+def test_nested_possessives_compose_in_the_order_the_syntax_gives(people):
+    # "the mother of (Liam Moor's father)": Liam's father Ivan, then his mother; not Liam's mother's father
+    assert ask(people, "who is the mother of Liam Moor's father", 1) == ["Hana Moor"]
+    assert ask(people, "who is the father of Liam Moor's mother", 1) == ["Carl Lane"]

@@ -17,6 +17,7 @@ graph and WordNet.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 
 from ....kb.linking import Linker, Mention
@@ -28,6 +29,10 @@ from .ranking import Request, Scored
 from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
                       names_the_asked_kind)
 from .words import FUNCTION_WORDS
+
+
+#: Words that join two conditions on one answer.
+_COORDINATION = re.compile(r"\b(?:and|but|as well as)\b", re.I)
 
 
 def _own_note(mention: Mention, scored: Scored) -> str:
@@ -155,9 +160,13 @@ class OfflineTriplets:
         notes.extend(_own_note(mentions[n], scored) for n, scored in choice.items())
         for types in usable if not choice else ():
             fitting = [s for s in ranked[types] if s.path.end == answer_type]
-            if not fitting or (types != primary
-                               and not self._joins(fitting[0], best, types, primary, request, types in common)):
+            if not fitting:
                 continue
+            if types != primary and not self._joins(fitting[0], best, types, primary, request, types in common):
+                conjoined = self._conjoined(query, mentions, groups[primary], groups[types], fitting)
+                if conjoined is None:
+                    continue
+                fitting = [conjoined]
             members = groups[types]
             notes.append(f"mentions of type {', '.join(sorted(local_name(t) for t in types))}: relation path "
                          f"'{' / '.join(fitting[0].phrases)}' → {local_name(answer_type)} "
@@ -335,6 +344,21 @@ class OfflineTriplets:
             return True
         stems = {s for _p, s in request.words}
         return bool((self._path_stems(other) & stems) - (self._path_stems(best) & stems))
+
+    def _conjoined(self, query: str, mentions: Sequence[Mention], primary: list[int], members: list[int],
+                   fitting: list[Scored]) -> Scored | None:
+        """Another group's path when its names are a second condition on the same answer by the request's syntax:
+        a coordinating "and" (or "but", "as well as") stands between them and the reading's constants ("albums
+        produced by X and released by Y"), and one hop of the graph links them to the answer class, whether or not
+        a word names it ("released" for a record label): the best such hop. None otherwise."""
+        one = next((s for s in fitting if len(s.path.steps) == 1), None)
+        if one is None or not all(is_name(query, mentions[n]) for n in members):
+            return None
+        for a, b in itertools.product(primary, members):
+            first, second = sorted((mentions[a], mentions[b]), key=lambda m: m.start)
+            if _COORDINATION.search(query[first.end : second.start]):
+                return one
+        return None
 
     def _path_stems(self, scored: Scored) -> set[str]:
         """The word stems that name the path's relations (labels and alt labels)."""
