@@ -295,3 +295,32 @@ def test_a_name_whose_tokens_fold_to_more_words_is_found_exactly(titles, query):
     two, "don t"): an exact match, not the fuzzy one that would otherwise rescue it."""
     [mention] = titles.mentions(query, skip_words={"directed"})
     assert {c.how for c in mention.candidates} == {"exact"}
+
+
+@pytest.fixture(scope="module")
+def symbols(tmp_path_factory) -> Linker:
+    """Genes known by symbols that are also English words, beside signs."""
+    import json
+
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.jsonl import JsonlImporter
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    folder = tmp_path_factory.mktemp("symbols")
+    rows = [{"kind": "node", "id": i, "type": kind, "name": name} for i, kind, name in
+            (("g1", "Gene", "SON"), ("g2", "Gene", "SET"), ("g3", "Gene", "BRCA1"), ("s1", "Sign", "Seizure"),
+             ("s2", "Sign", "Hypotonia"))]
+    (folder / "genes.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    build_kb(JsonlImporter([folder / "genes.jsonl"]), folder / "kb")
+    return Linker(KnowledgeBase.open(folder / "kb"))
+
+
+def test_a_lower_case_common_word_does_not_link_to_a_symbol(symbols):
+    assert [m.text for m in symbols.mentions("my son has seizures and hypotonia")] == ["seizures", "hypotonia"]
+    assert [m.text for m in symbols.mentions("a set of signs: seizures")] == ["seizures"]
+
+
+def test_a_symbol_links_when_written_so_or_beside_its_class(symbols):
+    assert [m.text for m in symbols.mentions("which diseases involve SON")] == ["SON"]
+    assert [m.text for m in symbols.mentions("diseases of the son gene")] == ["son"]
+    assert [m.text for m in symbols.mentions("variants in brca1")] == ["brca1"]  # no English word: a symbol

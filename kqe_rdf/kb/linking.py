@@ -10,6 +10,8 @@ offline mention finder: n-grams of the query matched against names.
 
 from __future__ import annotations
 
+import functools
+
 import gzip
 import json
 import re
@@ -309,7 +311,7 @@ class Linker:
         # only when nothing matched exactly.
         exact = spans()
         for i, n in self._exact_order(exact, tokens, plain, soft, opening, free):
-            if (key := free(i, n)) and (iris := index.nodes(key)):
+            if (key := free(i, n)) and (iris := self._as_written(tokens, i, n, index.nodes(key))):
                 take(i, n, iris, "exact", 1.0)
         if not found:
             from rapidfuzz import fuzz, process
@@ -334,6 +336,22 @@ class Linker:
             outside[m.start : m.end] = " " * (m.end - m.start)
         masked = "".join(outside)
         return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
+
+    def _as_written(self, tokens: list, i: int, n: int, iris: list[str]) -> list[str]:
+        """Of the nodes a span names, those it may mean as written: a common English word in lower case ("my son
+        has seizures") does not name a node known only by a symbol ("SON", a gene), unless a word beside it names
+        the node's class ("the son gene"); written as the symbol ("SON") it does."""
+        word = tokens[i][0]
+        if n != 1 or not iris or not word.islower() or not _common_word(word):
+            return iris
+        symbols = {iri for iri in iris if _is_symbol(self.index.labels.get(iri, ""))}
+        if not symbols:
+            return iris
+        beside = {tokens[j][0].lower() for j in (i - 1, i + 1) if 0 <= j < len(tokens)}
+        cues = self.kb.schema.class_cues
+        named = {iri for iri in symbols
+                 if any(beside & {c, *(c + "s",)} for t in self.index.types.get(iri, ()) for c in cues.get(t, ()))}
+        return [iri for iri in iris if iri not in symbols or iri in named]
 
     def _exact_order(self, exact: list[tuple[int, int]], tokens: list, plain: list[bool], soft: list[bool],
                      opening: list[bool], free: Callable[[int, int], str]) -> list[tuple[int, int]]:
@@ -361,6 +379,25 @@ class Linker:
             return iris, end
         size = max(n for n, _iri in written)
         return [iri for n, iri in written if n == size], start + size
+
+
+def _is_symbol(name: str) -> bool:
+    """A name written as a symbol or an abbreviation: letters, all upper case, perhaps digits ("SON", "BRCA1").
+
+    >>> _is_symbol("SON"), _is_symbol("BRCA1"), _is_symbol("Heat"), _is_symbol("360")
+    (True, True, False, False)
+    """
+    name = name.strip()
+    return bool(name) and " " not in name and any(c.isalpha() for c in name) and name.upper() == name
+
+
+@functools.lru_cache(maxsize=65536)
+def _common_word(word: str) -> bool:
+    """Whether WordNet knows the word ("son", "set"), so a lower-case use of it is the word, not a symbol."""
+    from .lexicon import wordnet
+
+    wn = wordnet()
+    return wn is not None and (any(wn.morphy(word, pos) is not None for pos in ("n", "v")) or word in wn.adjectives)
 
 
 #: Words that negate the sentence they stand in ("... were not observed"): its mentions are negated.
