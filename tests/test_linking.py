@@ -324,3 +324,47 @@ def test_a_symbol_links_when_written_so_or_beside_its_class(symbols):
     assert [m.text for m in symbols.mentions("which diseases involve SON")] == ["SON"]
     assert [m.text for m in symbols.mentions("diseases of the son gene")] == ["son"]
     assert [m.text for m in symbols.mentions("variants in brca1")] == ["brca1"]  # no English word: a symbol
+
+
+LAUREATES = """\
+@prefix ex: <http://prizes.example/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+ex:Laureate a rdfs:Class ; rdfs:label "Laureate" .
+ex:City a rdfs:Class ; rdfs:label "City" .
+ex:bohr a ex:Laureate ; rdfs:label "Niels Henrik David Bohr" ; ex:deathPlace ex:copenhagen .
+ex:harald a ex:Laureate ; rdfs:label "Harald Bohr" ; ex:deathPlace ex:copenhagen .
+ex:fleming a ex:Laureate ; rdfs:label "Sir Alexander Fleming" ; ex:deathPlace ex:london .
+ex:curie a ex:Laureate ; rdfs:label "Marie Curie, née Sklodowska" ; ex:deathPlace ex:passy .
+ex:copenhagen a ex:City ; rdfs:label "Copenhagen" .
+ex:london a ex:City ; rdfs:label "London" .
+ex:passy a ex:City ; rdfs:label "Passy" .
+"""
+
+
+@pytest.fixture(scope="module")
+def laureates(tmp_path_factory):
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.rdf import RdfImporter
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    folder = tmp_path_factory.mktemp("laureates")
+    (folder / "laureates.ttl").write_text(LAUREATES)
+    build_kb(RdfImporter([folder / "laureates.ttl"]), folder / "kb")
+    return KnowledgeBase.open(folder / "kb")
+
+
+@pytest.mark.parametrize("question,answer", [("where did Niels Bohr die", "Copenhagen"),
+                                             ("where did Alexander Fleming die", "London"),
+                                             ("where did Marie Curie die", "Passy")])
+def test_a_person_named_short_is_linked_and_answered(laureates, question, answer):
+    from kqe_rdf.methods.registry import pipeline
+
+    [mention] = Linker(laureates).mentions(question)
+    assert mention.candidates[0].how == "short name"
+    stage = pipeline("4step-offline", laureates, laureates.settings, 1, None)
+    assert [laureates.document(h.iri).name for h in stage.search(question, "q")] == [answer]
+
+
+def test_an_exact_name_wins_over_a_short_one(laureates):
+    [mention] = Linker(laureates).mentions("where did Harald Bohr die")
+    assert [c.name for c in mention.candidates] == ["Harald Bohr"] and mention.candidates[0].how == "exact"

@@ -56,6 +56,47 @@ def _add_name(by_name: dict, inverted: dict, name: str, node) -> None:
             inverted[normalise_name(f"{tail} {head}")].add(node)
 
 
+#: Titles written before a person's name ("Sir Alexander Fleming"): people write the name without them.
+HONORIFICS = frozenset("sir dame lord lady dr prof professor mr mrs ms miss saint st".split())
+#: Particles inside a person's name ("Ludwig van Beethoven", "Charles de Gaulle").
+_PARTICLES = frozenset("van von de der den da di du del della la le ten ter bin ibn".split())
+
+
+def sub_names(name: str) -> set[str]:
+    """The shorter names people write for a person's full name: without an honorific ("Sir Alexander Fleming" →
+    "Alexander Fleming"), a parenthesis or an appositive after a comma ("Marie Curie, née Sklodowska" → "Marie
+    Curie"), and given name with family name ("Niels Henrik David Bohr" → "Niels Bohr"); only for names written
+    as a person's (each word capitalised), never the name itself.
+
+    >>> sorted(sub_names("Niels Henrik David Bohr"))
+    ['Niels Bohr']
+    >>> sorted(sub_names("Sir Alexander Fleming")), sorted(sub_names("Marie Curie, née Sklodowska"))
+    (['Alexander Fleming'], ['Marie Curie'])
+    >>> sub_names("Intellectual disability, mild"), sub_names("Blade Runner")
+    (set(), set())
+    """
+    base = re.sub(r"\s*\([^)]*\)", "", name).strip()
+    if "," in base:
+        base = base.split(",", 1)[0].strip()
+    words = base.split()
+    while words and words[0].lower().rstrip(".") in HONORIFICS and len(words) > 2:
+        words = words[1:]
+    if not 2 <= len(words) <= 6 or not all(_titled(w) or w.lower() in _PARTICLES for w in words) \
+            or not (_titled(words[0]) and _titled(words[-1])):
+        return set()
+    out = {" ".join(words)}
+    if len(words) >= 3:
+        out.add(f"{words[0]} {words[-1]}")
+    return {n for n in out if normalise_name(n) != normalise_name(name)}
+
+
+def _titled(word: str) -> bool:
+    """A word written as a name's: a capital, then lower case ("Bohr", "O'Neil"; not "DNA" or "of")."""
+    letters = [c for c in word if c.isalpha()]
+    return len(letters) >= 2 and letters[0].isupper() and all(c.islower() for c in letters[1:]) \
+        and not any(c.isdigit() for c in word)
+
+
 def _name_shapes(by_name: dict, inverted: dict) -> tuple[set[str], dict[str, set[int]]]:
     """The last words of the names, and the word counts of the names that start with each first word."""
     last_words = {k.rpartition(" ")[2] for k in (*by_name, *inverted)}
@@ -70,7 +111,7 @@ class Candidate:
     iri: str
     name: str
     score: float
-    how: str  # exact | fuzzy | bm25 | dense
+    how: str  # exact | short name | fuzzy | bm25 | dense
 
 
 @dataclass(frozen=True)
@@ -136,14 +177,18 @@ class NameIndex:
         type_number = {t: i for i, t in enumerate(types)}
         by_name: dict[str, set[int]] = defaultdict(set)
         inverted: dict[str, set[int]] = defaultdict(set)
+        short: dict[str, set[int]] = defaultdict(set)
         for number, handle in enumerate(handles):
             for name in tables.names_of(handle):
                 _add_name(by_name, inverted, name, number)
+                for sub in sub_names(name):
+                    short[normalise_name(sub)].add(number)
         kinds, leaving = tables.hop_table()
         data = {"iris": iris, "labels": [d.name for d in documents], "types": types,
                 "node_types": [[type_number[t] for t in sorted(d.types)] for d in documents],  # (numbered in order)
                 "names": {k: sorted(v) for k, v in by_name.items()},
                 "inverted": {k: sorted(v) for k, v in inverted.items()},
+                "short": {k: sorted(v) for k, v in short.items() if k not in by_name},
                 "hop_kinds": [list(k) for k in kinds],
                 "hops": [leaving.get(h, []) for h in handles]}
         last_words, lengths = _name_shapes(by_name, inverted)
@@ -167,6 +212,7 @@ class NameIndex:
         self.iris = list(numbers)
         self.by_name = {k: sorted(v) for k, v in by_name.items()}
         self.inverted = {k: sorted(v) for k, v in inverted.items()}
+        self.short = {}
         self.types: dict[str, frozenset[str]] = {}
         for iri, type_iri in types:
             self.types[iri] = self.types.get(iri, frozenset()) | {type_iri}
@@ -183,6 +229,9 @@ class NameIndex:
         self.types = {iri: combinations.get(key) or combinations.setdefault(key, frozenset(types[t] for t in key))
                       for iri, key in zip(self.iris, map(tuple, data["node_types"]))}
         self.by_name, self.inverted = data["names"], data["inverted"]
+        #: People's names as people write them short (:func:`sub_names`), for nodes whose full name no request
+        #: writes ("Niels Bohr" for "Niels Henrik David Bohr"); an index written before has none.
+        self.short = data.get("short", {})
         self._kinds = [tuple(k) for k in data.get("hop_kinds", ())]
         self._hop_numbers = data.get("hops") if self._kinds else None
         self._number = {iri: n for n, iri in enumerate(self.iris)}
@@ -197,6 +246,10 @@ class NameIndex:
         """The kinds of edges (relation, walked head → tail, class reached) that leave any of ``iris``."""
         numbers = (self._number.get(iri) for iri in iris)
         return {self._kinds[k] for n in numbers if n is not None for k in self._hop_numbers[n]}
+
+    def short_nodes(self, key: str) -> list[str]:
+        """The nodes a short form of a person's name names (:attr:`short`)."""
+        return sorted(self.iris[n] for n in self.short.get(key, ()))
 
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
         numbers = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())
@@ -313,6 +366,14 @@ class Linker:
         for i, n in self._exact_order(exact, tokens, plain, soft, opening, free):
             if (key := free(i, n)) and (iris := self._as_written(tokens, i, n, index.nodes(key))):
                 take(i, n, iris, "exact", 1.0)
+        if index.short:
+            # A person's name written short ("Niels Bohr" for "Niels Henrik David Bohr"), as a name is written
+            # (capitalised words), where no exact name took the words: below exact names, every node it names kept.
+            for i, n in sorted(((i, n) for i in range(len(tokens)) for n in (3, 2) if i + n <= len(tokens)),
+                               key=lambda span: (-span[1], span[0])):
+                if all(_titled(t[0]) for t in tokens[i : i + n]) and (key := free(i, n)) \
+                        and (iris := index.short_nodes(key)):
+                    take(i, n, iris, "short name", 0.9)
         if not found:
             from rapidfuzz import fuzz, process
 
