@@ -273,6 +273,8 @@ def _print_explain(how):
         console.print(f"  {neg}({tr['head']}, {tr['relation']}, {tr['tail']})")
     for note in t.get("notes", []):
         console.print(f"  note: {note}")
+    if t.get("unread"):
+        console.print(f"  left unread: {', '.join(t['unread'])}", highlight=False)
     for read in t.get("reading", []):
         sure = f"score {read['score']}, confidence {read.get('confidence', '?')}"
         if read.get("read from"):

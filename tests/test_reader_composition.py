@@ -192,3 +192,10 @@ def test_nested_possessives_compose_in_the_order_the_syntax_gives(people):
     # "the mother of (Liam Moor's father)": Liam's father Ivan, then his mother; not Liam's mother's father
     assert ask(people, "who is the mother of Liam Moor's father", 1) == ["Hana Moor"]
     assert ask(people, "who is the father of Liam Moor's mother", 1) == ["Carl Lane"]
+
+
+def test_the_explanation_lists_the_words_left_unread(people):
+    stage = pipeline("4step-offline", people, people.settings, 3, None)
+    tq = stage.generator("who, strangely, is Kira Moor's parent?")
+    assert tq.unread == ["strangely"]
+    assert stage.generator("who is Kira Moor's parent?").unread == []

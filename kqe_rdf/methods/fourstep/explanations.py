@@ -72,6 +72,8 @@ def _structured(explain: dict, name: Callable[[str], str]) -> dict:
         out["notes"] = reading["notes"]
     if reading.get("reading"):
         out["reading"] = reading["reading"]
+    if reading.get("unread"):
+        out["unread"] = reading["unread"]
     out["why"] = [{"iri": iri, "name": name(iri), "because": [_reason(row, name) for row in rows]}
                   for iri, rows in list(explain.get("support", {}).items())[:WHY_TOP]]
     if explain.get("sparql"):

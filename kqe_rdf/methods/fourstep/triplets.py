@@ -76,6 +76,8 @@ class TripletQuery:
     #: Constants (by text) a path may pass through: its hops before the last come back to them by structure ("the
     #: release of X's track", where X is its own track); other paths ("the films of X's director") may not.
     revisiting: set[str] = field(default_factory=set)
+    #: Words of the request the reading did not read: no mention, no hop, no class or question word took them.
+    unread: list[str] = field(default_factory=list)
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -94,6 +96,8 @@ class TripletQuery:
         }
         if self.reading:
             out["reading"] = self.reading
+        if self.unread:
+            out["unread"] = self.unread
         return out
 
 
@@ -212,4 +216,5 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
         answer = sorted(variables)[0]
     alternatives = [normalise(a, schema) for a in tq.alternatives]
     return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses,
-                        [a for a in alternatives if a.triplets], tq.reading, set(tq.returning), set(tq.revisiting))
+                        [a for a in alternatives if a.triplets], tq.reading, set(tq.returning), set(tq.revisiting),
+                        list(tq.unread))

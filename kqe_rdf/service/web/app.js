@@ -279,7 +279,9 @@ async function showProvenance(explain, result) {
     $("sparql-status").textContent = "the SPARQL 4StepFocus compiled for this request: press the run button";
     $("yasgui").scrollIntoView({ block: "center" });
   });
-  figure.replaceChildren(caption, drawProvenance(model), open);
+  const unread = (explain.triplets && explain.triplets.unread) || [];
+  const left = element("p", unread.length ? `left unread: ${unread.join(", ")}` : "", "unread");
+  figure.replaceChildren(caption, drawProvenance(model), ...(unread.length ? [left] : []), open);
   figure.hidden = false;
 }
 

@@ -99,6 +99,15 @@ class Chain:
     reached: list[frozenset] = field(default_factory=list)
 
 
+def _names(word: str) -> bool:
+    """Whether a word can name a link: WordNet knows it as a noun, verb or adjective ("living", "died", "religious";
+    not an adverb such as "strangely"); true without WordNet."""
+    from ....kb.lexicon import wordnet
+
+    wn = wordnet()
+    return wn is None or any(wn.morphy(word, pos) for pos in ("n", "v")) or word in wn.adjectives
+
+
 def tokens(query: str) -> list[tuple[str, int, int]]:
     """The request's words as the reader counts them (``[a-z0-9]+``, lower case), with their character offsets."""
     return [(m.group(0), m.start(), m.end()) for m in re.finditer(r"[a-z0-9]+", query.lower())]
@@ -245,7 +254,7 @@ class ChainReader:
         # What the question asks of the last node: its wh-noun ("what sex is X's dad") and its predicate ("… do for
         # a living", "why … died"), read together.
         asked = [p for p in lead if words[p] not in _FRAME and words[p] not in ASKING_WH] + predicate
-        content = [p for p in asked if words[p] not in _FRAME and words[p] not in _PARTICLES]
+        content = [p for p in asked if words[p] not in _FRAME and words[p] not in _PARTICLES and _names(words[p])]
         if not content and [words[p] for p in predicate] == ["do"] and any(w in ASKING_WH for w in words[:a]):
             # "what does X's dad do": the last "do" is the main verb, asking what the node does.
             asked = content = [p for p in lead if words[p] in ASKING_WH][:1] + predicate
@@ -290,13 +299,13 @@ class ChainReader:
                 continue
             for rel, (weight, how) in self.lexical(w).items():
                 if weight > lexical.get(rel, (0.0, ""))[0]:
-                    lexical[rel] = (weight, f"{how} ({w})" if how != "exact" else f"exact ({w})")
+                    lexical[rel] = (weight, how)
         if len(slot.words) == 1 and not slot.asked:
             role = self.role(slot.words[0])
             if role is not None and (len(role.chain) > 1 or role.values):
                 links = []
                 for k, part in enumerate(role.chain):
-                    names = {rel: (w, f"role {'/'.join(role.chain)} ({slot.words[0]}), {w:.2f}")
+                    names = {rel: (w, f"role {'/'.join(role.chain)}, {w:.2f}")
                              for rel, w in self.roles._names(part).items()}
                     if len(role.chain) == 1:
                         names = {**names, **{r: v for r, v in lexical.items() if v[0] > names.get(r, (0.0,))[0]}}

@@ -22,13 +22,14 @@ from collections.abc import Sequence
 
 from ....kb.linking import Linker, Mention
 from ....kb.ontology import local_name
+from ...retrieval import STOPWORDS
 from ..triplets import End, Triplet, TripletQuery
 from .chains import ChainReader
 from .paths import Path, PathReader
 from .ranking import Request, Scored
 from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
                       names_the_asked_kind)
-from .words import FUNCTION_WORDS
+from .words import FUNCTION_WORDS, stem
 
 
 #: Words that join two conditions on one answer.
@@ -187,6 +188,7 @@ class OfflineTriplets:
                           returning=self._returning(mentions, choice),
                           revisiting=self._revisiting(mentions, choice))
         tq.reading = self._reading(mentions, choice, groups, ranked)
+        tq.unread = self._unread(request, choice, conditions)
         # The primary group's next paths: tried in turn when a reading finds no candidate.
         for other in ranked[primary][1 : 1 + self.alternatives]:
             alt = {n: (other if n in groups[primary] else s) for n, s in choice.items()
@@ -451,6 +453,22 @@ class OfflineTriplets:
             if common:
                 return {n: options[n][i] for n, i in zip(members, combo)}
         return best
+
+    def _unread(self, request: Request, choice: dict[int, Scored], conditions: Sequence[Mention]) -> list[str]:
+        """The request's words the reading left unread: outside the mentions, not a function, question or class
+        word, and read by no hop of the chosen paths (nor a role word of theirs)."""
+        read = {w for scored in choice.values() for hop in scored.why.get("hops", [])
+                for said in hop.get("words", []) for w in said.lower().split()}
+        read |= {stem(w) for w in read}
+        read |= {c.text.lower() for c in conditions}
+        out = []
+        for position, s in request.words:
+            word = request.surface.get(position, s)
+            if word in read or s in read or s in FUNCTION_WORDS or word in QUESTION_WORDS or word in STOPWORDS \
+                    or position in request.kinds or self.requests.classes_named(word) or not word.isalpha():
+                continue
+            out.append(word)
+        return list(dict.fromkeys(out))
 
     @staticmethod
     def _reading(mentions: Sequence[Mention], choice: dict[int, Scored], groups: dict[frozenset, list[int]],
