@@ -155,8 +155,9 @@ class ChainReader:
             return False
         if wn.morphy("_".join(words), "n") is not None:
             return True
-        return len(words) == 2 and words[0] in wn.adjectives and wn.morphy(words[1], "n") is not None \
-            and words[0] not in _FRAME
+        # An adjective before a noun, each nothing else ("best friend"; not "darling come", a noun and a verb).
+        return len(words) == 2 and words[0] in wn.adjectives and wn.morphy(words[0], "n") is None \
+            and wn.morphy(words[1], "n") is not None and wn.morphy(words[1], "v") is None and words[0] not in _FRAME
 
     def _noun_phrase(self, words: Sequence[str]) -> int:
         """How many of ``words`` (from the start) form the noun phrase a possessive names: the longest compound of
