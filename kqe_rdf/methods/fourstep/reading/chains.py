@@ -48,6 +48,8 @@ _ARTICLES = frozenset({"the", "a", "an"})
 FRONTIER = 300
 #: Partial chains kept after each slot.
 BEAM = 6
+#: How much the encoder's similarity adds to a link's score: a tie-breaker between relations named alike.
+TIE = 0.05
 #: What a hop costs whose phrase names the node it leaves, not the one it reaches ("X's parent" is not read by
 #: ``parent of`` from X, which leads to X's children).
 OF_START = 0.5
@@ -372,6 +374,9 @@ class ChainReader:
                         sim, phrase = encoded.get(rel, (0.0, ""))
                         if sim > weight:
                             weight, how = sim, f"encoder {sim:.2f} to '{phrase}'"
+                        # Between relations the words name alike ("release" names "release" and "releases"),
+                        # the one whose phrase the encoder places nearest.
+                        weight += TIE * sim
                         if not forward and not self._has_own_phrase(rel, forward):
                             weight -= AGAINST
                         if not part.asked and self._names_the_start(rel, forward):
