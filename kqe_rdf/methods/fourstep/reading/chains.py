@@ -315,8 +315,11 @@ class ChainReader:
                     values = role.values if k == len(role.chain) - 1 else ()
                     links.append((Slot((part,), slot.positions, slot.asked), names, values, slot.text))
                 return links
-            if role is not None and not lexical and len(role.chain) == 1:
-                # A word WordNet defines by another ("heir": "a person who inherits … issue") names what that one does.
+            from ....kb.lexicon import wh_words
+
+            if role is not None and not lexical and len(role.chain) == 1 and "who" in wh_words(slot.words[0]):
+                # A person WordNet defines by another ("heir": "a person who inherits … issue") names what that one
+                # does; not a thing ("nationality" is defined as a status, a "position", which names no relation).
                 lexical = {rel: (w * DEFINED, f"{how} by its definition ({role.chain[0]})")
                            for rel, (w, how) in self.lexical(role.chain[0]).items()}
         return [(slot, lexical, (), slot.text)]
