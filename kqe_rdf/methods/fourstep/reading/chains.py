@@ -28,9 +28,10 @@ import numpy as np
 from pyoxigraph import Literal, NamedNode
 
 from ....kb import queries
+from ....kb.linking import singular
 from .paths import Path, retraces
 from .ranking import PREPOSITIONS, Scored
-from .words import FUNCTION_WORDS, stem
+from .words import FUNCTION_WORDS, phrase_stems, stem
 
 #: Nouns that introduce the noun after them ("the name of the spouse of X", "the type of religion of X"): no hop.
 CLASSIFIERS = frozenset("name names type types kind kinds sort sorts".split())
@@ -139,6 +140,12 @@ class ChainReader:
         #: Multi-word relation phrases, as word tuples: a slot may be one ("country of origin", "line of work").
         self.compounds = {tuple(re.findall(r"[a-z0-9]+", p.lower())) for ps in self.phrases.values() for p in ps}
         self.compounds = {c for c in self.compounds if len(c) > 1}
+        #: The same phrases as sets of stems: two links whose words together are one phrase are one link ("the
+        #: release of the year of X" for "release year").
+        self.joined = {frozenset(phrase_stems(" ".join(c))) for c in self.compounds} - {frozenset()}
+        #: Words that name a class of the KB: the kind of the answer ("which films"), not a link.
+        self.class_words = {w for cues in kb.schema.class_cues.values() for w in cues} | {
+            c.label.lower() for c in kb.schema.classes.values()}
         self._owners = [(iri, p) for iri, ps in sorted(self.phrases.items()) for p in ps]
         self._owner_vectors: np.ndarray | None = None
 
@@ -254,10 +261,13 @@ class ChainReader:
         elif not chain:
             return None  # no possessive after the constant, no "of" before it: no chain to read
         chain += of_slots
+        chain = self._joined(chain)
         # What the question asks of the last node: its wh-noun ("what sex is X's dad") and its predicate ("… do for
         # a living", "why … died"), read together.
         asked = [p for p in lead if words[p] not in _FRAME and words[p] not in ASKING_WH] + predicate
-        content = [p for p in asked if words[p] not in _FRAME and words[p] not in _PARTICLES and _names(words[p])]
+        kinds = getattr(self, "class_words", set())
+        content = [p for p in asked if words[p] not in _FRAME and words[p] not in _PARTICLES and _names(words[p])
+                   and words[p] not in kinds and singular(words[p]) not in kinds]
         if not content and [words[p] for p in predicate] == ["do"] and any(w in ASKING_WH for w in words[:a]):
             # "what does X's dad do": the last "do" is the main verb, asking what the node does.
             asked = content = [p for p in lead if words[p] in ASKING_WH][:1] + predicate
@@ -265,6 +275,17 @@ class ChainReader:
             # The asked slot's words as written, function words kept ("do for a living"): the encoder reads them.
             chain.append(Slot(tuple(words[p] for p in asked), tuple(asked), asked=True))
         return chain or None
+
+    def _joined(self, chain: list[Slot]) -> list[Slot]:
+        """Neighbouring links whose words together are one relation's phrase, as one link."""
+        joined = getattr(self, "joined", set())
+        out: list[Slot] = []
+        for slot in chain:
+            if out and frozenset(phrase_stems(out[-1].text + " " + slot.text)) in joined:
+                last = out.pop()
+                slot = Slot(last.words + slot.words, last.positions + slot.positions)
+            out.append(slot)
+        return out
 
     # ------------------------------------------------------------------ meaning
 
