@@ -164,7 +164,7 @@ class ChainReader:
             return False
         if wn.morphy("_".join(words), "n") is not None:
             return True
-        # An adjective before a noun, each nothing else ("best friend"; not "darling come", a noun and a verb).
+        # An adjective before a noun, each nothing else ("best friend"; not "sweetheart come", a noun and a verb).
         return len(words) == 2 and words[0] in wn.adjectives and wn.morphy(words[0], "n") is None \
             and wn.morphy(words[1], "n") is not None and wn.morphy(words[1], "v") is None and words[0] not in _FRAME
 
@@ -281,7 +281,8 @@ class ChainReader:
         joined = getattr(self, "joined", set())
         out: list[Slot] = []
         for slot in chain:
-            if out and frozenset(phrase_stems(out[-1].text + " " + slot.text)) in joined:
+            first, second = (phrase_stems(out[-1].text), phrase_stems(slot.text)) if out else (set(), set())
+            if first and second and not first & second and frozenset(first | second) in joined:
                 last = out.pop()
                 slot = Slot(last.words + slot.words, last.positions + slot.positions)
             out.append(slot)
@@ -340,7 +341,7 @@ class ChainReader:
 
             if role is not None and not lexical and len(role.chain) == 1 and "who" in wh_words(slot.words[0]):
                 # A person WordNet defines by another ("heir": "a person who inherits … issue") names what that one
-                # does; not a thing ("nationality" is defined as a status, a "position", which names no relation).
+                # does; not a thing ("citizenship" is defined as a status, a "position", which names no relation).
                 lexical = {rel: (w * DEFINED, f"{how} by its definition ({role.chain[0]})")
                            for rel, (w, how) in self.lexical(role.chain[0]).items()}
         return [(slot, lexical, (), slot.text)]
