@@ -228,3 +228,11 @@ def node(kb: KnowledgeBase, identifier: str) -> str:
 def names(kb: KnowledgeBase, items: Iterable[Hit | str]) -> list[str]:
     """Source ids of hits or IRIs, in order, e.g. ``names(kb, stage.search("who directed Kismet"))``."""
     return [kb.document(i.iri if isinstance(i, Hit) else i).identifier for i in items]
+
+
+def ask(kb: KnowledgeBase, question: str, k: int = 5) -> list[str]:
+    """The names of the first ``k`` answers 4StepFocus (offline) ranks for ``question``."""
+    from kqe_rdf.methods.registry import pipeline
+
+    stage = pipeline("4step-offline", kb, kb.settings, k, None)
+    return [kb.document(hit.iri).name for hit in stage.search(question, "q")]

@@ -13,6 +13,8 @@ import itertools
 
 import pytest
 
+from fixtures_kb import ask
+
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.kb.importers.rdf import RdfImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
@@ -72,11 +74,6 @@ def people(tmp_path_factory) -> KnowledgeBase:
     (folder / "people.nt").write_text("\n".join(lines) + "\n")
     build_kb(RdfImporter([folder / "people.nt"]), folder / "kb")
     return KnowledgeBase.open(folder / "kb")
-
-
-def ask(kb: KnowledgeBase, question: str, k: int = 3) -> list[str]:
-    stage = pipeline("4step-offline", kb, kb.settings, k, None)
-    return [kb.document(hit.iri).name for hit in stage.search(question, "q")]
 
 
 def forms(name: str, chain: tuple[str, ...]) -> list[str]:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from fixtures_kb import ask
+
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.kb.importers.rdf import RdfImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
-from kqe_rdf.methods.registry import pipeline
 
 #: head, relation, tail; a name in LABELLED gets an rdfs:label, every other node is named from its IRI.
 FAMILY = """\
@@ -90,12 +91,6 @@ def family(tmp_path_factory) -> KnowledgeBase:
     (folder / "family.nt").write_text("\n".join(lines) + "\n")
     build_kb(RdfImporter([folder / "family.nt"]), folder / "kb")
     return KnowledgeBase.open(folder / "kb")
-
-
-def ask(kb: KnowledgeBase, question: str, k: int = 5) -> list[str]:
-    """The names of the first ``k`` answers 4StepFocus ranks for ``question``."""
-    stage = pipeline("4step-offline", kb, kb.settings, k, None)
-    return [kb.document(hit.iri).name for hit in stage.search(question, "q")]
 
 
 def test_half_the_family_has_no_label_and_is_named_from_its_iris(family):
