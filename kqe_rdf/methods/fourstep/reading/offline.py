@@ -32,8 +32,9 @@ from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, i
 from .words import FUNCTION_WORDS, stem
 
 
-#: Words that join two conditions on one answer.
-_COORDINATION = re.compile(r"\b(?:and|but|as well as)\b", re.I)
+#: What stands between two conditions on one answer: a coordinating word, then the second condition's own words
+#: ("… by X and released by Y"), in the same clause.
+_COORDINATION = re.compile(r"\s*,?\s*(?:and|but|as well as)\s+(?:[^\W\d]+\s+){1,4}", re.I)
 
 
 def _own_note(mention: Mention, scored: Scored) -> str:
@@ -354,11 +355,12 @@ class OfflineTriplets:
         produced by X and released by Y"), and one hop of the graph links them to the answer class, whether or not
         a word names it ("released" for a record label): the best such hop. None otherwise."""
         one = next((s for s in fitting if len(s.path.steps) == 1), None)
-        if one is None or not all(is_name(query, mentions[n]) for n in members):
-            return None
+        if one is None or len(primary) > 3 or len(members) > 3 \
+                or not all(is_name(query, mentions[n]) for n in members):
+            return None  # (a list of phenotypes is one condition read many times, not a conjunction)
         for a, b in itertools.product(primary, members):
             first, second = sorted((mentions[a], mentions[b]), key=lambda m: m.start)
-            if _COORDINATION.search(query[first.end : second.start]):
+            if _COORDINATION.fullmatch(query[first.end : second.start]):
                 return one
         return None
 
