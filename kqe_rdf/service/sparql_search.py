@@ -173,7 +173,8 @@ class Prepared:
 
     text: str
     searches: list[dict] = field(default_factory=list)
-    services: list[str] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)  # SERVICE endpoints and LOAD sources it calls
+    loads: list[str] = field(default_factory=list)  # of which LOAD sources
     uses_similarity: bool = False
     dataset: bool = False  # the query names its dataset (FROM / FROM NAMED)
     strict: bool = True  # on the verified path (the text is the verifier's plain form: sparql_canonical)
@@ -231,7 +232,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
     if edits:
         check_limits(measured, settings, what)
     verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), kb.prefixes, update, strict)
-    out.text, out.services = verified.text, verified.services + verified.loads
+    out.text, out.services, out.loads = verified.text, verified.services + verified.loads, verified.loads
     if out.uses_similarity and not kb.has_embeddings:
         raise SparqlError("kqe:similarity needs node embeddings, and this KB has none: run `kqe-rdf kb embed`")
     return out
