@@ -27,7 +27,7 @@ from fixtures_kb import bio_kb  # noqa: F401 - fixture
 from kqe_rdf.core.config import Settings
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import create_app
-from kqe_rdf.service.sparql_guard import check_limits, measure, verify_federation
+from kqe_rdf.kb.sparql_guard import check_limits, measure, verify_federation
 from live_servers import free_port, serving
 
 ALLOWED = "http://allowed.example/sparql"

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..core.errors import SparqlError
-from .sparql_guard import ServiceNotAllowed, verify_federation
-from .sparql_lexer import declared_prefixes, resolve, tokenize
+from ..kb.sparql_guard import ServiceNotAllowed, verify_federation
+from ..kb.sparql_lexer import declared_prefixes, resolve, tokenize
 from .sparql_search import Prepared, allowed_endpoints, closing_brace, evaluate
 
 T = TypeVar("T")

@@ -2,7 +2,7 @@
 
 pyoxigraph calls any ``SERVICE`` endpoint and fetches any ``LOAD`` source that a
 query or update names, and offers no hook to veto a call. Reading the text first
-to find those calls (:mod:`.sparql_guard`) is a second parser beside Oxigraph's,
+to find those calls (:mod:`kqe_rdf.kb.sparql_guard`) is a second parser beside Oxigraph's,
 and three rounds of bypasses came from the two disagreeing. So when nothing may
 be called (no ``server_service_allow``), the queries are evaluated where the
 kernel refuses every connection: the thread that evaluates them (a server
@@ -28,7 +28,7 @@ possible only while it has one thread), where it may make the network one. Where
 neither is allowed (another system, a container that forbids namespaces),
 :attr:`OfflineThread.active` is false with the reason, and every query takes the
 strict path: parsed by the verifier, which writes the text that runs
-(:func:`~kqe_rdf.service.sparql_guard.verify_federation` with ``strict``).
+(:func:`~kqe_rdf.kb.sparql_guard.verify_federation` with ``strict``).
 
 >>> thread = OfflineThread()
 >>> thread.run(lambda a, b: a + b, 2, 3), thread.active == (thread.reason is None)

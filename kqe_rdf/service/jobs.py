@@ -16,7 +16,7 @@ from ..core.errors import KqeError, SparqlError
 from ..kb.queries import load, load_update, with_values
 from .protocol import VOLATILE, HTTPError, Rendered, render
 from .federation import ServiceFailed, consume, cut_off, service_failure
-from .sparql_lexer import tokenize
+from ..kb.sparql_lexer import tokenize
 from .sparql_search import prepare
 
 log = logging.getLogger(__name__)
