@@ -41,8 +41,11 @@ class KnowledgeBase:
             settings = settings or Settings.load()
             path = settings.kb
         path = Path(path)
-        if not path.exists() and (path.parent / f".{path.name}.old").is_dir():
-            try:  # finish a swap cut short by a crash, unless a build holds the lock right now
+        if (not path.exists() and (path.parent / f".{path.name}.old").is_dir()) \
+                or any(path.parent.glob(f".{path.name}.build-*")):
+            # Finish a swap cut short by a crash, and remove the folder of a build that was killed (issue 49: up
+            # to 356 MB stayed until the next build), unless a build holds the lock right now.
+            try:
                 with kb_lock(path):
                     recover(path)
             except KqeError:
