@@ -388,6 +388,8 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
     from .sparql_canonical import NotCanonical, canonical_text
 
     allowed = frozenset(allowed)
+    if not strict and not _may_call(text):
+        return Verified(text)  # rule 1: no keyword to call with, however the text is read (a regex, no lexing)
     try:
         plain = canonical_text(text, prefixes or {})
     except NotCanonical:
@@ -422,12 +424,18 @@ def allowed_endpoints(setting: str | Iterable[str]) -> frozenset[str]:
     return frozenset(u for u in urls if u)
 
 
+def _may_call(text: str) -> bool:
+    """Whether ``service`` or ``load`` appears anywhere (strings and comments too) in the text or in any
+    decoding of its escapes: without either word no reading of it can call out (rule 1)."""
+    return any(_FEDERATION_WORD.search(t) for t in _all_decodings(text))
+
+
 def guarded(text: str, allowed: Iterable[str], prefixes: Mapping[str, str] | None = None,
             update: bool = False) -> str:
     """The text to run in a process that has its network (the Python API): unchanged when no reading of it holds
     ``service`` or ``load`` anywhere (nothing can be fetched then, rule 1), else the verified plain form, every
     SERVICE and LOAD in it on ``allowed`` (:func:`verify_federation` with ``strict``)."""
-    if not any(_FEDERATION_WORD.search(t) for t in _all_decodings(text)):
+    if not _may_call(text):
         return text
     return verify_federation(text, allowed, prefixes, update, strict=True).text
 
