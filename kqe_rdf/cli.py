@@ -352,6 +352,11 @@ def sparql(query, kb_path, fmt, service_allow):
         if not path.is_file():
             raise click.BadParameter(f"no such file: {query}", param_hint="QUERY")
         query = path.read_text(encoding="utf-8")
+    from .service.isolation import OfflineThread, enter_user_namespace, not_wanted
+
+    # Not root: the user namespace that lets a thread make its network namespace, entered now, while this process
+    # has one thread (opening the KB starts the store's: issue 49, it never ran isolated so). Harmless when unused.
+    no_user_namespace = enter_user_namespace()
     kb, settings = _open_kb(kb_path, server_service_allow=service_allow)
     from .service.federation import consume
     from .service.sparql_search import SearchFunctions, prepare
@@ -374,10 +379,7 @@ def sparql(query, kb_path, fmt, service_allow):
     # kqe:similarity as functions. Oxigraph evaluates it on a thread in a network namespace of its own when the
     # kernel allows it (as a server worker's job thread), else the text that runs is the verifier's (the verified
     # path); the searches run here, where an LLM can be reached.
-    from .service.isolation import OfflineThread, enter_user_namespace, not_wanted
-
-    reason = not_wanted(settings)
-    offline = OfflineThread(reason or enter_user_namespace())
+    offline = OfflineThread(not_wanted(settings) or no_user_namespace)
     prepared = prepare(kb, query, settings, strict=not offline.active)
     kind, answer = offline.run(consume, kb, prepared, SearchFunctions(kb), settings, read)
     if kind == "boolean":
@@ -397,6 +399,7 @@ def sparql(query, kb_path, fmt, service_allow):
             table.add_row(*row)
         _stdout(table).print(table)  # to a file or a pipe: each IRI whole on its line
         click.echo(f"{len(rows)} result(s)", err=True)
+    click.echo(f"SERVICE and LOAD: {offline.how}", err=True)  # which of the two protections this run had
 
 
 @cli.command("eval")

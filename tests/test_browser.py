@@ -11,6 +11,7 @@ is a copy of the provenance graph's (`cp tests/artifacts/provenance.png docs/img
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,21 @@ def page(bio_kb):  # noqa: F811
             yield tab
         finally:
             browser.close()
+
+
+def wait_until(page, expression: str, timeout: float = 30) -> None:
+    """``page.wait_for_function(expression)`` without its ``eval``, which the page's Content-Security-Policy
+    forbids (issue 49): the expression is polled through the DevTools protocol, as ``page.evaluate`` runs it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if page.evaluate(f"() => Boolean({expression})"):
+                return
+        except Exception:  # noqa: BLE001 - not there yet (e.g. YASGUI still loading)
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {expression}")
+        page.wait_for_timeout(50)
 
 
 def search_diseases(page, text: str, method: str = "4step-offline") -> None:
@@ -114,14 +130,14 @@ def test_sparql_editor_shows_a_table_and_errors(page):
 
 def test_the_editor_has_the_kb_s_prefixes_and_a_shareable_link(page):
     fresh = another_tab(page, page.url.split("#")[0])
-    fresh.wait_for_function("window.kqeYasgui.getTab().getYasqe().getValue().includes('PREFIX bio:')")
+    wait_until(fresh, "window.kqeYasgui.getTab().getYasqe().getValue().includes('PREFIX bio:')")
     fresh.close()
     query = "SELECT ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name LIMIT 1"
     page.evaluate("text => { window.kqeYasgui.getTab().setQuery(text); }", query)
     link = page.evaluate("window.kqeYasgui.getTab().getShareableLink()")
     assert "query=" in link
     shared = another_tab(page, link)
-    shared.wait_for_function("window.kqeYasgui && window.kqeYasgui.getTab().getYasqe().getValue().includes('LIMIT 1')")
+    wait_until(shared, "window.kqeYasgui && window.kqeYasgui.getTab().getYasqe().getValue().includes('LIMIT 1')")
     shared.close()
 
 
@@ -156,14 +172,14 @@ def test_a_result_s_provenance_is_drawn_as_a_graph_and_its_sparql_opens_in_the_e
     # another result: the answer changes, and a path it does not satisfy is drawn dashed
     page.locator("#search-results li.result").nth(1).locator("button.why").click()
     second = page.locator("#search-results li.result .name").nth(1).text_content()
-    page.wait_for_function(f"document.querySelector('#provenance-graph figcaption strong').textContent === {second!r}")
+    wait_until(page, f"document.querySelector('#provenance-graph figcaption strong').textContent === {second!r}")
     assert graph.locator("line.edge.misses").count() == 1
 
     page.click("#provenance-sparql")
     query = page.evaluate("window.kqeYasgui.getTab().getYasqe().getValue()")
     assert query.startswith("SELECT") and "hasPhenotype" in query and "LIMIT" in query
     page.click(".yasqe .yasqe_queryButton")
-    page.wait_for_function("document.querySelector('.yasr table.dataTable tbody') && "
+    wait_until(page, "document.querySelector('.yasr table.dataTable tbody') && "
                            "document.querySelector('.yasr table.dataTable tbody').textContent.includes('100003')")
     answers = " ".join(" ".join(row) for row in table_rows(page))
     assert "100003" in answers  # the first result is among what the query returns
@@ -172,7 +188,7 @@ def test_a_result_s_provenance_is_drawn_as_a_graph_and_its_sparql_opens_in_the_e
 def test_the_method_list_is_the_server_s_registry(page):
     from kqe_rdf.methods.registry import METHODS
 
-    page.wait_for_function(f"document.querySelectorAll('#search-method option').length === {len(METHODS)}")
+    wait_until(page, f"document.querySelectorAll('#search-method option').length === {len(METHODS)}")
     shown = page.eval_on_selector_all("#search-method option", "options => options.map(o => o.value)")
     assert sorted(shown) == sorted(METHODS)
 
@@ -185,7 +201,7 @@ def local_tab(page, link: str):
     tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server)
               else (tab.outside.append(route.request.url), route.abort()))
     tab.goto(link)
-    tab.wait_for_function("window.kqeYasgui && window.kqeYasgui.getTab().getYasqe()")
+    wait_until(tab, "window.kqeYasgui && window.kqeYasgui.getTab().getYasqe()")
     return tab
 
 
@@ -198,7 +214,7 @@ def test_a_query_typed_in_the_editor_stays_on_this_server_and_uses_the_kb_s_pref
     error, and returns the KB's diseases."""
     tab = local_tab(page, page.url.split("#")[0])
     try:
-        tab.wait_for_function("document.getElementById('kb-info').textContent.startsWith('KB ')")  # prefixes read
+        wait_until(tab, "document.getElementById('kb-info').textContent.startsWith('KB ')")  # prefixes read
         tab.click(".yasqe .CodeMirror")
         tab.keyboard.press("Control+A")
         tab.keyboard.press("Backspace")
@@ -230,10 +246,53 @@ def test_a_shared_link_cannot_point_the_editor_at_another_endpoint(page):
     link = f"{base}/#query={quote(TYPED)}&endpoint={quote('http://other.example/sparql')}"
     tab = local_tab(page, link)
     try:
-        tab.wait_for_function("window.kqeYasgui.getTab().getYasqe().getValue().includes('bio:Disease')")
+        wait_until(tab, "window.kqeYasgui.getTab().getYasqe().getValue().includes('bio:Disease')")
         assert tab.evaluate("window.kqeYasgui.getTab().getEndpoint()") == base + "/sparql"
         tab.click(".yasqe .yasqe_queryButton")
         assert len(table_rows(tab)) == 3
         assert tab.outside == [], tab.outside
     finally:
         tab.close()
+
+
+HOSTILE = "javascript:void(document.title='pwned')"
+
+
+@pytest.fixture(scope="module")
+def hostile_page(page, tmp_path_factory):
+    """The page over a KB built from JSON Lines whose one node has a ``javascript:`` IRI (issue 49)."""
+    import json
+
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.jsonl import JsonlImporter
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    folder = tmp_path_factory.mktemp("hostile")
+    (folder / "nodes.jsonl").write_text(json.dumps({"id": "x", "type": "Gadget", "name": "Clickable gadget",
+                                                    "iri": HOSTILE, "fields": {"text": "a clickable gadget"}})
+                                        + "\n", encoding="utf-8")
+    build_kb(JsonlImporter([folder / "nodes.jsonl"]), folder / "kb")
+    with serving(create_app(KnowledgeBase.open(folder / "kb"), Settings())) as url:
+        tab = page.context.browser.new_page(viewport={"width": 1400, "height": 900})  # the same browser
+        try:
+            tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
+            tab.goto(url + "/#q=clickable%20gadget&method=bm25")
+            yield tab
+        finally:
+            tab.close()
+
+
+def test_a_javascript_iri_from_the_kb_is_text_and_clicking_it_runs_nothing(hostile_page):
+    page = hostile_page
+    page.wait_for_selector("#search-results li.result")
+    shown = page.locator("#search-results li.result .iri").first
+    assert shown.text_content() == HOSTILE
+    assert shown.evaluate("node => node.tagName") == "SPAN" and shown.get_attribute("href") is None
+    shown.click()
+    # Other code may still make a link of such an IRI (YASGUI's table links every IRI it shows): the page's
+    # Content-Security-Policy forbids javascript: URLs, so following one runs nothing.
+    page.evaluate("iri => { const a = document.createElement('a'); a.id = 'probe'; a.href = iri; a.textContent = iri;"
+                  " document.body.append(a); }", HOSTILE)
+    page.click("#probe")
+    page.wait_for_timeout(500)
+    assert page.title() != "pwned"

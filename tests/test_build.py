@@ -411,6 +411,35 @@ def test_a_build_killed_midway_leaves_the_previous_kb_and_the_next_build_cleans_
     assert KnowledgeBase.open(built).manifest == manifest
 
 
+def test_a_killed_build_s_folder_is_removed_when_the_kb_is_next_opened(built, jsonl):
+    """Issue 49: the next start (a server, a search: anything that opens the KB) removes it, not only the next
+    build; a build still running keeps its folder (it holds the lock)."""
+    before = KnowledgeBase.open(built).manifest
+    process, work = start_build(jsonl(generated_products(6000), "big.jsonl"), built)
+    try:
+        KnowledgeBase.open(built)  # while it runs
+        assert work.is_dir()
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        process.stderr.close()
+    assert leftovers(built) == sorted([work.name, f".{built.name}.lock"])
+    assert KnowledgeBase.open(built).manifest == before
+    assert leftovers(built) == []
+
+
+def test_a_terminated_build_removes_its_own_folder(built, jsonl):
+    """SIGTERM (what `kill` and service managers send) ends a build through its cleanup, as Ctrl-C does."""
+    before = KnowledgeBase.open(built).manifest
+    process, work = start_build(jsonl(generated_products(6000), "big.jsonl"), built)
+    process.send_signal(signal.SIGTERM)
+    process.wait()
+    process.stderr.close()
+    assert process.returncode == 128 + signal.SIGTERM
+    assert leftovers(built) == []
+    assert_intact(built, before)
+
+
 @pytest.mark.parametrize("target_exists", [True, False], ids=["link-to-a-kb", "link-to-nothing-yet"])
 def test_a_symlinked_kb_is_rebuilt_in_place_every_time(tmp_path, jsonl, products_text, target_exists):
     target = tmp_path / "disk" / "products"

@@ -112,3 +112,24 @@ def test_the_server_answers_502_naming_the_endpoint_and_what_went_wrong(bio_kb, 
     assert response.status_code == 502
     assert f"the SERVICE endpoint <{endpoint}> failed" in response.text and words in response.text
     assert silent.status_code == 200 and silent.json()["results"]["bindings"] == [{}]
+
+
+def test_a_failed_load_is_named_a_load_and_a_refusal_does_not_list_the_allow_list(bio_kb, tmp_path):  # noqa: F811
+    """Issue 49: a LOAD whose source closed the connection was reported as "the SERVICE endpoint ... failed", and
+    a 403 for a source off the list listed the server's allow-list to whoever asked."""
+    import shutil
+
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    shutil.copytree(bio_kb.path, tmp_path / "kb")
+    headers = {"Content-Type": "application/sparql-update", "Authorization": "Bearer t0ken"}
+    with listener(None) as source:
+        settings = Settings(server_service_allow=source, server_update_token="t0ken")
+        with serving(create_app(KnowledgeBase.open(tmp_path / "kb"), settings)) as url:
+            failed = httpx.post(url + "/update", content=f"LOAD <{source}>".encode(), headers=headers, timeout=60)
+            refused = httpx.post(url + "/update", content=b"LOAD <http://elsewhere.example/data.ttl>",
+                                 headers=headers, timeout=60)
+    assert failed.status_code == 502, failed.text
+    assert f"LOAD <{source}> failed" in failed.text and "SERVICE" not in failed.text, failed.text
+    assert refused.status_code == 403 and "not on this server's allow-list" in refused.text, refused.text
+    assert source not in refused.text and "127.0.0.1" not in refused.text, refused.text

@@ -132,3 +132,29 @@ def test_expand_and_link_are_in_the_package_api(bio_kb):  # noqa: F811
         kqe_rdf.expand(bio_kb, "high forehead", "magic")
     with pytest.raises(AttributeError):
         kqe_rdf.no_such_name  # noqa: B018
+
+
+def test_query_holds_service_calls_to_the_allow_list_unless_opened(bio_kb):  # noqa: F811
+    """Issue 49: ``KnowledgeBase.query`` called any SERVICE endpoint. Now it refuses one off the allow-list (the
+    settings' server_service_allow, empty by default) before connecting, hidden by the escape trick or not, and
+    ``allow_service=`` opens it to named endpoints."""
+
+    from test_endpoint_security import Canary
+
+    from kqe_rdf.kb.sparql_guard import ServiceNotAllowed
+
+    canary = Canary()
+    try:
+        endpoint = f"http://127.0.0.1:{canary.port}/sparql"
+        plain = f"SELECT * {{ SERVICE <{endpoint}> {{ ?s ?p ?o }} }}"
+        trick = ('SELECT * { BIND("p\\u0022q" AS ?z) VALUES ?v { <urn:x\\u0041#> } '
+                 f'SERVICE <{endpoint}> {{ ?s ?p ?o }} }} #"')
+        for query in (plain, trick):
+            with pytest.raises(ServiceNotAllowed, match="not on this server's allow-list"):
+                bio_kb.query(query)
+        assert canary.connections == 0
+        list(bio_kb.query(plain, allow_service=[endpoint]))  # opened: the call is made
+        assert canary.connections == 1
+        assert len(list(bio_kb.query("SELECT ?d WHERE { ?d a bio:Disease }"))) == 3  # everything else as before
+    finally:
+        canary.close()

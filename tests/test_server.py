@@ -534,3 +534,14 @@ def test_kqe_rdf_serve_answers_and_shuts_down_gracefully_on_sigterm(bio_kb):  # 
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_the_page_forbids_inline_script_and_javascript_urls(client):
+    """Issue 49: a Content-Security-Policy on the page (at / and as /static/index.html): scripts from this server's
+    files only, so a ``javascript:`` IRI shown as a link, or injected markup, runs nothing."""
+    for path in ("/", "/static/index.html"):
+        policy = client.get(path).headers["content-security-policy"]
+        directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+        assert directives["script-src"] == "'self'", policy  # no 'unsafe-inline', so no javascript: URL either
+        assert directives["object-src"] == "'none'" and directives["base-uri"] == "'none'"
+    assert "href = row.iri" not in client.get("/static/app.js").text  # the search results link http(s) IRIs only

@@ -159,6 +159,22 @@ def test_a_worker_that_dies_is_replaced_and_its_request_is_answered(bio_kb):  # 
         assert after.status_code == 200, after.text
 
 
+def test_a_worker_killed_while_idle_is_replaced_before_a_request_meets_it(bio_kb):  # noqa: F811
+    """Issue 49: each worker killed between jobs turned the next request into a 500."""
+    app = create_app(bio_kb, Settings(server_query_slots=2))
+    with serving(app) as url:
+        pool = app.state.workers
+        while len(pool.pids(busy=False)) < 2:
+            time.sleep(0.05)
+        idle = pool.pids(busy=False)
+        for pid in idle:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)  # the server sees the sockets close
+        answers = [ask(url, DISEASES) for _ in range(4)]
+        assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+        assert pool.killed == 2 and not set(idle) & set(pool.pids())
+
+
 def test_stopping_the_server_stops_a_query_still_running(bio_kb):  # noqa: F811
     app = create_app(bio_kb, Settings(server_query_timeout=120, server_query_slots=1))
     with serving(app) as url:

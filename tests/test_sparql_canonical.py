@@ -1,4 +1,4 @@
-"""The verified path's plain text (kqe_rdf/service/sparql_canonical.py): one reading, whatever the escapes,
+"""The verified path's plain text (kqe_rdf/kb/sparql_canonical.py): one reading, whatever the escapes,
 comments, quotes and names of the text it was written from; what cannot be written plainly is refused."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pyoxigraph import Store
 
-from kqe_rdf.service.sparql_canonical import NotCanonical, canonical_text
-from kqe_rdf.service.sparql_guard import ServiceNotAllowed, verify_federation
+from kqe_rdf.kb.sparql_canonical import NotCanonical, canonical_text
+from kqe_rdf.kb.sparql_guard import ServiceNotAllowed, verify_federation
 
 KB = {"bio": "https://w3id.org/kqe/bio#", "rdfs": "http://www.w3.org/2000/01/rdf-schema#"}
 

@@ -35,7 +35,7 @@ import httpx
 from pyoxigraph import (BlankNode, Literal, NamedNode, QueryBoolean, QueryResultsFormat, RdfFormat, Store, parse,
                         parse_query_results)
 
-from kqe_rdf.service.sparql_guard import mentions_federation
+from kqe_rdf.kb.sparql_guard import mentions_federation
 
 # Resolved, as the manifests' file IRIs are: ../shared may be a symlink (or a copy).
 SUITE = Path(os.environ.get("KQE_W3C_SPARQL11") or

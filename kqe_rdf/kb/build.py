@@ -17,6 +17,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import threading
 import time
 import traceback
@@ -95,7 +96,7 @@ def build_kb(
         work = path.parent / f".{path.name}.build-{os.getpid()}"
         work.mkdir(parents=True)
         try:
-            with _cyclic_gc_paused():
+            with _cyclic_gc_paused(), _terminate_as_exit():
                 manifest = _build_into(importer, work, settings, progress, previous=path)
             gc.collect()
             old = path.parent / f".{path.name}.old"
@@ -111,6 +112,25 @@ def build_kb(
             gc.collect()
             shutil.rmtree(work, ignore_errors=True)
             raise
+
+
+@contextlib.contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """SIGTERM (``kill``, a service manager, a container stopping) ends the build as Ctrl-C does, through the
+    cleanup that removes its folder, instead of killing the process at once with the folder left (issue 49).
+    Only the main thread may set a handler; elsewhere, and for SIGKILL, the KB's next opening removes it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from .documents import NodeDocument
 from ..core.errors import KBNotFound, KqeError, SchemaError
 from .ontology import CORE, Schema, local_name
 from .sparql import run_query
+from .sparql_guard import allowed_endpoints, guarded
 
 
 class KnowledgeBase:
@@ -40,8 +41,11 @@ class KnowledgeBase:
             settings = settings or Settings.load()
             path = settings.kb
         path = Path(path)
-        if not path.exists() and (path.parent / f".{path.name}.old").is_dir():
-            try:  # finish a swap cut short by a crash, unless a build holds the lock right now
+        if (not path.exists() and (path.parent / f".{path.name}.old").is_dir()) \
+                or any(path.parent.glob(f".{path.name}.build-*")):
+            # Finish a swap cut short by a crash, and remove the folder of a build that was killed (issue 49: up
+            # to 356 MB stayed until the next build), unless a build holds the lock right now.
+            try:
                 with kb_lock(path):
                     recover(path)
             except KqeError:
@@ -162,8 +166,13 @@ class KnowledgeBase:
             found = relation_signatures(self.store)
         return {(d, rel, rng): int(n) for d, rel, rng, n in found}
 
-    def query(self, sparql: str, **options):
-        return run_query(self.store, sparql, prefixes=self.prefixes, **options)
+    def query(self, sparql: str, allow_service: str | Iterable[str] | None = None, **options):
+        """SPARQL over the KB's store, held to the server's SERVICE/LOAD policy (issue 49: it called anywhere): a
+        text that mentions SERVICE or LOAD is verified and run in its plain form (:func:`.sparql_guard.guarded`),
+        and may call only endpoints on ``allow_service`` (URLs; default: the settings' ``server_service_allow``,
+        empty, so none). ``allow_service=["https://query.wikidata.org/sparql"]`` opens it to those."""
+        allowed = allowed_endpoints(self.settings.server_service_allow if allow_service is None else allow_service)
+        return run_query(self.store, guarded(sparql, allowed, self.prefixes), prefixes=self.prefixes, **options)
 
     def documents(self) -> Iterable[NodeDocument]:
         return read_documents(self.path / DOCUMENTS)

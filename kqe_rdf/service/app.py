@@ -12,7 +12,7 @@ runs it with uvicorn. Routes:
   body; GET without a query returns the service description. ``kqe:bm25``,
   ``kqe:similarity`` and ``SERVICE <urn:kqe:search>`` work in every query
   (:mod:`kqe_rdf.service.sparql_search`); other SERVICE calls (and LOAD) only to allow-listed endpoints, verified
-  by a real SPARQL parser, and queries over the size limits get 400 (:mod:`kqe_rdf.service.sparql_guard`).
+  by a real SPARQL parser, and queries over the size limits get 400 (:mod:`kqe_rdf.kb.sparql_guard`).
 * ``/update``: SPARQL Update, off unless the server has an update token and the
   request sends it (``Authorization: Bearer TOKEN``).
 * ``/search``, ``/triplets``, ``/expand``, ``/answer``: JSON with provenance;
@@ -48,6 +48,14 @@ from .sparql_search import allowed_endpoints
 
 log = logging.getLogger("kqe_rdf.service.app")
 WEB = Path(__file__).parent / "web"
+#: The web page's Content-Security-Policy: scripts only from this server's files (no inline script, no
+#: ``javascript:`` URL, no eval), requests only to this server, no plugins, frames or foreign forms. A hostile
+#: IRI in the KB's data that the page or YASGUI's table shows as a link then cannot run (issue 49). Styles may be
+#: inline: YASGUI and CodeMirror set them.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                           "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; object-src 'none'; "
+                           "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+PAGE_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff"}
 # ---------------------------------------------------------------- the app
 
 
@@ -112,7 +120,7 @@ def create_app(kb, settings, writable: bool | None = None):
           for kind in ("search", "triplets", "expand", "answer")),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
-        Mount("/static", StaticFiles(directory=WEB), name="static"),
+        Mount("/static", _with_headers(StaticFiles(directory=WEB), PAGE_HEADERS), name="static"),
     ]
     middleware = []
     origins = allowed_endpoints(settings.server_cors_origins)
@@ -123,6 +131,21 @@ def create_app(kb, settings, writable: bool | None = None):
                     exception_handlers={404: not_found, 405: not_found, Exception: internal})
     app.state.workers, app.state.cache = pool, cache
     return app if middleware else DirectRoutes(app, {"/sparql": sparql, "/query": sparql}, error)
+
+
+def _with_headers(app, headers: dict[str, str]):
+    """An ASGI app whose responses carry ``headers`` too (the page's files: /static/index.html is the page)."""
+    extra = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+
+    async def wrapped(scope, receive, send):
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await app(scope, receive, sending)
+
+    return wrapped
 
 
 class DirectRoutes:
@@ -277,7 +300,7 @@ def _plain_endpoints(kb, settings, pool):
     from starlette.responses import FileResponse, JSONResponse
 
     async def page(_request):
-        return FileResponse(WEB / "index.html", headers={"Cache-Control": "no-cache"})
+        return FileResponse(WEB / "index.html", headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
 
     async def openapi(_request):
         return JSONResponse(openapi_description(settings))

@@ -25,15 +25,15 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from ..core.errors import SparqlError
-from .sparql_guard import ServiceNotAllowed, verify_federation
-from .sparql_lexer import declared_prefixes, resolve, tokenize
+from ..kb.sparql_guard import ServiceNotAllowed, verify_federation
+from ..kb.sparql_lexer import declared_prefixes, resolve, tokenize
 from .sparql_search import Prepared, allowed_endpoints, closing_brace, evaluate
 
 T = TypeVar("T")
 
 
 class ServiceFailed(SparqlError):
-    """A SERVICE endpoint that could not be reached or did not answer SPARQL results."""
+    """A SERVICE endpoint (or an update's LOAD source) that could not be reached or did not answer as asked."""
 
     status = 502
 
@@ -53,7 +53,8 @@ def consume(kb, prepared: Prepared, functions, settings, use: Callable[[object, 
             result = None
             return value
         except (OSError, RuntimeError, ValueError) as exc:  # what pyoxigraph raises while it evaluates
-            failure = cut_off(exc) or service_failure(query, exc) or SparqlError(f"SPARQL evaluation failed: {exc}")
+            failure = (cut_off(exc, not query.strict) or service_failure(query, exc)
+                       or SparqlError(f"SPARQL evaluation failed: {exc}"))
         # Raised here, outside the except block, so that no traceback keeps the result alive (pyoxigraph results
         # may only be freed on the thread that made them).
         result = None
@@ -64,10 +65,20 @@ def consume(kb, prepared: Prepared, functions, settings, use: Callable[[object, 
         query = repaired
 
 
-def cut_off(exc: BaseException) -> ServiceNotAllowed | None:
+#: What pyoxigraph says when a host name could not be looked up (then it never connected).
+_LOOKUP_FAILED = "failed to lookup address information"
+
+
+def cut_off(exc: BaseException, isolated: bool = True) -> ServiceNotAllowed | None:
     """The error for a call that the network namespace stopped (:mod:`.isolation`): a SERVICE or LOAD the
-    guard's reading did not see, which pyoxigraph tried. None for any other failure."""
-    if isinstance(exc, OSError) and (exc.errno == errno.ENETUNREACH or "Network is unreachable" in str(exc)):
+    guard's reading did not see, which pyoxigraph tried. None for any other failure.
+
+    ``isolated`` (evaluated offline): a host name that could not be looked up is the same answer, word for word,
+    as an address that could not be reached, so that the answer does not tell whether a name exists (issue 49).
+    """
+    said = str(exc)
+    if isinstance(exc, OSError) and (exc.errno == errno.ENETUNREACH or "Network is unreachable" in said
+                                     or (isolated and _LOOKUP_FAILED in said)):
         return ServiceNotAllowed("the query called out (SERVICE or LOAD) and nothing may be called here: there is "
                                  "no allow-list (server_service_allow), and SPARQL is evaluated without network")
     return None
@@ -80,13 +91,17 @@ def service_failure(prepared: Prepared, exc: BaseException) -> ServiceFailed | N
         return None
     said = " ".join(str(exc).split()) or type(exc).__name__
     named = [url for url in services if f"<{url}>" in said]
+    loads = set(getattr(prepared, "loads", ()))
     if named or len(services) == 1:
         endpoint = (named or services)[0]
+        if endpoint in loads:  # an update's LOAD <source>: a fetch, not a SERVICE call (no SILENT repair for it)
+            return ServiceFailed(f"LOAD <{endpoint}> failed: {_plain(exc, said)}")
         error = ServiceFailed(f"the SERVICE endpoint <{endpoint}> failed: {_plain(exc, said)}")
         error.endpoint = endpoint
         return error
-    return ServiceFailed(f"one of the SERVICE endpoints {', '.join(f'<{u}>' for u in services)} failed: "
-                         f"{_plain(exc, said)}")
+    kinds = " or ".join(k for k, there in (("SERVICE endpoints", set(services) - loads), ("LOAD sources", loads))
+                        if there)
+    return ServiceFailed(f"one of the {kinds} {', '.join(f'<{u}>' for u in services)} failed: {_plain(exc, said)}")
 
 
 def _plain(exc: BaseException, said: str) -> str:

@@ -2,7 +2,7 @@
 
 pyoxigraph calls any ``SERVICE`` endpoint and fetches any ``LOAD`` source that a
 query or update names, and offers no hook to veto a call. Reading the text first
-to find those calls (:mod:`.sparql_guard`) is a second parser beside Oxigraph's,
+to find those calls (:mod:`kqe_rdf.kb.sparql_guard`) is a second parser beside Oxigraph's,
 and three rounds of bypasses came from the two disagreeing. So when nothing may
 be called (no ``server_service_allow``), the queries are evaluated where the
 kernel refuses every connection: the thread that evaluates them (a server
@@ -14,6 +14,12 @@ before — where a worker runs the LLM client of ``/expand`` and the searches of
 ``SERVICE <urn:kqe:search>`` — keeps the machine's network, and the files of the
 KB are read as before (a network namespace does not touch the file system).
 
+A host name is looked up before any connection, and glibc asks resolver daemons (nscd, avahi, systemd-resolved)
+over Unix sockets, which a network namespace leaves in reach: a fake nscd received the name of a SERVICE
+endpoint from a worker (issue 49). So the thread also gets a mount namespace of its own in which the folders of
+those sockets are empty and ``/etc/hosts`` is empty (:func:`hide_resolvers`): no name resolves there, and
+every lookup fails alike.
+
 The thread checks that it worked before it is used: its namespace differs from
 the process's, and a connection to a listener opened just before on the
 machine's loopback fails. As root ``unshare`` needs nothing more; otherwise the
@@ -22,7 +28,7 @@ possible only while it has one thread), where it may make the network one. Where
 neither is allowed (another system, a container that forbids namespaces),
 :attr:`OfflineThread.active` is false with the reason, and every query takes the
 strict path: parsed by the verifier, which writes the text that runs
-(:func:`~kqe_rdf.service.sparql_guard.verify_federation` with ``strict``).
+(:func:`~kqe_rdf.kb.sparql_guard.verify_federation` with ``strict``).
 
 >>> thread = OfflineThread()
 >>> thread.run(lambda a, b: a + b, 2, 3), thread.active == (thread.reason is None)
@@ -45,8 +51,17 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
+CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+MS_REC, MS_PRIVATE, MS_BIND = 0x4000, 0x40000, 0x1000
+#: Where the resolver daemons a host-name lookup may ask listen (nscd, avahi's mDNS, systemd-resolved, D-Bus,
+#: sssd): Unix sockets, which a network namespace does not hide. The offline thread sees these folders empty.
+RESOLVER_FOLDERS = ("/run", "/var/run", "/var/lib/sss/pipes")
+#: Sockets that must be gone once the folders are hidden (checked before the thread is used).
+RESOLVER_SOCKETS = ("/run/nscd/socket", "/var/run/nscd/socket", "/run/avahi-daemon/socket",
+                    "/var/run/avahi-daemon/socket", "/run/systemd/resolve/io.systemd.Resolve",
+                    "/run/dbus/system_bus_socket", "/var/lib/sss/pipes/nss")
 #: Native stack of the offline thread: pyoxigraph recurses on it (as on a server worker's job thread).
 STACK = 64 * 1024 * 1024
 
@@ -88,8 +103,49 @@ def enter_user_namespace() -> str | None:
     return None
 
 
+def _mount(source: str, target: str, kind: str | None, flags: int, data: str | None = None) -> str | None:
+    libc = _libc()
+    if libc.mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
+                  data.encode() if data else None) != 0:
+        code = ctypes.get_errno()
+        return f"mount on {target} was refused: {os.strerror(code)} ({errno.errorcode.get(code, code)})"
+    return None
+
+
+def hide_resolvers() -> str | None:
+    """Give the calling thread a mount namespace of its own in which no resolver daemon can be asked for a name.
+
+    A host-name lookup (glibc's ``getaddrinfo``, which pyoxigraph's HTTP client calls before it connects) asks
+    nscd, avahi or systemd-resolved over Unix sockets *before* any connection, and a network namespace does
+    not hide those: a fake nscd received the name of a SERVICE endpoint, a channel out (issue 49). Here every
+    folder of :data:`RESOLVER_FOLDERS` is covered by an empty tmpfs and ``/etc/hosts`` by an empty file, in this
+    thread's view only (mounts made private first, so nothing reaches the machine's); DNS itself needs the
+    network, which the thread has not. Every lookup then fails alike, whether the name exists or not. None when
+    done, else why not."""
+    reason = _unshare(CLONE_NEWNS)
+    if reason is not None:
+        return f"no mount namespace of its own ({reason})"
+    reason = _mount("none", "/", None, MS_REC | MS_PRIVATE)
+    if reason is not None:
+        return reason
+    for folder in RESOLVER_FOLDERS:
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            reason = _mount("tmpfs", folder, "tmpfs", 0, "size=16k,mode=755")
+            if reason is not None:
+                return reason
+    if os.path.isfile("/etc/hosts"):
+        reason = _mount("/dev/null", "/etc/hosts", None, MS_BIND)
+        if reason is not None:
+            return reason
+    left = [path for path in RESOLVER_SOCKETS if os.path.exists(path)]
+    if left:
+        return f"resolver sockets still visible: {', '.join(left)}"
+    return None
+
+
 def enter_own_network() -> str | None:
-    """Move the calling thread into a network namespace of its own and check that nothing can be reached from it;
+    """Move the calling thread into a network namespace of its own, and a mount namespace where no resolver
+    daemon is reachable (:func:`hide_resolvers`), and check that nothing can be reached from it;
     None when it worked, else why not (the thread is then where it was, or in a namespace that is not trusted)."""
     try:
         probe = socket.socket()
@@ -112,7 +168,7 @@ def enter_own_network() -> str | None:
         try:
             test.connect(probe.getsockname())
         except OSError:
-            return None  # Network is unreachable: what the queries will meet
+            return hide_resolvers()  # Network is unreachable: what the queries will meet; then names too
         finally:
             test.close()
         return "a connection to the machine's loopback still went through from the new namespace"
@@ -133,7 +189,8 @@ class Protection:
     def how(self) -> str:
         """For the server's start-up line and ``/health``."""
         if self.active:
-            return "SPARQL is evaluated in a network namespace of its own: no outbound connection can be opened"
+            return ("SPARQL is evaluated in a network namespace of its own, with no resolver daemon in sight: no "
+                    "outbound connection can be opened and no host name looked up")
         return f"no network isolation ({self.reason}): every query and update takes the verified path"
 
 

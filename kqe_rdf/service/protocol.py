@@ -20,7 +20,7 @@ from pyoxigraph import (BlankNode, NamedNode, QueryBoolean, QueryResultsFormat, 
                        serialize)
 
 from ..core.errors import KqeError
-from .sparql_guard import ServiceNotAllowed
+from ..kb.sparql_guard import ServiceNotAllowed
 
 log = logging.getLogger(__name__)
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"

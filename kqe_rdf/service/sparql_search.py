@@ -31,17 +31,16 @@ text, GraphDB connectors and Stardog's ``textMatch`` do. Here a query can
 Every other ``SERVICE`` must name an endpoint on the allow-list: pyoxigraph
 itself would fetch any URL a query names, which is server-side request forgery
 when the query comes from the network (an update's ``LOAD <url>`` is held to
-the same list). That check is :func:`kqe_rdf.service.sparql_guard.verify_federation`,
+the same list). That check is :func:`kqe_rdf.kb.sparql_guard.verify_federation`,
 which reads the text that is finally executed with a real SPARQL parser and
 fails closed; the tokenizer here only finds the search blocks to replace.
-Size limits (:func:`kqe_rdf.service.sparql_guard.check_limits`) are applied first, so
+Size limits (:func:`kqe_rdf.kb.sparql_guard.check_limits`) are applied first, so
 no over-deep query reaches Oxigraph's recursive parser.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -50,8 +49,9 @@ from pyoxigraph import Literal, NamedNode
 from ..core.errors import KqeError, SparqlError
 from ..kb.queries import BM25_FUNCTION, PREFIXES, SIMILARITY_FUNCTION, values_block  # noqa: F401 - re-exported
 from ..kb.sparql import explain_syntax_error
-from .sparql_lexer import Token, declared_prefixes, resolve, tokenize, unquote  # noqa: F401 - tokenize re-exported
-from .sparql_guard import QueryTooComplex, ServiceNotAllowed, check_limits, verify_federation  # noqa: F401 - re-exported
+from ..kb.sparql_lexer import Token, declared_prefixes, resolve, tokenize, unquote  # noqa: F401 - tokenize re-exported
+from ..kb.sparql_guard import (QueryTooComplex, ServiceNotAllowed, allowed_endpoints, check_limits,  # noqa: F401
+                               verify_federation)  # (re-exported)
 
 KQE = PREFIXES["kqe"]
 SEARCH_SERVICE = "urn:kqe:search"
@@ -71,11 +71,6 @@ def closing_brace(tokens: list[Token], open_at: int) -> int:
             if depth == 0:
                 return j
     raise SparqlError("a SERVICE block is not closed: check for a missing '}'")
-
-
-def allowed_endpoints(setting: str) -> frozenset[str]:
-    """The allow-list setting (space- or comma-separated URLs) as a set."""
-    return frozenset(u for u in re.split(r"[\s,]+", setting.strip()) if u)
 
 
 @dataclass
@@ -173,7 +168,8 @@ class Prepared:
 
     text: str
     searches: list[dict] = field(default_factory=list)
-    services: list[str] = field(default_factory=list)
+    services: list[str] = field(default_factory=list)  # SERVICE endpoints and LOAD sources it calls
+    loads: list[str] = field(default_factory=list)  # of which LOAD sources
     uses_similarity: bool = False
     dataset: bool = False  # the query names its dataset (FROM / FROM NAMED)
     strict: bool = True  # on the verified path (the text is the verifier's plain form: sparql_canonical)
@@ -187,7 +183,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
     Raises :class:`QueryTooComplex` for a query over the size limits and
     :class:`ServiceNotAllowed` for a SERVICE or LOAD that is not verified to be
     on the allow-list (``update``: the text is a SPARQL Update). ``strict``: the verified path, for SPARQL
-    evaluated where connections can be opened (:func:`~.sparql_guard.verify_federation`); pass False only when
+    evaluated where connections can be opened (:func:`~kqe_rdf.kb.sparql_guard.verify_federation`); pass False only when
     it is evaluated on an :class:`~kqe_rdf.service.isolation.OfflineThread` whose isolation is active.
     """
     if not query.strip():
@@ -231,7 +227,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
     if edits:
         check_limits(measured, settings, what)
     verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), kb.prefixes, update, strict)
-    out.text, out.services = verified.text, verified.services + verified.loads
+    out.text, out.services, out.loads = verified.text, verified.services + verified.loads, verified.loads
     if out.uses_similarity and not kb.has_embeddings:
         raise SparqlError("kqe:similarity needs node embeddings, and this KB has none: run `kqe-rdf kb embed`")
     return out

@@ -56,7 +56,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -236,6 +237,10 @@ def _serve(sock: socket.socket, init: dict) -> None:
     networked = OfflineThread("it keeps the network", name="kqe-networked")  # started here: outside the namespace
     protection = isolate_this_thread(not_wanted(init["settings"]) or init.get("no_user_namespace"))
     context = _Context(kb_path, init["kb_settings"], init["settings"], writable, protection, networked)
+    if writable and init.get("sweep"):
+        from .jobs import sweep_marks  # noqa: PLC0415
+
+        sweep_marks(context.kb)
     _send(sock, ("ready", os.getpid(), protection.active, protection.how))
     while True:
         try:
@@ -324,6 +329,7 @@ class _Channel(asyncio.Protocol):
         self.buffer = bytearray()
         self.waiter: asyncio.Future | None = None
         self.lost = False
+        self.on_lost: Callable[[], None] | None = None  # called when the socket closes while no job waits
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -343,6 +349,8 @@ class _Channel(asyncio.Protocol):
         self.lost = True
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(ConnectionResetError("the worker closed its socket"))
+        elif self.on_lost is not None:
+            self.on_lost()
 
     def send(self, obj: object) -> None:
         data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
@@ -413,6 +421,7 @@ class WorkerPool:
         self.isolated = False
         self.jobs = 0  # jobs handed to workers
         self._tasks: set[asyncio.Task] = set()
+        self._swept = False  # a writer has removed the update marks left from an earlier server
 
     # -- processes
 
@@ -434,7 +443,8 @@ class WorkerPool:
             raise
         worker = _Worker(process, channel)
         init = {"kb": str(self.kb_path), "kb_settings": self.kb_settings, "settings": self.settings,
-                "writable": self.writable, "memory_mb": self.settings.server_worker_memory_mb}
+                "writable": self.writable, "memory_mb": self.settings.server_worker_memory_mb,
+                "sweep": self.writable and not self._swept}
         worker.channel.send(init)
         try:
             reply = await asyncio.wait_for(worker.channel.receive(), 120)
@@ -447,6 +457,8 @@ class WorkerPool:
             self._end(worker)
             raise KqeError(f"a query worker could not start: {without_paths(reply[1], self.kb_path)}")
         _, _, isolated, how = reply
+        self._swept = self._swept or self.writable
+        worker.channel.on_lost = functools.partial(self._lost, worker)
         if self.protection is None:
             self.isolated, self.protection = isolated, how
         elif isolated != self.isolated:  # the kernel's answer changed: say so, each worker still protects itself
@@ -459,6 +471,16 @@ class WorkerPool:
             worker.process.kill()
         worker.channel.close()
         asyncio.get_running_loop().run_in_executor(None, worker.process.wait)
+
+    def _lost(self, worker: _Worker) -> None:
+        """A worker's socket closed. An idle one died (killed, crashed) between jobs: it is replaced now, before
+        a request is handed to it (issue 49: each dead idle worker turned the next request into an error)."""
+        if worker in self.idle and not self.closed:
+            self.idle.remove(worker)
+            self.killed += 1
+            self.alive -= 1
+            self._end(worker)
+            self._grow()
 
     def _grow(self) -> None:
         """Start one more worker in the background; it joins the pool (or serves a waiter) once ready."""
@@ -610,10 +632,21 @@ class WorkerPool:
         """The job's result for ``client``; :class:`HTTPError` with its status when it fails, waits or runs too
         long."""
         deadline = time.monotonic() + self.timeout
+        if kind == "update":
+            payload = {**payload, "marker": f"urn:uuid:{uuid.uuid4()}"}
         for _attempt in range(3):
             if self.closed:
                 raise HTTPError(503, "the server is shutting down")
-            reply = await self._run_once(await self._acquire(client, deadline), kind, payload)
+            worker = await self._acquire(client, deadline)
+            if kind != "update":
+                reply = await self._run_once(worker, kind, payload)
+            else:
+                try:
+                    reply = await self._run_once(worker, kind, payload)
+                except HTTPError as stopped:  # stopped, died or failed before it answered: did it commit?
+                    if await self._committed(client, payload["marker"], stopped):
+                        return None
+                    raise
             if reply[0] != "rebuilt":
                 break
             # The KB was rebuilt: that worker quit, and the idle ones opened the old KB too: they are replaced,
@@ -656,6 +689,30 @@ class WorkerPool:
                 if not self.closed:
                     self._grow()
                     self._hand_idle()
+
+    async def _committed(self, client: Client, marker: str, stopped: HTTPError) -> bool:
+        """Whether the update marked ``marker``, whose worker ``stopped`` before it answered, committed: asked of
+        the fresh worker that replaced it (:func:`~.jobs.committed_job`). When it did not, ``stopped`` is told so;
+        when that cannot be found out, it says that instead (503 either way, never a silent double write)."""
+        if self.closed:
+            stopped.args = (f"{stopped} It is not known whether the update was written (the server is shutting "
+                            "down): check before you send it again.",)
+            return False
+        try:
+            worker = await self._acquire(client, time.monotonic() + self.timeout + 120)
+            reply = await self._run_once(worker, "committed", {"marker": marker})
+        except HTTPError:
+            reply = None
+        if reply is not None and reply[0] == "ok" and reply[1]:
+            log.warning("an update committed after its worker was stopped (%s): answered as committed", stopped)
+            return True
+        if reply is not None and reply[0] == "ok":
+            stopped.args = (f"{stopped} The update was not written (nothing of it committed): it may be sent "
+                            "again.",)
+        else:
+            stopped.args = (f"{stopped} It is not known whether the update was written (no worker could tell): "
+                            "check before you send it again.",)
+        return False
 
     def _renew_idle(self) -> None:
         """End every idle worker and start as many new ones (after a rebuild: the idle ones serve the old KB)."""

@@ -12,6 +12,18 @@ function element(tag, text, className) {
   return node;
 }
 
+// A node's IRI comes from the KB's data, which may be hostile: only an http(s) IRI becomes a link (a
+// `javascript:` one would run in this page's origin when clicked); any other is shown as text.
+function isWebLink(iri) {
+  return /^https?:\/\//i.test(String(iri).trim());
+}
+
+function iriElement(iri) {
+  const node = element(isWebLink(iri) ? "a" : "span", iri, "iri");
+  if (isWebLink(iri)) node.href = iri;
+  return node;
+}
+
 async function readError(response) {
   const text = await response.text();
   try {
@@ -59,8 +71,7 @@ async function search(event) {
       });
       item.append(why);
     }
-    item.append(element("div", row.snippet, "snippet"), element("a", row.iri, "iri"));
-    item.lastChild.href = row.iri;
+    item.append(element("div", row.snippet, "snippet"), iriElement(row.iri));
     list.append(item);
   }
   $("search-provenance-body").textContent = JSON.stringify(data.provenance, null, 2);

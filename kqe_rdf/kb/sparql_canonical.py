@@ -1,9 +1,9 @@
 """The text that runs on the verified path: a query or update written anew from its tokens, in one plain form.
 
-On the verified path (a SERVICE allow-list, or no network isolation: :mod:`.isolation`) the verifier decides
-what may be called, so Oxigraph must run a text that reads one way only: the text the verifier read. Reading
-the user's text twice, once by each parser, let escapes, comments, quotes and glued keywords make them disagree
-(issues 15, 24, 37). So :func:`canonical_text` lexes the text strictly — every character must belong to a
+On the verified path (a SERVICE allow-list, or no network isolation: :mod:`kqe_rdf.service.isolation`) the
+verifier decides what may be called, so Oxigraph must run a text that reads one way only: the text the
+verifier read. Reading the user's text twice, once by each parser, let escapes, comments, quotes and glued
+keywords make them disagree (issues 15, 24, 37). So :func:`canonical_text` lexes the text strictly — every character must belong to a
 token of the SPARQL grammar, or the text is refused — and writes each token anew:
 
 * escapes are decoded inside the token that holds them (``\\u``/``\\U`` in IRIs, strings and prefixed names,

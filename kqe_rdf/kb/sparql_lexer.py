@@ -1,6 +1,6 @@
 """A SPARQL lexer: enough of the grammar to find search calls, prefixes and comments in query text.
 
-:mod:`.sparql_search` uses it to find ``SERVICE <urn:kqe:search>`` blocks, :mod:`.sparql_guard` to blank
+:mod:`kqe_rdf.service.sparql_search` uses it to find ``SERVICE <urn:kqe:search>`` blocks, :mod:`.sparql_guard` to blank
 comments before the real parser verifies the query.
 """
 

@@ -18,7 +18,7 @@ when the query comes from the network. It has no hook to veto a call and no
 API that shows how it parsed a query. Two regimes (issue 37):
 
 * **No allow-list** (the default): SPARQL is evaluated on a thread in a network
-  namespace of its own (:mod:`.isolation`), where no connection can be opened.
+  namespace of its own (:mod:`kqe_rdf.service.isolation`), where no connection can be opened.
   The check below still refuses, with a reason, a text that visibly mentions
   SERVICE or LOAD, but nothing depends on it: what it misses fails to connect.
 * **The verified path** (an allow-list, or no isolation on this machine):
@@ -148,6 +148,7 @@ class Shape:
 # valid, so Oxigraph can only read it as an IRI (or fail). Only then are its / and - not counted.
 _OPAQUE_IRI = re.compile(r"<[A-Za-z][A-Za-z0-9+.\-]*://[^<>\"{}|^`\\\x00-\x20]*>")
 _NEGATIONS = re.compile(r"!(?:\s*!)*")
+_LOGICAL = re.compile(r"\|\||&&|\|")
 _PATTERN_WORDS = re.compile(r"union|optional|minus", re.I)
 
 
@@ -179,7 +180,7 @@ def measure(text: str) -> Shape:
         elif ch in ")}]" and depth:
             depth -= 1
     shape.negations = max((m.group().count("!") for m in _NEGATIONS.finditer(text)), default=0)
-    shape.logical = text.count("|") + text.count("&&")
+    shape.logical = len(_LOGICAL.findall(text))  # `||` is one operator, as `&&` is, and a path's `|` one too
     outside = _OPAQUE_IRI.sub(" ", text)
     shape.arithmetic = text.count("+") + text.count("*") + outside.count("-") + outside.count("/")
     shape.patterns = len(_PATTERN_WORDS.findall(text))
@@ -378,19 +379,27 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
     ``strict`` (the verified path: a SERVICE allow-list, or no network isolation): every text is parsed, and
     what runs is the text the verifier read, written anew from its tokens
     (:func:`~.sparql_canonical.canonical_text`), whatever it mentions. Otherwise (SPARQL evaluated where no
-    connection can be opened, :mod:`.isolation`) only a text that mentions SERVICE or LOAD is read, so that
-    such calls are refused with a reason rather than failing to connect. Raises :class:`ServiceNotAllowed`
+    connection can be opened, :mod:`kqe_rdf.service.isolation`) only a text that mentions SERVICE or LOAD is
+    read, so that such calls are refused with a reason rather than failing to connect: the text as Oxigraph reads it (the
+    plain form) when it can be written so — then that is verified and runs, as on the verified path — and
+    the raw text with its escapes decoded too. Raises :class:`ServiceNotAllowed`
     (see the module docstring for the rules).
     """
-    allowed = frozenset(allowed)
-    if strict:
-        from .sparql_canonical import NotCanonical, canonical_text
+    from .sparql_canonical import NotCanonical, canonical_text
 
-        try:
-            plain = canonical_text(text, prefixes or {})
-        except NotCanonical:
+    allowed = frozenset(allowed)
+    if not strict and not _may_call(text):
+        return Verified(text)  # rule 1: no keyword to call with, however the text is read (a regex, no lexing)
+    try:
+        plain = canonical_text(text, prefixes or {})
+    except NotCanonical:
+        if strict:
             _refuse_glued(text)  # "SERVICE:x" is an undeclared prefix here: say what it looks like
             raise
+        plain = None
+    if strict or (plain is not None and mentions_federation(plain)):
+        # Oxigraph's reading (escapes decoded inside their tokens, as the plain form has them) calls out: that
+        # reading is verified and run, however the raw text reads (issue 49: `BIND("p\u0022q" ...) ... #"`).
         verified = _verified(plain, allowed, prefixes, update)
         if verified.services or verified.loads:
             _refuse_glued(text)  # the plain text holds no prefixed name; this only says why a call looks wrong
@@ -403,6 +412,32 @@ def verify_federation(text: str, allowed: Iterable[str], prefixes: Mapping[str, 
     decoded = _blank_comments(decoded)
     _refuse_glued(decoded)
     return _verified(decoded, allowed, prefixes, update)
+
+
+def allowed_endpoints(setting: str | Iterable[str]) -> frozenset[str]:
+    """The allow-list setting (space- or comma-separated URLs, or URLs) as a set.
+
+    >>> sorted(allowed_endpoints("http://a.example/sparql, http://b.example/sparql"))
+    ['http://a.example/sparql', 'http://b.example/sparql']
+    """
+    urls = re.split(r"[\s,]+", setting.strip()) if isinstance(setting, str) else setting
+    return frozenset(u for u in urls if u)
+
+
+def _may_call(text: str) -> bool:
+    """Whether ``service`` or ``load`` appears anywhere (strings and comments too) in the text or in any
+    decoding of its escapes: without either word no reading of it can call out (rule 1)."""
+    return any(_FEDERATION_WORD.search(t) for t in _all_decodings(text))
+
+
+def guarded(text: str, allowed: Iterable[str], prefixes: Mapping[str, str] | None = None,
+            update: bool = False) -> str:
+    """The text to run in a process that has its network (the Python API): unchanged when no reading of it holds
+    ``service`` or ``load`` anywhere (nothing can be fetched then, rule 1), else the verified plain form, every
+    SERVICE and LOAD in it on ``allowed`` (:func:`verify_federation` with ``strict``)."""
+    if not _may_call(text):
+        return text
+    return verify_federation(text, allowed, prefixes, update, strict=True).text
 
 
 def _refuse_glued(text: str) -> None:
@@ -446,7 +481,6 @@ def _verified(decoded: str, allowed: frozenset[str], prefixes: Mapping[str, str]
     if update and loads and not services and all(type(t).__name__ == "URIRef" and str(t) not in allowed
                                                  for t in loads) and _only_silent_loads(parsed):
         return Verified("")  # every operation is a LOAD SILENT that may not run: they fail, silently
-    listed = ", ".join(sorted(allowed)) or "none"
     ok_services, ok_loads = [], []
     for kind, terms, out in (("SERVICE", services, ok_services), ("LOAD", loads, ok_loads)):
         for term in terms:
@@ -454,8 +488,9 @@ def _verified(decoded: str, allowed: frozenset[str], prefixes: Mapping[str, str]
                 raise ServiceNotAllowed(f"{kind} {getattr(term, 'n3', lambda: term)()} is refused: the endpoint "
                                         "must be a constant IRI on the allow-list, not a variable")
             if str(term) not in allowed:
+                # The list itself is not shown: it names the server's partners to whoever asks (issue 49).
                 raise ServiceNotAllowed(f"{kind} <{term}> is refused: it is not on this server's allow-list "
-                                        f"(server_service_allow; allowed: {listed})")
+                                        "(server_service_allow)")
             if str(term) not in out:
                 out.append(str(term))
     return Verified(decoded, ok_services, ok_loads)
