@@ -110,7 +110,10 @@ def _importer_help() -> str:
 @click.option("--embed/--no-embed", default=False, show_default=True,
               help="Embed documents for dense search after the build (long on large KBs: `kb embed` later resumes).")
 @click.option("--embed-type", "embed_types", multiple=True, help="Embed only nodes of this class (repeatable).")
-def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types):
+@click.option("--force", is_flag=True,
+              help="Replace a KB of another source (another importer or other files) in the --kb folder.")
+def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types,
+             force):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
 
     Importers: jsonl, triples (head<TAB>relation<TAB>tail lines), rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
@@ -120,6 +123,14 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
     from .kb.importers import get_importer
 
     settings = _settings(kb=kb_path, on_unknown_edge=on_unknown_edge)
+    default = type(settings)().kb
+    if kb_path is None and settings.kb == default and importer != "bio" and not force:
+        from .core.errors import KqeError
+
+        # The default folder is the bio KB's, which every other command opens when no --kb is given.
+        name = Path(sources[0]).name.split(".")[0] if sources else importer
+        raise KqeError(f"the default --kb {default} is for the bio KB; name a folder for the {importer} KB, "
+                       f"e.g. --kb {default.parent / name}")
     opts = {}
     for item in options:
         key, sep, value = item.partition("=")
@@ -131,7 +142,7 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
     imp = get_importer(importer)(sources, limit=limit, **opts)
     console = _console()
     console.print(f"building [bold]{importer}[/] KB at {settings.kb} …")
-    manifest = build_kb(imp, settings.kb, settings, _progress())
+    manifest = build_kb(imp, settings.kb, settings, _progress(), force=force)
     counts = manifest["counts"]
     console.print(f"built {settings.kb}: {counts['nodes']:,} nodes, {counts['edges']:,} edges, "
                   f"{counts['triples']:,} triples; {counts['skipped_edges']:,} edges skipped, "

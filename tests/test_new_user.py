@@ -1,0 +1,75 @@
+"""What a new user trips on with their own data (issue 51): a build that would replace another KB, relation
+names real data has, Turtle with relative IRIs, filler results, explanations, confidence, small CLI edges.
+
+Each test runs the ``kqe-rdf`` command as a user runs it (``CliRunner`` on :data:`kqe_rdf.cli.cli`), in an
+empty working directory with no ``KQE_*`` variables, on small KBs built here for real.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+
+from kqe_rdf.cli import cli
+from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(tmp_path, monkeypatch):
+    for name in list(os.environ):
+        if name.startswith(("KQE_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.chdir(tmp_path)
+
+
+def run(*args: object):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+def ok(result):
+    assert result.exit_code == 0, f"exit {result.exit_code}: {result.output}\n{result.exception!r}"
+    return result
+
+
+def refused(result, *words: str):
+    """Status 2, one error line on stderr holding ``words``, no traceback."""
+    assert result.exit_code == 2, f"exit {result.exit_code}: {result.output}\n{result.exception!r}"
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    for word in words:
+        assert word in errors[0], errors[0]
+    return errors[0]
+
+
+def write(path, text: str):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+FAMILY = "Ann\tparent_of\tBob\nBob\tparent_of\tCid\nAnn\tlives_in\tOslo\n"
+MUSIC = "Abbey Road\tperformed_by\tThe Beatles\nLet It Be\tperformed_by\tThe Beatles\n"
+
+
+# --------------------------------------------------------- 1. a build never silently replaces another KB
+
+
+def test_a_build_into_a_folder_holding_another_source_refuses_and_keeps_it(tmp_path):
+    family, music = write(tmp_path / "family.txt", FAMILY), write(tmp_path / "music.txt", MUSIC)
+    ok(run("kb", "build", "triples", family, "--kb", tmp_path / "kb"))
+    refused(run("kb", "build", "triples", music, "--kb", tmp_path / "kb"),
+            str(tmp_path / "kb"), "triples (family.txt)", "--force")
+    assert KnowledgeBase.open(tmp_path / "kb").manifest["counts"]["nodes"] == 4  # the family KB, untouched
+    ok(run("kb", "build", "triples", family, "--kb", tmp_path / "kb"))  # the same source rebuilds
+    ok(run("kb", "build", "triples", music, "--kb", tmp_path / "kb", "--force"))
+    assert KnowledgeBase.open(tmp_path / "kb").manifest["counts"]["nodes"] == 3
+
+
+def test_the_default_kb_folder_is_for_the_bio_kb(tmp_path):
+    music = write(tmp_path / "music.ttl.txt", MUSIC)
+    refused(run("kb", "build", "triples", music), "data/kb/bio is for the bio KB", "--kb data/kb/music")
+    assert not (tmp_path / "data" / "kb" / "bio").exists()
