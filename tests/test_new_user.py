@@ -73,3 +73,25 @@ def test_the_default_kb_folder_is_for_the_bio_kb(tmp_path):
     music = write(tmp_path / "music.ttl.txt", MUSIC)
     refused(run("kb", "build", "triples", music), "data/kb/bio is for the bio KB", "--kb data/kb/music")
     assert not (tmp_path / "data" / "kb" / "bio").exists()
+
+
+# --------------------------------------------------------- 5. any relation name imports
+
+
+RELATIONS = ["state/province", "portD'attache", "date of birth", "né à", "/people/person/nationality"]
+
+
+def test_relation_names_with_slashes_quotes_spaces_and_accents_import(tmp_path):
+    lines = "".join(f"Ann\t{relation}\tValue_{n}\n" for n, relation in enumerate(RELATIONS))
+    ok(run("kb", "build", "triples", write(tmp_path / "odd.txt", lines), "--kb", tmp_path / "kb"))
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    assert kb.manifest["counts"]["edges"] == len(RELATIONS)
+    labels = {kb.query(f"SELECT ?n WHERE {{ <{iri}> skos:notation ?n }}").__next__()["n"].value: relation.label
+              for iri, relation in kb.schema.relations.items() if iri.startswith("https://w3id.org/kqe/kg#")}
+    assert labels == {"state/province": "province", "portD'attache": "port d'attache", "date of birth": "date of birth",
+                      "né à": "né à", "/people/person/nationality": "nationality"}
+    shown = json.loads(ok(run("kb", "info", "--kb", tmp_path / "kb", "--json")).stdout)
+    assert sorted(name for name, _count in shown["relations"]) == sorted(RELATIONS)
+    rows = ok(run("sparql", "SELECT ?v WHERE { ?a ?r ?v . ?r skos:notation \"né à\" }", "--kb", tmp_path / "kb",
+                  "--format", "csv")).stdout
+    assert "Value_3" in rows

@@ -19,7 +19,7 @@ from .layout import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relat
 from ..core.config import Settings
 from .documents import NodeDocument
 from ..core.errors import KBNotFound, KqeError, SchemaError
-from .ontology import CORE, Schema, local_name
+from .ontology import CORE, Schema, shown_names
 from .sparql import run_query
 
 
@@ -246,9 +246,12 @@ class KnowledgeBase:
     def info(self) -> dict:
         # Classes by the name `--type` takes ("Disease"); relations of the ontology only (a qualifier's reification
         # statement links nodes through rdf:subject and rdf:object, which are no relations of the KB).
-        types = [(local_name(r["type"].value), int(r["count"].value))
-                 for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
-        relations = sorted(((local_name(iri), n) for iri, n in self.relation_counts.items()
-                            if iri in self.schema.relations), key=lambda x: -x[1])
+        counted = [(r["type"].value, int(r["count"].value))
+                   for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
+        named = shown_names([iri for iri, _n in counted], self.prefixes)
+        types = [(named[iri], n) for iri, n in counted]
+        kept = {iri: n for iri, n in self.relation_counts.items() if iri in self.schema.relations}
+        named = shown_names(kept, self.prefixes)
+        relations = sorted(((named[iri], n) for iri, n in kept.items()), key=lambda x: -x[1])
         return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations,
                 "bm25": self.text_index.describe()}
