@@ -66,6 +66,13 @@ class _UserError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+def _at_least_one(ctx, param, value):
+    """A count of results: 0 or less is a mistake, said in one line (click's own message is a usage block)."""
+    if value is not None and value < 1:
+        raise _UserError(f"--{param.name.replace('_', '-')} must be at least 1, got {value}")
+    return value
+
+
 class _Commands(click.Group):
     # Here rather than only in main(), so that every way of running the group (the console script,
     # CliRunner, cli() from Python) reports errors a user can act on the same way.
@@ -142,7 +149,7 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
     imp = get_importer(importer)(sources, limit=limit, **opts)
     console = _console()
     console.print(f"building [bold]{importer}[/] KB at {settings.kb} …")
-    manifest = build_kb(imp, settings.kb, settings, _progress(), force=force)
+    manifest = build_kb(imp, settings.kb, settings, _progress(), replace_other_source=force)
     counts = manifest["counts"]
     console.print(f"built {settings.kb}: {counts['nodes']:,} nodes, {counts['edges']:,} edges, "
                   f"{counts['triples']:,} triples; {counts['skipped_edges']:,} edges skipped, "
@@ -160,7 +167,8 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
 @kb.command("embed")
 @KB_OPTION
 @click.option("--type", "types", multiple=True, help="Embed only nodes of this class (repeatable).")
-def kb_embed(kb_path, types):
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (counts, model, index).")
+def kb_embed(kb_path, types, as_json):
     """Embed node documents for dense search (resumable: interrupt and run again)."""
     from .kb.build import embed_kb
 
@@ -170,7 +178,12 @@ def kb_embed(kb_path, types):
     except KeyboardInterrupt:
         _console().print("interrupted: the work so far is saved; run the same command to resume")
         sys.exit(130)
-    click.echo(json.dumps(info, indent=2))
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    ann = info.get("ann") or {}
+    click.echo(f"embedded {settings.kb}: {info['count']:,} documents ({info['new']:,} new, {info['reused']:,} "
+               f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else ""))
 
 
 @kb.command("info")
@@ -227,7 +240,8 @@ def _open_kb(kb_path, **overrides):
 @click.option("--method", "-m", default="bm25", show_default=True,
               help=f"{METHOD_NAMES}.")
 @click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
-@click.option("--k", "-k", "k", type=int, default=10, show_default=True, help="Number of results.")
+@click.option("--k", "-k", "k", type=int, default=10, show_default=True, callback=_at_least_one,
+              help="Number of results.")
 @click.option("--strict/--soft", "strict", default=None,
               help="4step: every triplet must hold (strict) or rank by satisfied triplets (soft, default).")
 @click.option("--explain", is_flag=True, help="Show how the results were reached (triplets, SPARQL, bindings).")
@@ -239,6 +253,9 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
+    if method == "4step" and not (settings.llm_base_url or settings.llm_model):
+        click.echo("note: no LLM is configured (llm_base_url, llm_model): 4step ran the offline reader, as "
+                   "-m 4step-offline does", err=True)
     stage = pipeline(method, kb, settings, k, list(types) or None)
     batch = stage.run(text, names=False)  # (the rows read the names)
     how = batch.explain.get("q")
@@ -344,11 +361,14 @@ def _print_results(text, method, rows):
 @cli.command()
 @click.argument("query")
 @KB_OPTION
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default=None,
+              help="SPARQL results as a table, JSON, CSV or TSV [default: a table on a terminal, TSV in a pipe or a "
+                   "file, written as the rows come].")
+@click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("--service-allow", default=None, metavar="URLS",
               help="SERVICE endpoints the query may call, space- or comma-separated (none by default; as "
                    "`serve --service-allow`, setting server_service_allow).")
-def sparql(query, kb_path, fmt, service_allow):
+def sparql(query, kb_path, fmt, as_json, service_allow):
     """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared.
 
     Search works inside it as on the server: SERVICE <urn:kqe:search> { ?n kqe:query "..." ; kqe:k 50 ;
@@ -366,13 +386,22 @@ def sparql(query, kb_path, fmt, service_allow):
     from .service.sparql_search import SearchFunctions, prepare
 
     formats = {"json": QueryResultsFormat.JSON, "csv": QueryResultsFormat.CSV, "tsv": QueryResultsFormat.TSV}
+    if as_json and fmt not in (None, "json"):
+        raise _UserError(f"--json and --format {fmt} disagree; give one")
+    fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "tsv")
 
     def read(result, _again):
-        """The whole answer, read before anything is printed (a failing SERVICE stops it with one error)."""
+        """The whole answer, read before anything is printed (a failing SERVICE stops it with one error); with no
+        SERVICE to fail, JSON, CSV and TSV go to standard output as Oxigraph writes them (200,000 rows in a pipe
+        without waiting for the last)."""
         if isinstance(result, QueryBoolean):
             return "boolean", bool(result)
         if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
             return "graph", (serialize(result, format=RdfFormat.TURTLE) or b"").decode()
+        if fmt != "table" and not prepared.services:
+            sys.stdout.flush()
+            result.serialize(sys.stdout.buffer, format=formats[fmt])
+            return "streamed", None
         if fmt != "table":
             return "results", result.serialize(format=formats[fmt]).decode()
         variables = [v.value for v in result.variables]
@@ -395,6 +424,8 @@ def sparql(query, kb_path, fmt, service_allow):
         click.echo(answer)
     elif kind == "results":
         sys.stdout.write(answer)
+    elif kind == "streamed":
+        sys.stdout.buffer.flush()
     else:
         from rich.table import Table
 
@@ -420,7 +451,8 @@ def sparql(query, kb_path, fmt, service_allow):
 @click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
-@click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query.")
+@click.option("--depth", type=int, default=100, show_default=True, callback=_at_least_one,
+              help="Results ranked per query.")
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
 @click.option("--wording", type=click.Choice(["template", "list", "which", "child"]), default=None,
               help="phenopackets: how each case is worded. template (the default): 'A female patient presents with "

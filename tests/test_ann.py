@@ -148,7 +148,7 @@ def test_embedding_more_nodes_adds_them_to_the_stored_index(grown):
 def test_a_rebuilt_kb_keeps_the_index_of_its_unchanged_nodes(copy):
     source = copy.parent / "changed.jsonl"
     source.write_text(products(changed=10), encoding="utf-8")
-    build_kb(JsonlImporter([source]), copy, force=True)  # the embeddings are kept aside (embeddings.previous)
+    build_kb(JsonlImporter([source]), copy)  # the embeddings are kept aside (embeddings.previous)
     info = embed_kb(copy, APPROXIMATE)
     assert info["new"] == 10 and info["ann"] == {**info["ann"], "reused": 1990, "added": 10, "removed": 10}
     kb = KnowledgeBase.open(copy, APPROXIMATE)

@@ -355,7 +355,7 @@ def test_sparql_select_in_every_format(run, kb):
     as_tsv = ok(run("sparql", NIKON, "--kb", kb.path, "--format", "tsv")).stdout.splitlines()
     assert as_tsv == ["?id", *[f'"{i}"' for i in NIKON_IDS]]
 
-    table = ok(run("sparql", NIKON, "--kb", kb.path))
+    table = ok(run("sparql", NIKON, "--kb", kb.path, "--format", "table"))
     assert all(i in table.stdout for i in NIKON_IDS)
     assert table.stderr.strip() == "3 result(s)"
 

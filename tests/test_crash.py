@@ -147,7 +147,7 @@ def test_kill_9_during_kb_embed(tmp_path, request):
             # Embedded: new texts, so the next run has all its work to do again.
             variant["round"] += 1
             text = generated_products(count).replace("Generated product", f"Generated product v{variant['round']}")
-            build_kb(JsonlImporter([write(tmp_path / f"r{number}.jsonl", text)]), products, force=True)
+            build_kb(JsonlImporter([write(tmp_path / f"r{number}.jsonl", text)]), products)
 
     crash_loop(rounds(request), 2, lambda n: ["kb", "embed", "--kb", str(products)], check, between)
     run_ok(["kb", "embed", "--kb", str(products)])

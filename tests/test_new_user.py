@@ -95,3 +95,49 @@ def test_relation_names_with_slashes_quotes_spaces_and_accents_import(tmp_path):
     rows = ok(run("sparql", "SELECT ?v WHERE { ?a ?r ?v . ?r skos:notation \"né à\" }", "--kb", tmp_path / "kb",
                   "--format", "csv")).stdout
     assert "Value_3" in rows
+
+
+# --------------------------------------------------------- 8. smaller edges
+
+
+@pytest.fixture(scope="module")
+def family(tmp_path_factory):
+    """The new user's family KB, as `kb build triples family.txt --kb ...` makes it."""
+    folder = tmp_path_factory.mktemp("family")
+    source = write(folder / "family.txt", FAMILY)
+    ok(run("kb", "build", "triples", source, "--kb", folder / "kb"))
+    return folder / "kb"
+
+
+@pytest.mark.parametrize("k", ["0", "-3"])
+def test_a_count_of_results_below_one_is_refused_in_one_line(family, k):
+    refused(run("search", "Ann", "--kb", family, "--k", k), f"--k must be at least 1, got {k}")
+    refused(run("eval", "metaqa", write(family.parent / "q.txt", "who is [Ann]\tBob\n"), "--kb", family,
+                "--depth", k), f"--depth must be at least 1, got {k}")
+
+
+def test_sparql_takes_json_and_writes_tsv_in_a_pipe(family):
+    query = "SELECT ?n WHERE { ?a rdfs:label ?n } ORDER BY ?n"
+    as_json = json.loads(ok(run("sparql", query, "--kb", family, "--json")).stdout)
+    assert as_json == json.loads(ok(run("sparql", query, "--kb", family, "--format", "json")).stdout)
+    assert ok(run("sparql", query, "--kb", family)).stdout.splitlines()[:3] == ['?n', '"Ann"', '"Bob"']
+    refused(run("sparql", query, "--kb", family, "--json", "--format", "csv"), "--json and --format csv disagree")
+
+
+def test_kb_embed_prints_a_line_and_its_counts_with_json(family, tmp_path):
+    said = ok(run("kb", "embed", "--kb", family)).stdout
+    assert said.startswith(f"embedded {family}: 4 documents (") and len(said.splitlines()) == 1
+    assert json.loads(ok(run("kb", "embed", "--kb", family, "--json")).stdout)["new"] == 0
+
+
+def test_a_data_file_given_as_the_kb_gets_the_build_command_that_fits_it(tmp_path):
+    nobel = write(tmp_path / "nobel.ttl", "<urn:a> <urn:b> <urn:c> .\n")
+    refused(run("ask", "who won", "--kb", nobel),
+            f"{nobel} is a data file", f"`kqe-rdf kb build rdf {nobel} --kb data/kb/nobel`")
+    refused(run("kb", "info", "--kb", tmp_path / "music"), "kqe-rdf kb build IMPORTER SOURCE --kb", "rdf for RDF files")
+
+
+def test_4step_with_no_llm_says_it_ran_the_offline_reader(family):
+    said = ok(run("search", "who is the parent of Bob", "--kb", family, "-m", "4step")).stderr
+    assert "no LLM is configured" in said and "offline reader" in said
+    assert "no LLM" not in ok(run("search", "Bob", "--kb", family, "-m", "4step-offline")).stderr

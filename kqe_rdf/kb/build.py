@@ -102,12 +102,14 @@ def build_kb(
     path: Path,
     settings: Settings | None = None,
     progress: Progress | None = None,
-    force: bool = False,
+    replace_other_source: bool = True,
 ) -> dict:
     """Import, load, render documents and index them; swap the result into ``path``.
 
-    A folder that holds a KB of another source (another importer or other source files) is replaced only with
-    ``force``: building a new catalogue with the default ``--kb`` must not silently drop the bio KB.
+    With ``replace_other_source=False`` (what ``kqe-rdf kb build`` passes without ``--force``) a folder that
+    holds a KB of another source (another importer or other source files) is not replaced: building a new
+    catalogue with the default ``--kb`` must not silently drop the bio KB. Python callers name the folder and
+    rebuild it with new files on purpose (tests, benchmarks), so they replace by default.
     """
     settings = settings or Settings()
     progress = progress or Progress.quiet()
@@ -117,7 +119,7 @@ def build_kb(
         if path.exists() and not (path / MANIFEST).is_file() and (not path.is_dir() or any(path.iterdir())):
             raise KqeError(f"{path} exists and is not a kqe-rdf knowledge base (no {MANIFEST}); a build would "
                            "replace it, so choose another --kb path or remove it yourself")
-        if not force and (path / MANIFEST).is_file():
+        if not replace_other_source and (path / MANIFEST).is_file():
             held = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
             if held_source(held) != build_source(importer):
                 raise KqeError(f"{path} holds the {describe_source(held_source(held))} KB; building "

@@ -48,10 +48,7 @@ class KnowledgeBase:
                 pass
         manifest_path = path / MANIFEST
         if not manifest_path.is_file():
-            raise KBNotFound(
-                f"no knowledge base at {path} (no {MANIFEST}); build one with "
-                f"`kqe-rdf kb build bio --kb {path}` or point --kb / KQE_KB at an existing one"
-            )
+            raise KBNotFound(_missing(path))
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
@@ -255,3 +252,19 @@ class KnowledgeBase:
         relations = sorted(((named[iri], n) for iri, n in kept.items()), key=lambda x: -x[1])
         return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations,
                 "bm25": self.text_index.describe()}
+
+
+def _missing(path: Path) -> str:
+    """Why there is no KB at ``path``, with the build command that fits it: a data file given as ``--kb`` is
+    built with the importer of its kind into a folder of its name; a folder named ``bio`` with ``bio``."""
+    from .importers import importer_for
+
+    kind = importer_for(path)
+    if path.is_file() and kind:
+        folder = Path("data/kb") / path.name.split(".")[0]
+        return (f"{path} is a data file, not a knowledge base: build one from it with `kqe-rdf kb build {kind} "
+                f"{path} --kb {folder}`, then pass --kb {folder}")
+    how = "bio" if path.name == "bio" else "IMPORTER SOURCE"
+    return (f"no knowledge base at {path} (no {MANIFEST}); build one with `kqe-rdf kb build {how} --kb {path}` "
+            "(importers: rdf for RDF files, triples for head<TAB>relation<TAB>tail lines, jsonl for JSON Lines, "
+            "bio for the bio KB) or point --kb / KQE_KB at an existing one")
