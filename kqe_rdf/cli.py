@@ -259,7 +259,7 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
     stage = pipeline(method, kb, settings, k, list(types) or None)
     batch = stage.run(text, names=False)  # (the rows read the names)
     how = batch.explain.get("q")
-    rows = result_rows(kb, batch.ranked("q"))
+    rows = result_rows(kb, batch.ranked("q"), how)
     notes = (how or {}).get("expansion", {}).get("notes", [])
     if as_json:
         # As the server's /search answers: the results and how they were reached (an expansion with its knowledge).
@@ -351,10 +351,12 @@ def _print_results(text, method, rows):
     from rich.table import Table
 
     table = Table(title=f"{method}: {text}", title_justify="left")
-    for col in ("#", "name", "type", "id", "score"):
+    marked = any("filler" in r for r in rows)  # a structural method: answers of its reading, then fillers
+    for col in ("#", "name", "type", "id", "score", *(("from",) if marked else ())):
         table.add_column(col, justify="right" if col in ("#", "score") else "left")
     for r in rows:
-        table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}")
+        table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}",
+                      *((("filler (fallback search)" if r["filler"] else "the reading"),) if marked else ()))
     _stdout(table).print(table if rows else f"no results for {text!r}")
 
 

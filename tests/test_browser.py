@@ -237,3 +237,12 @@ def test_a_shared_link_cannot_point_the_editor_at_another_endpoint(page):
         assert tab.outside == [], tab.outside
     finally:
         tab.close()
+
+
+def test_fillers_are_marked_apart_from_the_reading_s_answers(page):
+    search_diseases(page, "Which disease has Seizure?")
+    results = page.locator("#search-results li.result")
+    fillers = page.locator("#search-results li.result.filler")
+    assert 0 < fillers.count() < results.count()  # two answers of the reading, the rest topped up
+    assert "filler: from the fallback search" in fillers.first.text_content()
+    assert "filler" not in results.first.text_content()

@@ -13,6 +13,7 @@ import os
 import pytest
 from click.testing import CliRunner
 
+from fixtures_kb import movie_kb  # noqa: F401 - fixture
 from kqe_rdf.cli import cli
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 
@@ -141,3 +142,19 @@ def test_4step_with_no_llm_says_it_ran_the_offline_reader(family):
     said = ok(run("search", "who is the parent of Bob", "--kb", family, "-m", "4step")).stderr
     assert "no LLM is configured" in said and "offline reader" in said
     assert "no LLM" not in ok(run("search", "Bob", "--kb", family, "-m", "4step-offline")).stderr
+
+
+# --------------------------------------------------------- 3. fillers are marked
+
+
+def test_fillers_are_marked_in_the_table_and_the_json(movie_kb):  # noqa: F811
+    found = json.loads(ok(run("search", "who directed Kismet", "--kb", movie_kb.path, "-m", "4step-offline",
+                              "--json")).stdout)["results"]
+    assert [r["filler"] for r in found] == [False] + [True] * 9  # "1 candidate(s); 9 topped up"
+    assert found[0]["name"] == "William Dieterle"
+    table = ok(run("search", "who directed Kismet", "--kb", movie_kb.path, "-m", "4step-offline")).stdout
+    lines = [line for line in table.splitlines() if "│" in line]
+    assert "the reading" in next(line for line in lines if "William Dieterle" in line)
+    assert sum("filler (fallback search)" in line for line in lines) == 9
+    plain = json.loads(ok(run("search", "Kismet", "--kb", movie_kb.path, "--json")).stdout)["results"]
+    assert all("filler" not in r for r in plain)  # BM25 reads nothing: nothing to mark

@@ -534,3 +534,13 @@ def test_kqe_rdf_serve_answers_and_shuts_down_gracefully_on_sigterm(bio_kb):  # 
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_search_marks_the_hits_a_structural_method_topped_up(client):
+    params = {"q": "Which disease has Seizure?", "method": "4step-offline", "type": "Disease", "k": 10}
+    body = client.get("/search", params=params).json()
+    topped = body["provenance"]["explain"]["topped_up"]
+    shown = len(body["results"])
+    assert topped > 0 and [r["filler"] for r in body["results"]] == [False] * (shown - topped) + [True] * topped
+    plain = client.get("/search", params={**params, "method": "bm25"}).json()
+    assert all("filler" not in r for r in plain["results"])

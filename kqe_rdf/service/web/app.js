@@ -49,6 +49,10 @@ async function search(event) {
     const item = element("li", undefined, "result");
     item.append(element("span", row.name, "name"), element("span", row.types.join(", "), "types"),
                 element("span", row.score.toFixed(3), "score"));
+    if (row.filler) {  // topped up from the fallback search, not an answer of the structural reading
+      item.classList.add("filler");
+      item.append(element("span", "filler: from the fallback search, not an answer of the reading", "filler-note"));
+    }
     if (explain && explain.triplets) {
       const why = element("button", "why?", "why");
       why.type = "button";
