@@ -275,17 +275,48 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
         click.echo(f"note: {note}", err=True)
     _print_results(text, method, rows)
     if explain:
-        _print_explain(how)
+        _print_explain(how, kb)
 
 
-def _print_explain(how):
-    from rich.console import Console
-    from rich.syntax import Syntax
+def _namer(kb):
+    """``named(value)``: what a person reads for an IRI in an explanation: a relation's label, a class's name, a
+    node's name; anything else as it is."""
+    from .core.errors import KqeError
+    from .kb.ontology import shown_names
 
-    console = Console()
+    classes = shown_names(kb.schema.classes, kb.prefixes)
+    known: dict[str, str] = {}
+
+    def named(value) -> str:
+        if isinstance(value, (list, tuple)):
+            return ", ".join(named(v) for v in value)
+        value = str(value)
+        if not value.startswith(("http://", "https://", "urn:")):
+            return value
+        if value not in known:
+            if value in kb.schema.relations:
+                known[value] = kb.schema.relations[value].label or classes.get(value, value)
+            elif value in classes:
+                known[value] = classes[value]
+            else:
+                try:
+                    known[value] = kb.name(value) or value
+                except KqeError:  # not a node of this KB (a literal's datatype, an external IRI)
+                    known[value] = value
+        return known[value]
+
+    return named
+
+
+def _print_explain(how, kb):
+    from rich.markup import escape
+
+    console = _stdout()
+    piped = not console.is_terminal
+    named = _namer(kb)
     rules = (how or {}).get("result rules", {})
     for rule, iris in rules.items():  # what every method's results obey (methods.retrieval.ResultRules)
-        console.print(f"[bold]{rule}[/]: {', '.join(iris)}", highlight=False)
+        console.print(f"[bold]{rule}[/]: {escape(', '.join(named(i) for i in iris))}", highlight=False)
     how = {key: value for key, value in (how or {}).items() if key != "result rules"}
     if not how:
         console.print("(this method keeps no explanation beyond the scores)")
@@ -295,38 +326,55 @@ def _print_explain(how):
         return
     t = how.get("triplets", {})
     console.print(f"[bold]triplets[/] ({t.get('source')}; answer {t.get('answer')}"
-                  f"{', type ' + t['answer_type'] if t.get('answer_type') else ''}):")
+                  f"{', type ' + escape(named(t['answer_type'])) if t.get('answer_type') else ''}):", highlight=False)
     for tr in t.get("triplets", []):
         neg = "NOT " if tr.get("negated") else ""
-        console.print(f"  {neg}({tr['head']}, {tr['relation']}, {tr['tail']})")
+        console.print(f"  {neg}({named(tr['head'])}, {named(tr['relation'])}, {named(tr['tail'])})",
+                      markup=False, highlight=False)
     for note in t.get("notes", []):
-        console.print(f"  note: {note}")
+        console.print(f"  note: {note}", markup=False, highlight=False)
     for read in t.get("reading", []):
         sure = f"score {read['score']}, confidence {read.get('confidence', '?')}"
         if read.get("read from"):
             sure += f", read from the {read['read from']}"
         if read.get("used", True):
-            console.print(f"[bold]read[/] {read['constant']!r} as '{read['path']}' ({sure}; used)")
+            console.print(f"[bold]read[/] {escape(repr(read['constant']))} as {escape(repr(read['path']))} "
+                          f"({escape(sure)}; used)", highlight=False)
         else:
-            console.print(f"[bold]abstained[/]: best path '{read['path']}' ({sure}) not used")
+            console.print(f"[bold]abstained[/]: best path {escape(repr(read['path']))} ({escape(sure)}) not used",
+                          highlight=False)
         for hop in read["hops"]:
-            console.print(f"  {hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})")
+            console.print(f"  {hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})", markup=False,
+                          highlight=False)
         for other in read["beat"]:
-            console.print(f"  beat '{other['path']}' ({other['score']})")
-    for mention, cands in how.get("linked", {}).items():
+            console.print(f"  beat '{other['path']}' ({other['score']})", markup=False, highlight=False)
+    linked = how.get("linked", {})
+    for mention, cands in linked.items():
         shown = "; ".join(f"{c['name']} <{c['iri']}> {c['score']} ({c['how']})" for c in cands) or "nothing"
-        console.print(f"[bold]linked[/] {mention!r} → {shown}")
+        console.print(f"[bold]linked[/] {escape(repr(mention))} → {escape(shown)}", highlight=False)
+    if linked:
+        found = sum(1 for cands in linked.values() if cands)
+        console.print(f"{found} of {len(linked)} mention(s) linked to a node", highlight=False)
     if how.get("sparql"):
         console.print("[bold]SPARQL[/]")
-        console.print(Syntax(how["sparql"], "sparql", word_wrap=True))
+        if piped:  # to a pipe or a file: the query as it runs, one statement a line, to copy or to run again
+            console.print(how["sparql"].strip(), markup=False, highlight=False)
+        else:
+            from rich.syntax import Syntax
+
+            console.print(Syntax(how["sparql"], "sparql", word_wrap=True))
     if "candidates" in how:  # `triplets` only compiles the query; it does not run it
-        console.print(f"{how['candidates']} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the fallback")
+        console.print(f"{how['candidates']} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the "
+                      "fallback", highlight=False)
     for iri, rows in list(how.get("support", {}).items())[:5]:
-        console.print(f"  {iri}: {rows}")
+        because = "; ".join(", ".join(f"{key} = {named(value)}" for key, value in row.items() if key != "unit")
+                            for row in rows) or "-"
+        console.print(f"  {named(iri)}: {because}", markup=False, highlight=False)
     if how.get("error"):
-        console.print(f"[red]error[/]: {how['error']}")
+        console.print(f"[red]error[/]: {escape(str(how['error']))}")
     if how.get("seconds"):
-        console.print("time: " + ", ".join(f"{step} {sec * 1000:.1f} ms" for step, sec in how["seconds"].items()))
+        console.print("time: " + ", ".join(f"{step} {sec * 1000:.1f} ms" for step, sec in how["seconds"].items()),
+                      highlight=False)
 
 
 @cli.command()
@@ -344,7 +392,7 @@ def triplets(text, kb_path, strict, as_json):
     if as_json:
         click.echo(json.dumps(how, indent=2))
     else:
-        _print_explain(how)
+        _print_explain(how, kb)
 
 
 def _print_results(text, method, rows):

@@ -158,3 +158,16 @@ def test_fillers_are_marked_in_the_table_and_the_json(movie_kb):  # noqa: F811
     assert sum("filler (fallback search)" in line for line in lines) == 9
     plain = json.loads(ok(run("search", "Kismet", "--kb", movie_kb.path, "--json")).stdout)["results"]
     assert all("filler" not in r for r in plain)  # BM25 reads nothing: nothing to mark
+
+
+# --------------------------------------------------------- 4. --explain reads like an explanation
+
+
+def test_explain_names_things_and_writes_the_sparql_whole_in_a_pipe(movie_kb):  # noqa: F811
+    out = ok(run("search", "who directed Kismet", "--kb", movie_kb.path, "-m", "4step-offline", "--explain")).stdout
+    assert "(Kismet, directed by, ?x)" in out and "type Person" in out  # labels and class names, not IRIs
+    assert "William Dieterle: x = William Dieterle, c0 = Kismet" in out  # the support, not a Python dict
+    assert "{'" not in out and "1 of 1 mention(s) linked to a node" in out
+    sparql = out[out.index("SPARQL\n") + 7:out.index("LIMIT")]
+    assert "  ?c0 <https://w3id.org/kqe/metaqa#directed_by> ?x ." in sparql.splitlines()  # one statement a line
+    assert all(line == line.rstrip() for line in sparql.splitlines())  # not padded to 80 columns
