@@ -112,6 +112,8 @@ def _importer_help() -> str:
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Importer-specific option.")
 @click.option("--text-property", "text_properties", multiple=True, metavar="IRI|CURIE",
               help="rdf importer: a property whose literals go into node documents (repeatable).")
+@click.option("--base", default=None, metavar="IRI",
+              help="rdf importer: the IRI relative IRIs in the files resolve against [default: urn:kqe:<file name>/].")
 @click.option("--on-unknown-edge", type=click.Choice(["skip", "fail"]), default=None,
               help="Edges to nodes that do not exist: skip and count them, or fail.")
 @click.option("--embed/--no-embed", default=False, show_default=True,
@@ -119,7 +121,7 @@ def _importer_help() -> str:
 @click.option("--embed-type", "embed_types", multiple=True, help="Embed only nodes of this class (repeatable).")
 @click.option("--force", is_flag=True,
               help="Replace a KB of another source (another importer or other files) in the --kb folder.")
-def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types,
+def kb_build(importer, sources, kb_path, limit, options, text_properties, base, on_unknown_edge, embed, embed_types,
              force):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
 
@@ -146,6 +148,10 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
         opts[key.strip()] = value
     if text_properties:
         opts["text_properties"] = list(text_properties)
+    if base is not None:
+        if importer != "rdf":
+            raise click.BadParameter(f"applies to the rdf importer only, not {importer}", param_hint="--base")
+        opts["base"] = base
     imp = get_importer(importer)(sources, limit=limit, **opts)
     console = _console()
     console.print(f"building [bold]{importer}[/] KB at {settings.kb} …")

@@ -171,3 +171,66 @@ def test_explain_names_things_and_writes_the_sparql_whole_in_a_pipe(movie_kb):  
     sparql = out[out.index("SPARQL\n") + 7:out.index("LIMIT")]
     assert "  ?c0 <https://w3id.org/kqe/metaqa#directed_by> ?x ." in sparql.splitlines()  # one statement a line
     assert all(line == line.rstrip() for line in sparql.splitlines())  # not padded to 80 columns
+
+
+# --------------------------------------------------------- 6. real files: relative IRIs, classes of one name
+
+#: The new user's Nobel file, in small: a VoID header, relative IRIs, owl:sameAs, two classes named Country.
+NOBEL = """\
+@prefix void: <http://rdfs.org/ns/void#> .
+@prefix dcterms: <http://purl.org/dc/terms/> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix foaf: <http://xmlns.com/foaf/0.1/> .
+@prefix dbo: <http://dbpedia.org/ontology/> .
+@prefix geof: <http://www.geonames.org/ontology#> .
+@prefix nobel: <http://data.nobelprize.org/terms/> .
+
+<> a void:Dataset ; dcterms:title "Nobel laureates (sample)" ; void:triples 40 .
+
+<laureate/26> a nobel:Laureate , foaf:Person ; rdfs:label "Albert Einstein" ; foaf:name "Albert Einstein" ;
+    owl:sameAs <http://dbpedia.org/resource/Albert_Einstein> ; nobel:laureateAward <award/1921-physics> ;
+    dbo:birthPlace <country/germany> .
+<laureate/6> a nobel:Laureate , foaf:Person ; rdfs:label "Marie Curie" ;
+    nobel:laureateAward <award/1903-physics> , <award/1911-chemistry> ; dbo:birthPlace <country/poland> .
+<laureate/1> a nobel:Laureate , foaf:Person ; rdfs:label "Wilhelm Conrad Röntgen" ;
+    nobel:laureateAward <award/1901-physics> ; dbo:birthPlace <country/germany> .
+<award/1921-physics> a nobel:LaureateAward ; rdfs:label "Nobel Prize in Physics 1921" ; nobel:year 1921 ;
+    nobel:category <category/physics> .
+<award/1903-physics> a nobel:LaureateAward ; rdfs:label "Nobel Prize in Physics 1903" ; nobel:year 1903 ;
+    nobel:category <category/physics> .
+<award/1901-physics> a nobel:LaureateAward ; rdfs:label "Nobel Prize in Physics 1901" ; nobel:year 1901 ;
+    nobel:category <category/physics> .
+<award/1911-chemistry> a nobel:LaureateAward ; rdfs:label "Nobel Prize in Chemistry 1911" ; nobel:year 1911 ;
+    nobel:category <category/chemistry> .
+<category/physics> a nobel:Category ; rdfs:label "Physics" .
+<category/chemistry> a nobel:Category ; rdfs:label "Chemistry" .
+<country/germany> a dbo:Country ; rdfs:label "Germany" ; owl:sameAs <http://sws.geonames.org/2921044/> .
+<country/poland> a dbo:Country ; rdfs:label "Poland" .
+<http://sws.geonames.org/2921044/> a geof:Country ; rdfs:label "Deutschland" .
+<http://sws.geonames.org/798544/> a geof:Country ; rdfs:label "Polska" .
+"""
+
+
+@pytest.fixture(scope="module")
+def nobel(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("nobel")
+    ok(run("kb", "build", "rdf", write(folder / "nobel.ttl", NOBEL), "--kb", folder / "kb"))
+    return folder / "kb"
+
+
+def test_relative_iris_resolve_against_a_stable_base_not_the_file_s_path(nobel, tmp_path):
+    kb = KnowledgeBase.open(nobel)
+    iris = {d.iri for d in kb.documents()}
+    assert "urn:kqe:nobel/laureate/26" in iris and not [i for i in iris if i.startswith("file:")]
+    given = write(tmp_path / "elsewhere.ttl", NOBEL)
+    ok(run("kb", "build", "rdf", given, "--kb", tmp_path / "kb", "--base", "http://data.nobelprize.org/resource/"))
+    assert "http://data.nobelprize.org/resource/laureate/26" in {d.iri for d in KnowledgeBase.open(tmp_path / "kb").documents()}
+    refused(run("kb", "build", "rdf", given, "--kb", tmp_path / "kb2", "--base", "not an iri"), "--base 'not an iri'")
+
+
+def test_two_classes_of_one_local_name_are_told_apart(nobel):
+    shown = json.loads(ok(run("kb", "info", "--kb", nobel, "--json")).stdout)
+    assert {"dbo:Country": 2, "geof:Country": 2}.items() <= dict(shown["types"]).items()
+    found = json.loads(ok(run("search", "Germany", "--kb", nobel, "--type", "dbo:Country", "--json")).stdout)
+    assert [(r["name"], r["types"]) for r in found["results"]] == [("Germany", ["dbo:Country"])]

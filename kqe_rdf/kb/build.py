@@ -386,6 +386,7 @@ def _manifest(importer: Importer, report: ImportReport, counted: int, documents:
         "domain": importer.domain,
         "dataset": importer.dataset_info(),
         "source": build_source(importer),
+        "prefixes": dict(getattr(importer, "prefixes", {})),
         "text_properties": list(importer.extra_text_properties),
         "counts": {
             "triples": counted, "nodes": report.nodes, "edges": report.edges, "documents": documents,

@@ -136,7 +136,16 @@ class KnowledgeBase:
             ns = iri.rsplit("#", 1)[0] + "#" if "#" in iri else None
             if ns and ns.startswith("https://w3id.org/kqe/"):
                 out.setdefault(ns.rstrip("#").rsplit("/", 1)[-1], ns)
+        for prefix, ns in (self.manifest.get("prefixes") or {}).items():  # those the source files declare
+            if prefix and ns not in out.values():
+                out.setdefault(prefix, ns)
         return out
+
+    @functools.cached_property
+    def class_names(self) -> dict[str, str]:
+        """Class IRI → the name a user reads and gives ``--type``: the local name, prefixed where two classes
+        share it (``dbo:Country``, ``geof:Country``)."""
+        return shown_names(self.schema.classes, self.prefixes)
 
     @functools.cached_property
     def relation_signatures(self) -> list[tuple[str, str, str]]:
@@ -211,6 +220,9 @@ class KnowledgeBase:
         """The IRI of the class a user names: its local name or IRI as written, else the one class whose local
         name or label it is up to case (``--type disease`` is ``Disease``); an unknown name is a SchemaError that
         says which names are close."""
+        prefix, colon, local = name.partition(":")
+        if colon and prefix in self.prefixes and not local.startswith("//"):  # dbo:Country, as `kb info` shows it
+            name = self.prefixes[prefix] + local
         try:
             return self.schema.node_class(name).iri
         except SchemaError:

@@ -435,7 +435,7 @@ def result_rows(kb, hits, explain: dict | None = None) -> list[dict]:
     for hit in hits:
         doc = kb.document(hit.iri)
         rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
-                     "types": [local_name(t) for t in doc.types], "score": round(hit.score, 4),
+                     "types": [kb.class_names.get(t, local_name(t)) for t in doc.types], "score": round(hit.score, 4),
                      "snippet": doc.text[:200]})
         if topped is not None:
             rows[-1]["filler"] = hit.iri in topped
