@@ -359,7 +359,19 @@ async function info() {
   if (response.ok) {
     const data = await response.json();
     $("kb-info").textContent = `KB ${data.kb}: ${data.nodes} nodes` + (data.embeddings ? ", embedded" : "");
+    if (data.examples) showExamples(data.examples);
     if (data.prefixes) preloadPrefixes(data.prefixes);
+  }
+}
+
+// Examples made from this KB (a class and a node's name, from /health) in place of the page's own, which are
+// the bio KB's: the search box's placeholder, the type box's, and the editor's query while it is untouched.
+function showExamples(examples) {
+  if (examples.node) $("search-text").placeholder = `e.g. ${examples.node}`;
+  if (examples.type) $("search-type").placeholder = `any, e.g. ${examples.type}`;
+  const yasqe = yasgui.getTab().getYasqe();
+  if (examples.node && yasqe && yasqe.getValue().trim() === EXAMPLE) {
+    yasqe.setValue(EXAMPLE.replace('"seizure"', JSON.stringify(examples.node)));
   }
 }
 
