@@ -573,7 +573,7 @@ def embed_kb(
         vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
         ann = write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
                                 encoder.model_id, [d.types for d in documents], sorted(wanted) if wanted else None,
-                                settings.dense_ann_threshold, encoder.fingerprint)
+                                settings.dense_ann_threshold, encoder.fingerprint, settings.dense_ann_build_threads)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
         info = {"model_id": encoder.model_id, "encoder": encoder.fingerprint, "count": len(documents), "types": sorted(wanted) if wanted else None,

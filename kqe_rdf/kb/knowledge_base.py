@@ -104,7 +104,7 @@ class KnowledgeBase:
 
         s = self.settings
         return DenseIndex(self.path / "embeddings", s.dense_ann_threshold, s.dense_ann_ef_search,
-                          writable=not self.read_only)
+                          writable=not self.read_only, build_threads=s.dense_ann_build_threads)
 
     @functools.cached_property
     def encoder(self):
