@@ -654,8 +654,7 @@ def ask(question, kb_path, sources, offline, shown, as_json):
         console.print(f"[bold]answer[/]: {escape(result.answer) if result.answer is not None else '(none found)'}"
                       + (f"  <{result.nodes[0]}>" if result.nodes else "") + f"  [dim]({escape(result.method)})[/]")
     if result.answer is not None:
-        because = ", ".join(f"{k} {v:.2f}" for k, v in result.confidence_because.items())
-        console.print(f"[bold]confidence[/] {result.confidence:.2f}" + (f" ({because})" if because else ""))
+        console.print(f"[bold]confidence[/] {result.confidence:.2f}" + escape(_because(result.confidence_because)))
     for piece in result.evidence:
         console.print(f"  because [{piece.id}] {piece.text}", markup=False)
     for flag in result.flags:
@@ -688,6 +687,19 @@ def ask(question, kb_path, sources, offline, shown, as_json):
     if others:
         others = ", ".join(f"{c.name} ({c.score:.2f})" for c in others)
         console.print(f"other candidates: {others}", markup=False)
+
+
+def _because(because: dict) -> str:
+    """`` (the first answer is right with this probability; raw 0.95: linking 1.00, ...; 378 answers)``."""
+    if not because:
+        return ""
+    factors = ", ".join(f"{k} {because[k]:.2f}" for k in ("linking", "reading", "answer") if k in because)
+    said = [f"raw {because['raw']:.2f}" + (f": {factors}" if factors else "")] if "raw" in because else [factors]
+    if because.get("answers", 1) > 1:
+        said.append(f"{because['answers']:,} answers")
+    said += [f"{because[k]} {what}" for k, what in (("unread", "relation word(s) unread"),
+                                                    ("unnamed", "hop(s) no word names")) if because.get(k)]
+    return " (the probability that the first answer is right, calibrated on the dev sets; " + "; ".join(said) + ")"
 
 
 @cli.group()

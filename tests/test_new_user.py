@@ -234,3 +234,37 @@ def test_two_classes_of_one_local_name_are_told_apart(nobel):
     assert {"dbo:Country": 2, "geof:Country": 2}.items() <= dict(shown["types"]).items()
     found = json.loads(ok(run("search", "Germany", "--kb", nobel, "--type", "dbo:Country", "--json")).stdout)
     assert [(r["name"], r["types"]) for r in found["results"]] == [("Germany", ["dbo:Country"])]
+
+
+# --------------------------------------------------------- 2. confidence: a calibrated probability
+
+
+def test_ask_json_lists_every_answer_s_nodes(movie_kb):  # noqa: F811
+    out = json.loads(ok(run("ask", "which films did Clint Eastwood direct", "--kb", movie_kb.path, "--json")).stdout)
+    assert len(out["answers"]) == 3
+    assert out["nodes"] == [i for a in out["answers"] for i in a["iris"]]  # not the first answer's alone
+
+
+def test_confidence_is_lowered_for_many_answers_unread_words_and_approximate_links():
+    from kqe_rdf.methods.answering.confidence import calibrated
+
+    sure = {"raw": 0.99, "linking": 1.0, "reading": 0.99, "answer": 1.0, "answers": 1, "stage": "grounded"}
+    assert calibrated({**sure, "answers": 378}) < calibrated(sure)
+    assert calibrated({**sure, "unread": 1}) < calibrated(sure)
+    assert calibrated({**sure, "linking": 0.8, "raw": 0.79}) < calibrated(sure)
+    assert 0 < calibrated({**sure, "answers": 378, "unread": 1}) < 0.9
+
+
+def test_the_calibration_is_refitted_by_a_command(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    records = [{"set": "s", "qid": str(n), "hit": n % 3 != 0, "answered": True, "confidence": 0.9,
+                "because": {"raw": 0.5 + n % 5 / 10, "answers": 1 + n % 4, "stage": "grounded"}} for n in range(60)]
+    write(tmp_path / "records.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+    script = Path(__file__).resolve().parent.parent / "bench" / "calibrate.py"
+    done = subprocess.run([sys.executable, str(script), "--fit", str(tmp_path / "records.jsonl"), "--no-write"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "60 answered questions" in done.stdout and "ECE" in done.stdout and "| [0.9, 1.0] |" in done.stdout
