@@ -66,6 +66,13 @@ class _UserError(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
+def _at_least_one(ctx, param, value):
+    """A count of results: 0 or less is a mistake, said in one line (click's own message is a usage block)."""
+    if value is not None and value < 1:
+        raise _UserError(f"--{param.name.replace('_', '-')} must be at least 1, got {value}")
+    return value
+
+
 class _Commands(click.Group):
     # Here rather than only in main(), so that every way of running the group (the console script,
     # CliRunner, cli() from Python) reports errors a user can act on the same way.
@@ -105,12 +112,17 @@ def _importer_help() -> str:
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Importer-specific option.")
 @click.option("--text-property", "text_properties", multiple=True, metavar="IRI|CURIE",
               help="rdf importer: a property whose literals go into node documents (repeatable).")
+@click.option("--base", default=None, metavar="IRI",
+              help="rdf importer: the IRI relative IRIs in the files resolve against [default: urn:kqe:<file name>/].")
 @click.option("--on-unknown-edge", type=click.Choice(["skip", "fail"]), default=None,
               help="Edges to nodes that do not exist: skip and count them, or fail.")
 @click.option("--embed/--no-embed", default=False, show_default=True,
               help="Embed documents for dense search after the build (long on large KBs: `kb embed` later resumes).")
 @click.option("--embed-type", "embed_types", multiple=True, help="Embed only nodes of this class (repeatable).")
-def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unknown_edge, embed, embed_types):
+@click.option("--force", is_flag=True,
+              help="Replace a KB of another source (another importer or other files) in the --kb folder.")
+def kb_build(importer, sources, kb_path, limit, options, text_properties, base, on_unknown_edge, embed, embed_types,
+             force):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
 
     Importers: jsonl, triples (head<TAB>relation<TAB>tail lines), rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
@@ -120,6 +132,14 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
     from .kb.importers import get_importer
 
     settings = _settings(kb=kb_path, on_unknown_edge=on_unknown_edge)
+    default = type(settings)().kb
+    if kb_path is None and settings.kb == default and importer != "bio" and not force:
+        from .core.errors import KqeError
+
+        # The default folder is the bio KB's, which every other command opens when no --kb is given.
+        name = Path(sources[0]).name.split(".")[0] if sources else importer
+        raise KqeError(f"the default --kb {default} is for the bio KB; name a folder for the {importer} KB, "
+                       f"e.g. --kb {default.parent / name}")
     opts = {}
     for item in options:
         key, sep, value = item.partition("=")
@@ -128,10 +148,14 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
         opts[key.strip()] = value
     if text_properties:
         opts["text_properties"] = list(text_properties)
+    if base is not None:
+        if importer != "rdf":
+            raise click.BadParameter(f"applies to the rdf importer only, not {importer}", param_hint="--base")
+        opts["base"] = base
     imp = get_importer(importer)(sources, limit=limit, **opts)
     console = _console()
     console.print(f"building [bold]{importer}[/] KB at {settings.kb} …")
-    manifest = build_kb(imp, settings.kb, settings, _progress())
+    manifest = build_kb(imp, settings.kb, settings, _progress(), replace_other_source=force)
     counts = manifest["counts"]
     console.print(f"built {settings.kb}: {counts['nodes']:,} nodes, {counts['edges']:,} edges, "
                   f"{counts['triples']:,} triples; {counts['skipped_edges']:,} edges skipped, "
@@ -149,7 +173,8 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, on_unk
 @kb.command("embed")
 @KB_OPTION
 @click.option("--type", "types", multiple=True, help="Embed only nodes of this class (repeatable).")
-def kb_embed(kb_path, types):
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (counts, model, index).")
+def kb_embed(kb_path, types, as_json):
     """Embed node documents for dense search (resumable: interrupt and run again)."""
     from .kb.build import embed_kb
 
@@ -159,7 +184,12 @@ def kb_embed(kb_path, types):
     except KeyboardInterrupt:
         _console().print("interrupted: the work so far is saved; run the same command to resume")
         sys.exit(130)
-    click.echo(json.dumps(info, indent=2))
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    ann = info.get("ann") or {}
+    click.echo(f"embedded {settings.kb}: {info['count']:,} documents ({info['new']:,} new, {info['reused']:,} "
+               f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else ""))
 
 
 @kb.command("info")
@@ -216,7 +246,8 @@ def _open_kb(kb_path, **overrides):
 @click.option("--method", "-m", default="bm25", show_default=True,
               help=f"{METHOD_NAMES}.")
 @click.option("--type", "types", multiple=True, help="Only nodes of this class (repeatable).")
-@click.option("--k", "-k", "k", type=int, default=10, show_default=True, help="Number of results.")
+@click.option("--k", "-k", "k", type=int, default=10, show_default=True, callback=_at_least_one,
+              help="Number of results.")
 @click.option("--strict/--soft", "strict", default=None,
               help="4step: every triplet must hold (strict) or rank by satisfied triplets (soft, default).")
 @click.option("--explain", is_flag=True, help="Show how the results were reached (triplets, SPARQL, bindings).")
@@ -228,10 +259,13 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
+    if method == "4step" and not (settings.llm_base_url or settings.llm_model):
+        click.echo("note: no LLM is configured (llm_base_url, llm_model): 4step ran the offline reader, as "
+                   "-m 4step-offline does", err=True)
     stage = pipeline(method, kb, settings, k, list(types) or None)
     batch = stage.run(text, names=False)  # (the rows read the names)
     how = batch.explain.get("q")
-    rows = result_rows(kb, batch.ranked("q"))
+    rows = result_rows(kb, batch.ranked("q"), how)
     notes = (how or {}).get("expansion", {}).get("notes", [])
     if as_json:
         # As the server's /search answers: the results and how they were reached (an expansion with its knowledge).
@@ -247,17 +281,48 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
         click.echo(f"note: {note}", err=True)
     _print_results(text, method, rows)
     if explain:
-        _print_explain(how)
+        _print_explain(how, kb)
 
 
-def _print_explain(how):
-    from rich.console import Console
-    from rich.syntax import Syntax
+def _namer(kb):
+    """``named(value)``: what a person reads for an IRI in an explanation: a relation's label, a class's name, a
+    node's name; anything else as it is."""
+    from .core.errors import KqeError
+    from .kb.ontology import shown_names
 
-    console = Console()
+    classes = shown_names(kb.schema.classes, kb.prefixes)
+    known: dict[str, str] = {}
+
+    def named(value) -> str:
+        if isinstance(value, (list, tuple)):
+            return ", ".join(named(v) for v in value)
+        value = str(value)
+        if not value.startswith(("http://", "https://", "urn:")):
+            return value
+        if value not in known:
+            if value in kb.schema.relations:
+                known[value] = kb.schema.relations[value].label or classes.get(value, value)
+            elif value in classes:
+                known[value] = classes[value]
+            else:
+                try:
+                    known[value] = kb.name(value) or value
+                except KqeError:  # not a node of this KB (a literal's datatype, an external IRI)
+                    known[value] = value
+        return known[value]
+
+    return named
+
+
+def _print_explain(how, kb):
+    from rich.markup import escape
+
+    console = _stdout()
+    piped = not console.is_terminal
+    named = _namer(kb)
     rules = (how or {}).get("result rules", {})
     for rule, iris in rules.items():  # what every method's results obey (methods.retrieval.ResultRules)
-        console.print(f"[bold]{rule}[/]: {', '.join(iris)}", highlight=False)
+        console.print(f"[bold]{rule}[/]: {escape(', '.join(named(i) for i in iris))}", highlight=False)
     how = {key: value for key, value in (how or {}).items() if key != "result rules"}
     if not how:
         console.print("(this method keeps no explanation beyond the scores)")
@@ -267,40 +332,57 @@ def _print_explain(how):
         return
     t = how.get("triplets", {})
     console.print(f"[bold]triplets[/] ({t.get('source')}; answer {t.get('answer')}"
-                  f"{', type ' + t['answer_type'] if t.get('answer_type') else ''}):")
+                  f"{', type ' + escape(named(t['answer_type'])) if t.get('answer_type') else ''}):", highlight=False)
     for tr in t.get("triplets", []):
         neg = "NOT " if tr.get("negated") else ""
-        console.print(f"  {neg}({tr['head']}, {tr['relation']}, {tr['tail']})")
+        console.print(f"  {neg}({named(tr['head'])}, {named(tr['relation'])}, {named(tr['tail'])})",
+                      markup=False, highlight=False)
     for note in t.get("notes", []):
-        console.print(f"  note: {note}")
+        console.print(f"  note: {note}", markup=False, highlight=False)
     if t.get("unread"):
-        console.print(f"  left unread: {', '.join(t['unread'])}", highlight=False)
+        console.print(f"  left unread: {', '.join(t['unread'])}", markup=False, highlight=False)
     for read in t.get("reading", []):
         sure = f"score {read['score']}, confidence {read.get('confidence', '?')}"
         if read.get("read from"):
             sure += f", read from the {read['read from']}"
         if read.get("used", True):
-            console.print(f"[bold]read[/] {read['constant']!r} as '{read['path']}' ({sure}; used)")
+            console.print(f"[bold]read[/] {escape(repr(read['constant']))} as {escape(repr(read['path']))} "
+                          f"({escape(sure)}; used)", highlight=False)
         else:
-            console.print(f"[bold]abstained[/]: best path '{read['path']}' ({sure}) not used")
+            console.print(f"[bold]abstained[/]: best path {escape(repr(read['path']))} ({escape(sure)}) not used",
+                          highlight=False)
         for hop in read["hops"]:
-            console.print(f"  {hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})")
+            console.print(f"  {hop['relation']}: {', '.join(hop['words']) or '-'} ({hop['how']})", markup=False,
+                          highlight=False)
         for other in read["beat"]:
-            console.print(f"  beat '{other['path']}' ({other['score']})")
-    for mention, cands in how.get("linked", {}).items():
+            console.print(f"  beat '{other['path']}' ({other['score']})", markup=False, highlight=False)
+    linked = how.get("linked", {})
+    for mention, cands in linked.items():
         shown = "; ".join(f"{c['name']} <{c['iri']}> {c['score']} ({c['how']})" for c in cands) or "nothing"
-        console.print(f"[bold]linked[/] {mention!r} → {shown}")
+        console.print(f"[bold]linked[/] {escape(repr(mention))} → {escape(shown)}", highlight=False)
+    if linked:
+        found = sum(1 for cands in linked.values() if cands)
+        console.print(f"{found} of {len(linked)} mention(s) linked to a node", highlight=False)
     if how.get("sparql"):
         console.print("[bold]SPARQL[/]")
-        console.print(Syntax(how["sparql"], "sparql", word_wrap=True))
+        if piped:  # to a pipe or a file: the query as it runs, one statement a line, to copy or to run again
+            console.print(how["sparql"].strip(), markup=False, highlight=False)
+        else:
+            from rich.syntax import Syntax
+
+            console.print(Syntax(how["sparql"], "sparql", word_wrap=True))
     if "candidates" in how:  # `triplets` only compiles the query; it does not run it
-        console.print(f"{how['candidates']} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the fallback")
+        console.print(f"{how['candidates']} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the "
+                      "fallback", highlight=False)
     for iri, rows in list(how.get("support", {}).items())[:5]:
-        console.print(f"  {iri}: {rows}")
+        because = "; ".join(", ".join(f"{key} = {named(value)}" for key, value in row.items() if key != "unit")
+                            for row in rows) or "-"
+        console.print(f"  {named(iri)}: {because}", markup=False, highlight=False)
     if how.get("error"):
-        console.print(f"[red]error[/]: {how['error']}")
+        console.print(f"[red]error[/]: {escape(str(how['error']))}")
     if how.get("seconds"):
-        console.print("time: " + ", ".join(f"{step} {sec * 1000:.1f} ms" for step, sec in how["seconds"].items()))
+        console.print("time: " + ", ".join(f"{step} {sec * 1000:.1f} ms" for step, sec in how["seconds"].items()),
+                      highlight=False)
 
 
 @cli.command()
@@ -318,28 +400,33 @@ def triplets(text, kb_path, strict, as_json):
     if as_json:
         click.echo(json.dumps(how, indent=2))
     else:
-        _print_explain(how)
+        _print_explain(how, kb)
 
 
 def _print_results(text, method, rows):
     from rich.table import Table
 
     table = Table(title=f"{method}: {text}", title_justify="left")
-    for col in ("#", "name", "type", "id", "score"):
+    marked = any("filler" in r for r in rows)  # a structural method: answers of its reading, then fillers
+    for col in ("#", "name", "type", "id", "score", *(("from",) if marked else ())):
         table.add_column(col, justify="right" if col in ("#", "score") else "left")
     for r in rows:
-        table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}")
+        table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}",
+                      *((("filler (fallback search)" if r["filler"] else "the reading"),) if marked else ()))
     _stdout(table).print(table if rows else f"no results for {text!r}")
 
 
 @cli.command()
 @click.argument("query")
 @KB_OPTION
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "tsv"]), default=None,
+              help="SPARQL results as a table, JSON, CSV or TSV [default: a table on a terminal, TSV in a pipe or a "
+                   "file, written as the rows come].")
+@click.option("--json", "as_json", is_flag=True, help="The same as --format json.")
 @click.option("--service-allow", default=None, metavar="URLS",
               help="SERVICE endpoints the query may call, space- or comma-separated (none by default; as "
                    "`serve --service-allow`, setting server_service_allow).")
-def sparql(query, kb_path, fmt, service_allow):
+def sparql(query, kb_path, fmt, as_json, service_allow):
     """Run a SPARQL query (text, or a .rq file) against the KB. Common prefixes are predeclared.
 
     Search works inside it as on the server: SERVICE <urn:kqe:search> { ?n kqe:query "..." ; kqe:k 50 ;
@@ -362,13 +449,22 @@ def sparql(query, kb_path, fmt, service_allow):
     from .service.sparql_search import SearchFunctions, prepare
 
     formats = {"json": QueryResultsFormat.JSON, "csv": QueryResultsFormat.CSV, "tsv": QueryResultsFormat.TSV}
+    if as_json and fmt not in (None, "json"):
+        raise _UserError(f"--json and --format {fmt} disagree; give one")
+    fmt = "json" if as_json else fmt or ("table" if sys.stdout.isatty() else "tsv")
 
     def read(result, _again):
-        """The whole answer, read before anything is printed (a failing SERVICE stops it with one error)."""
+        """The whole answer, read before anything is printed (a failing SERVICE stops it with one error); with no
+        SERVICE to fail, JSON, CSV and TSV go to standard output as Oxigraph writes them (200,000 rows in a pipe
+        without waiting for the last)."""
         if isinstance(result, QueryBoolean):
             return "boolean", bool(result)
         if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
             return "graph", (serialize(result, format=RdfFormat.TURTLE) or b"").decode()
+        if fmt != "table" and not prepared.services:
+            sys.stdout.flush()
+            result.serialize(sys.stdout.buffer, format=formats[fmt])
+            return "streamed", None
         if fmt != "table":
             return "results", result.serialize(format=formats[fmt]).decode()
         variables = [v.value for v in result.variables]
@@ -388,6 +484,8 @@ def sparql(query, kb_path, fmt, service_allow):
         click.echo(answer)
     elif kind == "results":
         sys.stdout.write(answer)
+    elif kind == "streamed":
+        sys.stdout.buffer.flush()
     else:
         from rich.table import Table
 
@@ -414,7 +512,8 @@ def sparql(query, kb_path, fmt, service_allow):
 @click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
-@click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query.")
+@click.option("--depth", type=int, default=100, show_default=True, callback=_at_least_one,
+              help="Results ranked per query.")
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
 @click.option("--wording", type=click.Choice(["template", "list", "which", "child"]), default=None,
               help="phenopackets: how each case is worded. template (the default): 'A female patient presents with "
@@ -560,8 +659,7 @@ def ask(question, kb_path, sources, offline, shown, as_json):
         console.print(f"[bold]answer[/]: {escape(result.answer) if result.answer is not None else '(none found)'}"
                       + (f"  <{result.nodes[0]}>" if result.nodes else "") + f"  [dim]({escape(result.method)})[/]")
     if result.answer is not None:
-        because = ", ".join(f"{k} {v:.2f}" for k, v in result.confidence_because.items())
-        console.print(f"[bold]confidence[/] {result.confidence:.2f}" + (f" ({because})" if because else ""))
+        console.print(f"[bold]confidence[/] {result.confidence:.2f}" + escape(_because(result.confidence_because)))
     for piece in result.evidence:
         console.print(f"  because [{piece.id}] {piece.text}", markup=False)
     for flag in result.flags:
@@ -594,6 +692,19 @@ def ask(question, kb_path, sources, offline, shown, as_json):
     if others:
         others = ", ".join(f"{c.name} ({c.score:.2f})" for c in others)
         console.print(f"other candidates: {others}", markup=False)
+
+
+def _because(because: dict) -> str:
+    """`` (the first answer is right with this probability; raw 0.95: linking 1.00, ...; 378 answers)``."""
+    if not because:
+        return ""
+    factors = ", ".join(f"{k} {because[k]:.2f}" for k in ("linking", "reading", "answer") if k in because)
+    said = [f"raw {because['raw']:.2f}" + (f": {factors}" if factors else "")] if "raw" in because else [factors]
+    if because.get("answers", 1) > 1:
+        said.append(f"{because['answers']:,} answers")
+    said += [f"{because[k]} {what}" for k, what in (("unread", "relation word(s) unread"),
+                                                    ("unnamed", "hop(s) no word names")) if because.get(k)]
+    return " (the probability that the first answer is right, calibrated on the dev sets; " + "; ".join(said) + ")"
 
 
 @cli.group()

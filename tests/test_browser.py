@@ -296,3 +296,18 @@ def test_a_javascript_iri_from_the_kb_is_text_and_clicking_it_runs_nothing(hosti
     page.click("#probe")
     page.wait_for_timeout(500)
     assert page.title() != "pwned"
+
+
+def test_fillers_are_marked_apart_from_the_reading_s_answers(page):
+    search_diseases(page, "Which disease has Seizure?")
+    results = page.locator("#search-results li.result")
+    fillers = page.locator("#search-results li.result.filler")
+    assert 0 < fillers.count() < results.count()  # two answers of the reading, the rest topped up
+    assert "filler: from the fallback search" in fillers.first.text_content()
+    assert "filler" not in results.first.text_content()
+
+
+def test_the_page_s_examples_come_from_the_kb(page):
+    page.wait_for_function("document.getElementById('search-type').placeholder.startsWith('any, e.g. ')")
+    node = page.get_attribute("#search-text", "placeholder").removeprefix("e.g. ")
+    assert node and node != "seizures and intellectual disability in a child"

@@ -122,9 +122,10 @@ def test_kill_9_during_kb_build(products, tmp_path, request):
             assert kb.manifest == manifests["before"] or nodes == 2500 + number % 2
         manifests["before"] = kb.manifest
 
-    crash_loop(rounds(request), 1, lambda n: ["kb", "build", "jsonl", str(sources[n % 2]), "--kb", str(products)],
+    crash_loop(rounds(request), 1, lambda n: ["kb", "build", "jsonl", str(sources[n % 2]), "--kb", str(products),
+                                                "--force"],
                check)
-    run_ok(["kb", "build", "jsonl", str(sources[0]), "--kb", str(products)])
+    run_ok(["kb", "build", "jsonl", str(sources[0]), "--kb", str(products), "--force"])
     assert sorted(p.name for p in products.parent.glob(".kb.*") if not p.name.endswith(".lock")) == []
 
 

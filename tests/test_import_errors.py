@@ -58,7 +58,8 @@ def refused(kb_path, tmp_path):
             content = gzip.compress(content) if name.endswith(".gz") else content
         source.write_bytes(content)
         before = kb_digest(kb_path)
-        result = CliRunner().invoke(cli, ["kb", "build", importer, str(source), "--kb", str(kb_path), *options])
+        result = CliRunner().invoke(cli, ["kb", "build", importer, str(source), "--kb", str(kb_path), "--force",
+                                          *options])
         message = one_line_error(result)
         assert names_the_place(message, source, line), message
         assert kb_digest(kb_path) == before

@@ -44,7 +44,9 @@ def run_case(case: Case, folder, kb) -> tuple[str, bool]:
     for name, data in case.files.items():
         (folder / name).write_bytes(data)
         paths.append(str(folder / name))
+    # Bad input, not another source: accepted builds replace the KB, as they would with --force.
     args = [a.format(*paths) for a in case.args] + ["--kb", str(kb)]
+    args += ["--force"] if args[:2] == ["kb", "build"] else []
     before = kb_digest(kb)
     result = CliRunner().invoke(cli, args)
     try:

@@ -123,16 +123,15 @@ def test_records_missing_what_they_need_are_errors(jsonl, line, message):
         records(path)
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"kind": "node", "id": "B002", "type": "Digital Camera", "name": "X"}', "type 'Digital Camera'"),
-    ('{"kind": "node", "id": "B002", "type": "Product", "fields": {"screen size": "3 in"}}',
-     "field name 'screen size'"),
-    ('{"kind": "edge", "head": "B001", "relation": "made by", "tail": "nikon"}', "relation 'made by'"),
-])
-def test_names_that_cannot_be_ontology_names_are_errors(jsonl, line, message):
-    path = jsonl(CAMERA + "\n" + line + "\n")
-    with pytest.raises(InputError, match=rf"^{at(path, 2)}: {message} cannot be an ontology name"):
-        build_kb(JsonlImporter([path]), path.parent / "kb")
+def test_names_of_several_words_import_as_types_fields_and_relations(jsonl):
+    kb = build(jsonl("\n".join([
+        CAMERA, NIKON,
+        '{"kind": "node", "id": "B002", "type": "Digital Camera", "name": "Z6", "fields": {"screen size": "3 in"}}',
+        '{"kind": "edge", "head": "B002", "relation": "made by", "tail": "nikon"}'])))
+    assert {"Digital%20Camera": "digital camera"}.items() <= {t.name: t.label for t in kb.schema.classes.values()}.items()
+    assert {"screen%20size": "screen size"}.items() <= {t.name: t.label for t in kb.schema.fields.values()}.items()
+    assert {"made%20by": "made by"}.items() <= {t.name: t.label for t in kb.schema.relations.values()}.items()
+    assert any("Z6" in d.text and "3 in" in d.text for d in kb.documents())
 
 
 def test_edges_to_unknown_nodes_are_skipped_and_counted(jsonl):

@@ -18,7 +18,7 @@ import pytest
 from pyoxigraph import QueryResultsFormat, RdfFormat, parse, parse_query_results
 from starlette.testclient import TestClient
 
-from fixtures_kb import bio_kb, node  # noqa: F401 - fixtures
+from fixtures_kb import bio_kb, movie_kb, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
@@ -545,3 +545,21 @@ def test_the_page_forbids_inline_script_and_javascript_urls(client):
         assert directives["script-src"] == "'self'", policy  # no 'unsafe-inline', so no javascript: URL either
         assert directives["object-src"] == "'none'" and directives["base-uri"] == "'none'"
     assert "href = row.iri" not in client.get("/static/app.js").text  # the search results link http(s) IRIs only
+
+
+def test_search_marks_the_hits_a_structural_method_topped_up(client):
+    params = {"q": "Which disease has Seizure?", "method": "4step-offline", "type": "Disease", "k": 10}
+    body = client.get("/search", params=params).json()
+    topped = body["provenance"]["explain"]["topped_up"]
+    shown = len(body["results"])
+    assert topped > 0 and [r["filler"] for r in body["results"]] == [False] * (shown - topped) + [True] * topped
+    plain = client.get("/search", params={**params, "method": "bm25"}).json()
+    assert all("filler" not in r for r in plain["results"])
+
+
+def test_health_offers_examples_made_from_the_kb(movie_kb):  # noqa: F811
+    with TestClient(create_app(movie_kb, Settings()), raise_server_exceptions=False) as other:
+        examples = other.get("/health").json()["examples"]
+    assert examples["type"] in ("Movie", "Person") and examples["node"]  # the movie KB's, not the bio KB's
+    found = [d for d in movie_kb.documents() if d.name == examples["node"]]
+    assert found and any(t.endswith("#" + examples["type"]) for t in found[0].types)

@@ -171,6 +171,9 @@ class DenseSettings(SettingsGroup, prefix="dense_ann"):
     #: HNSW candidate list per search (at least the k asked for). Measured recall@100 against exact search:
     #: 0.980 at 600 on 1M clustered synthetic vectors (0.957 at 200), 0.999 at 600 on the bio KB's real ones.
     ef_search: int = setting(600, min=1)
+    #: Threads that build the HNSW graph (0: every core). Several threads build a slightly different graph
+    #: each time (which near-ties it misses varies); one builds the same graph from the same vectors.
+    build_threads: int = setting(0, min=0)
 
 
 class HybridSettings(SettingsGroup, prefix="hybrid"):

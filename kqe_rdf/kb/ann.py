@@ -81,9 +81,11 @@ def load(folder: Path, count: int, digest: str, view: bool = True):
 
 
 def build(folder: Path, vectors: np.ndarray, keys: list[tuple[str, str]], digest: str,
-          previous: list[tuple[Path, list[tuple[str, str]], str]] = ()) -> dict:
+          previous: list[tuple[Path, list[tuple[str, str]], str]] = (), threads: int = 0) -> dict:
     """Write the index of ``vectors`` (rows ``keys``) into ``folder``, updating the first usable ``previous``
-    (folder, its keys, its fingerprint) when most of its rows are still wanted. Returns what was done."""
+    (folder, its keys, its fingerprint) when most of its rows are still wanted. Returns what was done.
+
+    ``threads`` build the graph (0: every core); one thread builds the same graph every time."""
     started = time.perf_counter()
     index, kept, removed = None, np.zeros((0, 2), dtype=np.int64), 0
     wanted = {key: row for row, key in enumerate(keys)}
@@ -113,7 +115,7 @@ def build(folder: Path, vectors: np.ndarray, keys: list[tuple[str, str]], digest
     present[kept[:, 1]] = True
     new_rows = np.flatnonzero(~present)
     if len(new_rows):
-        index.add(new_rows, np.ascontiguousarray(vectors[new_rows], dtype=np.float32), threads=os.cpu_count() or 1)
+        index.add(new_rows, np.ascontiguousarray(vectors[new_rows], dtype=np.float32), threads=threads or os.cpu_count() or 1)
     tmp = folder / f".{FILE}.tmp-{os.getpid()}"
     index.save(str(tmp))
     size = tmp.stat().st_size

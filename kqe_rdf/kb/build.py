@@ -64,6 +64,26 @@ def _version(package: str) -> str:
         return "unknown"
 
 
+def build_source(importer: Importer) -> dict:
+    """What a KB is built from, to tell a rebuild of the same source from a build of another one."""
+    return {"importer": importer.name, "paths": sorted(str(Path(s).resolve()) for s in importer.sources)}
+
+
+def held_source(manifest: dict) -> dict:
+    """:func:`build_source` of the KB a manifest describes (read from the dataset line of older manifests)."""
+    if isinstance(manifest.get("source"), dict):
+        return manifest["source"]
+    dataset = manifest.get("dataset") if isinstance(manifest.get("dataset"), dict) else {}
+    given = [s for s in str(dataset.get("sources") or "").split(", ") if s]
+    return {"importer": manifest.get("importer"), "paths": sorted(str(Path(s).resolve()) for s in given)}
+
+
+def describe_source(source: dict) -> str:
+    """``rdf (music.ttl)``: an importer and the names of its files, for one line of an error."""
+    names = ", ".join(Path(p).name for p in source["paths"])
+    return f"{source['importer']}" + (f" ({names})" if names else "")
+
+
 def _dataset_iri(importer: Importer) -> str:
     return f"https://w3id.org/kqe/{importer.domain}/dataset/{importer.name}"
 
@@ -83,8 +103,15 @@ def build_kb(
     path: Path,
     settings: Settings | None = None,
     progress: Progress | None = None,
+    replace_other_source: bool = True,
 ) -> dict:
-    """Import, load, render documents and index them; swap the result into ``path``."""
+    """Import, load, render documents and index them; swap the result into ``path``.
+
+    With ``replace_other_source=False`` (what ``kqe-rdf kb build`` passes without ``--force``) a folder that
+    holds a KB of another source (another importer or other source files) is not replaced: building a new
+    catalogue with the default ``--kb`` must not silently drop the bio KB. Python callers name the folder and
+    rebuild it with new files on purpose (tests, benchmarks), so they replace by default.
+    """
     settings = settings or Settings()
     progress = progress or Progress.quiet()
     path = kb_location(path)
@@ -93,6 +120,12 @@ def build_kb(
         if path.exists() and not (path / MANIFEST).is_file() and (not path.is_dir() or any(path.iterdir())):
             raise KqeError(f"{path} exists and is not a kqe-rdf knowledge base (no {MANIFEST}); a build would "
                            "replace it, so choose another --kb path or remove it yourself")
+        if not replace_other_source and (path / MANIFEST).is_file():
+            held = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+            if held_source(held) != build_source(importer):
+                raise KqeError(f"{path} holds the {describe_source(held_source(held))} KB; building "
+                               f"{describe_source(build_source(importer))} there would replace it: choose another "
+                               "--kb folder, or add --force to replace it")
         work = path.parent / f".{path.name}.build-{os.getpid()}"
         work.mkdir(parents=True)
         try:
@@ -372,6 +405,8 @@ def _manifest(importer: Importer, report: ImportReport, counted: int, documents:
         "importer": importer.name,
         "domain": importer.domain,
         "dataset": importer.dataset_info(),
+        "source": build_source(importer),
+        "prefixes": dict(getattr(importer, "prefixes", {})),
         "text_properties": list(importer.extra_text_properties),
         "counts": {
             "triples": counted, "nodes": report.nodes, "edges": report.edges, "documents": documents,
@@ -558,7 +593,7 @@ def embed_kb(
         vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
         ann = write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
                                 encoder.model_id, [d.types for d in documents], sorted(wanted) if wanted else None,
-                                settings.dense_ann_threshold, encoder.fingerprint)
+                                settings.dense_ann_threshold, encoder.fingerprint, settings.dense_ann_build_threads)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
         info = {"model_id": encoder.model_id, "encoder": encoder.fingerprint, "count": len(documents), "types": sorted(wanted) if wanted else None,

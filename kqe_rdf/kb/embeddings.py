@@ -223,7 +223,7 @@ class DenseIndex:
     """
 
     def __init__(self, path: Path, ann_threshold: int | None = None, ef_search: int = 200,
-                 writable: bool = True) -> None:
+                 writable: bool = True, build_threads: int = 0) -> None:
         meta = path / "index.json"
         if not meta.is_file():
             raise KqeError(
@@ -240,6 +240,7 @@ class DenseIndex:
         self.row = {iri: i for i, iri in enumerate(self.iris)}
         self.types = [tuple(t) for t in self.meta.get("row_types", [])] or [()] * len(self.iris)
         self.ann_threshold, self.ef_search, self.writable = ann_threshold, ef_search, writable
+        self.build_threads = build_threads
         self._subsets: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
     def __len__(self) -> int:
@@ -274,7 +275,8 @@ class DenseIndex:
                 return None
             log.warning("%s: rebuilding it (%s vectors)", exc, f"{len(self):,}")
             try:
-                ann.build(self.path, np.asarray(self.vectors), list(zip(self.iris, self.hashes)), digest)
+                ann.build(self.path, np.asarray(self.vectors), list(zip(self.iris, self.hashes)), digest,
+                          threads=self.build_threads)
                 return ann.load(self.path, len(self), digest)
             except (OSError, ann.AnnUnusable) as again:
                 log.warning("the approximate index could not be stored (%s): dense search is exact", again)
@@ -375,7 +377,7 @@ def check_encoder(recorded: dict, encoder: OnnxEncoder) -> None:
 
 def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarray, model_id: str,
                       row_types: list[tuple[str, ...]], embedded_types: list[str] | None,
-                      ann_threshold: int | None = None, encoder: dict | None = None) -> dict | None:
+                      ann_threshold: int | None = None, encoder: dict | None = None, threads: int = 0) -> dict | None:
     """Write aside, then swap, so a reader never sees half an index.
 
     From ``ann_threshold`` rows on, the approximate index is written with the vectors, updated from the
@@ -405,7 +407,7 @@ def write_dense_index(path: Path, keys: list[tuple[str, str]], vectors: np.ndarr
                     previous.append((folder, [tuple(k) for k in json.loads(old_json)], ann.keys_digest(old_json)))
             except (OSError, ValueError, KeyError):
                 continue
-        info = ann.build(tmp, vectors, [tuple(k) for k in keys], ann.keys_digest(keys_json), previous)
+        info = ann.build(tmp, vectors, [tuple(k) for k in keys], ann.keys_digest(keys_json), previous, threads)
     old = path.with_name(path.name + ".old")
     if old.exists():
         shutil.rmtree(old)

@@ -19,7 +19,7 @@ from .layout import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relat
 from ..core.config import Settings
 from .documents import NodeDocument
 from ..core.errors import KBNotFound, KqeError, SchemaError
-from .ontology import CORE, Schema, local_name
+from .ontology import CORE, Schema, shown_names
 from .sparql import run_query
 from .sparql_guard import allowed_endpoints, guarded
 
@@ -52,10 +52,7 @@ class KnowledgeBase:
                 pass
         manifest_path = path / MANIFEST
         if not manifest_path.is_file():
-            raise KBNotFound(
-                f"no knowledge base at {path} (no {MANIFEST}); build one with "
-                f"`kqe-rdf kb build bio --kb {path}` or point --kb / KQE_KB at an existing one"
-            )
+            raise KBNotFound(_missing(path))
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
@@ -111,7 +108,7 @@ class KnowledgeBase:
 
         s = self.settings
         return DenseIndex(self.path / "embeddings", s.dense_ann_threshold, s.dense_ann_ef_search,
-                          writable=not self.read_only)
+                          writable=not self.read_only, build_threads=s.dense_ann_build_threads)
 
     @functools.cached_property
     def encoder(self):
@@ -143,7 +140,16 @@ class KnowledgeBase:
             ns = iri.rsplit("#", 1)[0] + "#" if "#" in iri else None
             if ns and ns.startswith("https://w3id.org/kqe/"):
                 out.setdefault(ns.rstrip("#").rsplit("/", 1)[-1], ns)
+        for prefix, ns in (self.manifest.get("prefixes") or {}).items():  # those the source files declare
+            if prefix and ns not in out.values():
+                out.setdefault(prefix, ns)
         return out
+
+    @functools.cached_property
+    def class_names(self) -> dict[str, str]:
+        """Class IRI → the name a user reads and gives ``--type``: the local name, prefixed where two classes
+        share it (``dbo:Country``, ``geof:Country``)."""
+        return shown_names(self.schema.classes, self.prefixes)
 
     @functools.cached_property
     def relation_signatures(self) -> list[tuple[str, str, str]]:
@@ -223,6 +229,9 @@ class KnowledgeBase:
         """The IRI of the class a user names: its local name or IRI as written, else the one class whose local
         name or label it is up to case (``--type disease`` is ``Disease``); an unknown name is a SchemaError that
         says which names are close."""
+        prefix, colon, local = name.partition(":")
+        if colon and prefix in self.prefixes and not local.startswith("//"):  # dbo:Country, as `kb info` shows it
+            name = self.prefixes[prefix] + local
         try:
             return self.schema.node_class(name).iri
         except SchemaError:
@@ -255,9 +264,28 @@ class KnowledgeBase:
     def info(self) -> dict:
         # Classes by the name `--type` takes ("Disease"); relations of the ontology only (a qualifier's reification
         # statement links nodes through rdf:subject and rdf:object, which are no relations of the KB).
-        types = [(local_name(r["type"].value), int(r["count"].value))
-                 for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
-        relations = sorted(((local_name(iri), n) for iri, n in self.relation_counts.items()
-                            if iri in self.schema.relations), key=lambda x: -x[1])
+        counted = [(r["type"].value, int(r["count"].value))
+                   for r in self.store.query(queries.load("count_nodes_by_type"), use_default_graph_as_union=True)]
+        named = shown_names([iri for iri, _n in counted], self.prefixes)
+        types = [(named[iri], n) for iri, n in counted]
+        kept = {iri: n for iri, n in self.relation_counts.items() if iri in self.schema.relations}
+        named = shown_names(kept, self.prefixes)
+        relations = sorted(((named[iri], n) for iri, n in kept.items()), key=lambda x: -x[1])
         return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations,
                 "bm25": self.text_index.describe()}
+
+
+def _missing(path: Path) -> str:
+    """Why there is no KB at ``path``, with the build command that fits it: a data file given as ``--kb`` is
+    built with the importer of its kind into a folder of its name; a folder named ``bio`` with ``bio``."""
+    from .importers import importer_for
+
+    kind = importer_for(path)
+    if path.is_file() and kind:
+        folder = Path("data/kb") / path.name.split(".")[0]
+        return (f"{path} is a data file, not a knowledge base: build one from it with `kqe-rdf kb build {kind} "
+                f"{path} --kb {folder}`, then pass --kb {folder}")
+    how = "bio" if path.name == "bio" else "IMPORTER SOURCE"
+    return (f"no knowledge base at {path} (no {MANIFEST}); build one with `kqe-rdf kb build {how} --kb {path}` "
+            "(importers: rdf for RDF files, triples for head<TAB>relation<TAB>tail lines, jsonl for JSON Lines, "
+            "bio for the bio KB) or point --kb / KQE_KB at an existing one")

@@ -14,9 +14,11 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 from pyoxigraph import NamedNode, RdfFormat, Store
 
@@ -30,6 +32,24 @@ CORE = queries.PREFIXES["kqe"]
 
 def local_name(iri: str) -> str:
     return iri.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
+
+
+def shown_names(iris: Iterable[str], prefixes: dict[str, str]) -> dict[str, str]:
+    """The names a user reads for classes or relations: the local name as the source wrote it (a relation
+    imported as ``state%2Fprovince`` reads ``state/province``), and, where two share it (``dbo:Country`` and
+    ``geof:Country``), prefixed by their namespace's prefix, else the whole IRI.
+
+    >>> shown_names(["http://a.org/x#Country", "http://b.org/y#Country", "http://a.org/x#made%20by"], {"a": "http://a.org/x#"})
+    {'http://a.org/x#Country': 'a:Country', 'http://b.org/y#Country': 'http://b.org/y#Country', 'http://a.org/x#made%20by': 'made by'}
+    """
+    iris = list(dict.fromkeys(iris))
+    local = {iri: unquote(local_name(iri)) for iri in iris}
+    seen = Counter(local.values())
+    out = {}
+    for iri in iris:
+        prefix = next((p for p, ns in prefixes.items() if iri == ns + local_name(iri)), None)
+        out[iri] = local[iri] if seen[local[iri]] == 1 else f"{prefix}:{local[iri]}" if prefix else iri
+    return out
 
 
 #: Words that make a relation a negation ("lacks phenotype", "absent in", "not associated with"): general

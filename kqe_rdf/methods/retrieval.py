@@ -408,15 +408,37 @@ class RM3(Stage):
         return f"RM3(fb_docs={self.fb_docs}, fb_terms={self.fb_terms})"
 
 
-def result_rows(kb, hits) -> list[dict]:
+def fillers(explain: dict | None, hits) -> set[str] | None:
+    """The hits a structural method topped up from its fallback search (``--explain``: "4 topped up"), not
+    answers of its reading; None for a method that reads nothing (BM25, dense, ...).
+
+    A structural method's explanation lists the support of its answers (the first 20); the fillers rank below
+    them all, so when more than 20 answers leave room for fillers, the last ``topped_up`` hits are the fillers.
+    """
+    if not explain or "candidates" not in explain:
+        return None
+    count = explain.get("topped_up", 0)
+    if not count:
+        return set()
+    support = explain.get("support", {})
+    if len(support) < 20:
+        return {hit.iri for hit in hits if hit.iri not in support}
+    return {hit.iri for hit in sorted(hits, key=lambda h: h.rank)[-count:]}
+
+
+def result_rows(kb, hits, explain: dict | None = None) -> list[dict]:
     """What a person or a program needs to know of each hit (``kqe-rdf search`` and ``/search`` show these); its
-    classes by the names ``--type`` takes ("Disease")."""
+    classes by the names ``--type`` takes ("Disease"); for a structural method, whether the hit is an answer
+    of its reading or a ``filler`` from its fallback search."""
     rows = []
+    topped = fillers(explain, hits)
     for hit in hits:
         doc = kb.document(hit.iri)
         rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
-                     "types": [local_name(t) for t in doc.types], "score": round(hit.score, 4),
+                     "types": [kb.class_names.get(t, local_name(t)) for t in doc.types], "score": round(hit.score, 4),
                      "snippet": doc.text[:200]})
+        if topped is not None:
+            rows[-1]["filler"] = hit.iri in topped
     return rows
 
 

@@ -295,6 +295,18 @@ def _rest_endpoint(kind: str, settings, pool):
     return endpoint
 
 
+def examples(kb) -> dict:
+    """What the web page offers as examples, made from this KB (the page's own are the bio KB's): its most
+    populous class (a VoID header's Dataset aside) and the name of one node of it.
+
+    The type is the name ``--type`` takes (``dbo:Country`` where two classes share a local name)."""
+    counted = [(name, n) for name, n in kb.info()["types"] if name != "Dataset"] or [("", 0)]
+    name = max(counted, key=lambda c: c[1])[0]
+    iri = next((i for i, shown in kb.class_names.items() if shown == name), None)
+    node = next((d.name for d in kb.documents() if d.name and (iri is None or iri in d.types)), "")
+    return {"type": name, "node": node}
+
+
 def _plain_endpoints(kb, settings, pool):
     """The web page, ``/openapi.json``, ``/health``, and the answers to unknown routes and to bugs."""
     from starlette.responses import FileResponse, JSONResponse
@@ -305,6 +317,8 @@ def _plain_endpoints(kb, settings, pool):
     async def openapi(_request):
         return JSONResponse(openapi_description(settings))
 
+    shown: dict = {}
+
     async def health(_request):
         if not (kb.path / "manifest.json").is_file() or not (kb.path / "store").is_dir():
             # The KB folder is gone (deleted or moved under the server): no worker can open it.
@@ -314,7 +328,8 @@ def _plain_endpoints(kb, settings, pool):
         return JSONResponse({"status": "ok", "kb": kb.path.name, "nodes": kb.manifest.get("counts", {}).get("nodes"),
                              "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token),
                              "network_isolation": pool.isolated, "protection": pool.protection,
-                             "prefixes": kb.prefixes})
+                             "prefixes": kb.prefixes,
+                             "examples": shown.setdefault("examples", examples(kb))})
 
     async def not_found(request, exc):
         status = getattr(exc, "status_code", 404)

@@ -76,7 +76,7 @@ def search_job(context, params: dict) -> dict:
     stage = context.pipeline(method, k, types)
     batch = stage.run(text, names=False)  # (result_rows reads the names)
     return {"query": text, "method": method, "k": k, "types": types,
-            "results": result_rows(kb, batch.ranked("q")),
+            "results": result_rows(kb, batch.ranked("q"), batch.explain.get("q")),
             "provenance": {"pipeline": repr(stage), "explain": batch.explain.get("q")}}
 
 

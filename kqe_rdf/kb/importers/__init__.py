@@ -32,6 +32,20 @@ IMPORTERS: dict[str, str] = {
     "primekg": "kqe_rdf.kb.importers.primekg:PrimeKGImporter",
 }
 
+#: File endings (before a ``.gz``) and the importer that reads them, for the hint of a missing KB.
+_BY_SUFFIX = {**dict.fromkeys(("ttl", "nt", "nq", "trig", "rdf", "owl", "xml", "n3", "jsonld"), "rdf"),
+              "jsonl": "jsonl", **dict.fromkeys(("txt", "tsv", "tab"), "triples")}
+
+
+def importer_for(path: Path) -> str | None:
+    """The importer that reads a file named like ``path`` (``nobel.ttl.gz`` → rdf), or None.
+
+    >>> importer_for(Path("nobel.ttl.gz")), importer_for(Path("family.txt")), importer_for(Path("data/kb/x"))
+    ('rdf', 'triples', None)
+    """
+    suffixes = [s.lstrip(".").lower() for s in path.suffixes if s.lower() != ".gz"]
+    return _BY_SUFFIX.get(suffixes[-1]) if suffixes else None
+
 
 class Importer:
     """Base of every importer.

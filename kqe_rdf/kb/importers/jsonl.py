@@ -23,6 +23,7 @@ import tempfile
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 from pyoxigraph import Literal, NamedNode, RdfFormat, Triple, parse, serialize
 
@@ -54,6 +55,7 @@ RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 OWL = "http://www.w3.org/2002/07/owl#"
 KQE = "https://w3id.org/kqe/core#"
+SKOS_NOTATION = "http://www.w3.org/2004/02/skos/core#notation"
 
 
 
@@ -65,12 +67,19 @@ _DOMAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 MAX_NAME_CHARS = 256
 
 
+def ontology_local(name: str) -> str:
+    """The local name of a type, field or relation's IRI: the name itself when it is one word, else the name
+    percent-encoded, so that real data's names (``state/province``, ``portD'attache``, Freebase's
+    ``/people/person/nationality``, ``date of birth``) import as they are; the label reads the original.
+
+    >>> ontology_local("hasBrand"), ontology_local("state/province"), ontology_local("né à")
+    ('hasBrand', 'state%2Fprovince', 'n%C3%A9%20%C3%A0')
+    """
+    return name if _NAME.fullmatch(name) else quote(name, safe="")
+
+
 def _ontology_name(name: str, what: str, where: str) -> str:
-    """A type, field or relation name becomes the local name of an ontology IRI, so it must be one word."""
-    if not _NAME.fullmatch(name):
-        suggestion = "_".join(_NAME.findall(name))[:MAX_NAME_CHARS] or "name"
-        raise InputError(f"{what} {name[:80]!r} cannot be an ontology name: use letters, digits, '_', '-' or '.' "
-                         f"(e.g. {suggestion!r})", where)
+    """A type, field or relation name: at most :data:`MAX_NAME_CHARS` long, since it becomes an IRI."""
     if len(name) > MAX_NAME_CHARS:
         raise InputError(f"{what} {name[:40]!r}… is {len(name):,} characters long; at most {MAX_NAME_CHARS}", where)
     return name
@@ -169,14 +178,15 @@ class JsonlImporter(Importer):
             if _kind(obj) == "node":
                 if self.limit is not None and nodes >= self.limit:
                     continue
-                pairs = tuple((k, v) for k, vs in (obj.get("fields") or {}).items() for v in _strings(vs, k, where))
+                pairs = tuple((ontology_local(k), v) for k, vs in (obj.get("fields") or {}).items()
+                              for v in _strings(vs, k, where))
                 nodes += 1
-                yield Node(str(obj["id"]), str(obj["type"]), obj.get("name") or "",
+                yield Node(str(obj["id"]), ontology_local(str(obj["type"])), obj.get("name") or "",
                            _strings(obj.get("aliases"), "aliases", where), pairs,
                            _strings(obj.get("xrefs"), "xrefs", where), obj.get("iri"), where)
             else:
-                yield Edge(str(obj["head"]), str(obj["relation"]), str(obj["tail"]),
-                           tuple((k, str(v)) for k, v in (obj.get("qualifiers") or {}).items()), where)
+                yield Edge(str(obj["head"]), ontology_local(str(obj["relation"])), str(obj["tail"]),
+                           tuple((ontology_local(k), str(v)) for k, v in (obj.get("qualifiers") or {}).items()), where)
 
     def ontology_files(self) -> list[Path]:
         given = self.options.get("ontology")
@@ -213,39 +223,45 @@ class JsonlImporter(Importer):
         for head, rel, tail in edges:
             relations.setdefault(rel, (node_type.get(head, ""), node_type.get(tail, "")))
         a, label, sub = NamedNode(RDF + "type"), NamedNode(RDFS + "label"), NamedNode(RDFS + "subPropertyOf")
-        triples = []
+
+        def term(name: str) -> NamedNode:
+            return NamedNode(ns + ontology_local(name))
+
+        triples = [Triple(term(name), NamedNode(SKOS_NOTATION), Literal(name))  # the name as the file writes it
+                   for name in (*types, *fields, *qualifiers, *relations, *self.inverse_relations())
+                   if ontology_local(name) != name]
         for t in types:
-            iri = NamedNode(ns + t)
+            iri = term(t)
             triples += [Triple(iri, a, NamedNode(OWL + "Class")), Triple(iri, NamedNode(RDFS + "subClassOf"), NamedNode(KQE + "Node")),
                         Triple(iri, label, Literal(readable(t)))]
         for f in sorted(fields):
-            iri = NamedNode(ns + f)
+            iri = term(f)
             triples += [Triple(iri, a, NamedNode(OWL + "DatatypeProperty")), Triple(iri, sub, NamedNode(KQE + "field")),
                         Triple(iri, label, Literal(readable(f)))]
         for q in sorted(qualifiers):
-            iri = NamedNode(ns + q)
+            iri = term(q)
             triples += [Triple(iri, a, NamedNode(OWL + "DatatypeProperty")), Triple(iri, sub, NamedNode(KQE + "qualifier")),
                         Triple(iri, label, Literal(readable(q)))]
         for rel, (dom, rng) in relations.items():
-            iri = NamedNode(ns + rel)
+            iri = term(rel)
             triples += [Triple(iri, a, NamedNode(OWL + "ObjectProperty")), Triple(iri, sub, NamedNode(KQE + "relation")),
                         Triple(iri, label, Literal(readable(rel)))]
             if context := name_context(rel):  # "__people__person__nationality": the nationality of a person
                 triples.append(Triple(iri, NamedNode(RDFS + "comment"), Literal(f"{readable(rel)} ({context})")))
             if dom:
-                triples.append(Triple(iri, NamedNode(RDFS + "domain"), NamedNode(ns + dom)))
+                triples.append(Triple(iri, NamedNode(RDFS + "domain"), term(dom)))
             if rng:
-                triples.append(Triple(iri, NamedNode(RDFS + "range"), NamedNode(ns + rng)))
+                triples.append(Triple(iri, NamedNode(RDFS + "range"), term(rng)))
         for inverse, rel in sorted(self.inverse_relations().items()):
-            iri = NamedNode(ns + inverse)
+            iri = term(inverse)
             triples += [Triple(iri, a, NamedNode(OWL + "ObjectProperty")), Triple(iri, sub, NamedNode(KQE + "relation")),
-                        Triple(iri, NamedNode(OWL + "inverseOf"), NamedNode(ns + rel)),
+                        Triple(iri, NamedNode(OWL + "inverseOf"), term(rel)),
                         Triple(iri, label, Literal(self.inverse_label(inverse)))]
             dom, rng = relations.get(rel, ("", ""))
             if rng:
-                triples.append(Triple(iri, NamedNode(RDFS + "domain"), NamedNode(ns + rng)))
+                triples.append(Triple(iri, NamedNode(RDFS + "domain"), term(rng)))
             if dom:
-                triples.append(Triple(iri, NamedNode(RDFS + "range"), NamedNode(ns + dom)))
+                triples.append(Triple(iri, NamedNode(RDFS + "range"), term(dom)))
         folder = tempfile.mkdtemp(prefix="kqe-jsonl-")
         weakref.finalize(self, shutil.rmtree, folder, True)  # a build copies the file into the KB
         path = Path(folder) / f"{self.domain}.ttl"

@@ -82,13 +82,32 @@ class RdfImporter(Importer):
         self.text_properties = tuple(expanded)
         label = queries.PREFIXES["rdfs"] + "label"
         self.extra_text_properties = tuple(p for p in self.text_properties if p != label)
+        self.base = str(options["base"]) if options.get("base") else None
+        #: The prefixes the files declare (``dbo:``, ``geof:``), in the manifest once they are read.
+        self.prefixes: dict[str, str] = {}
+        if self.base is not None:
+            try:
+                NamedNode(self.base)
+            except ValueError as exc:
+                raise InputError(f"--base {self.base!r} is not an absolute IRI ({exc})") from None
+
+    def base_iri(self, path: Path) -> str:
+        """What relative IRIs in ``path`` resolve against: ``--base``, else ``urn:kqe:<file name>/``, the same on
+        every machine (the file's own location would make ``<#me>`` a ``file:///home/...`` IRI that differs
+        wherever the file is, and leak the path into the KB).
+
+        >>> RdfImporter().base_iri(Path("/home/ann/nobel.ttl.gz")), RdfImporter(base="http://x.org/").base_iri(Path("a.ttl"))
+        ('urn:kqe:nobel/', 'http://x.org/')
+        """
+        return self.base or f"urn:kqe:{path.name.split('.')[0] or 'rdf'}/"
 
     def ontology_files(self) -> list[Path]:
         return [ontology_path("kqe")]
 
     def dataset_info(self) -> dict[str, str]:
         return {"name": "rdf", "sources": ", ".join(str(s) for s in self.sources),
-                "text_properties": " ".join(self.text_properties)}
+                "text_properties": " ".join(self.text_properties),
+                "base": self.base or " ".join(self.base_iri(s) for s in self.sources)}
 
     def _quads(self, path: Path) -> Iterator[Quad]:
         fmt = rdf_format(path)
@@ -99,7 +118,10 @@ class RdfImporter(Importer):
             with open_binary(path) as handle:
                 if handle.peek(len(BOM))[: len(BOM)] == BOM:
                     handle.read(len(BOM))
-                yield from parse(handle, format=fmt, base_iri=path.resolve().as_uri())
+                parser = parse(handle, format=fmt, base_iri=self.base_iri(path))
+                yield from parser
+                for prefix, namespace in parser.prefixes.items():  # kept for SPARQL and for telling classes apart
+                    self.prefixes.setdefault(prefix, namespace)
         except SyntaxError as exc:
             line = getattr(exc, "lineno", None)
             raise InputError(f"malformed {fmt.name} ({str(exc).split(' (')[0]})", f"{path}:{line}" if line else str(path)) from None

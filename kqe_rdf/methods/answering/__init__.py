@@ -79,7 +79,9 @@ class Answer:
     confidence_because: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"question": self.question, "answer": self.answer, "nodes": list(self.nodes),
+        # Every answer's nodes, as `answers` lists them (a list question's, not the first answer's alone).
+        nodes = list(dict.fromkeys([*self.nodes, *(i for a in self.answers for i in a.iris)]))
+        return {"question": self.question, "answer": self.answer, "nodes": nodes,
                 "answers": [c.as_dict() for c in self.answers], "confidence": self.confidence,
                 "confidence_because": self.confidence_because,
                 "method": self.method, "sources": list(self.sources), "flags": self.flags,
@@ -172,7 +174,8 @@ class QuestionAnswering:
         seconds["total"] = round(sum(seconds.values()), 4)
         return Answer(question, best.name, best.iris, evidence, reading.candidates, intent,
                       [Ranked(e, 1.0) for e in evidence], sources, reading.method, [*reading.flags, *flags], None, {},
-                      seconds, self.kb.schema, path, list(reading.answers), *how_sure(reading, path))
+                      seconds, self.kb.schema, path, list(reading.answers),
+                      *how_sure(reading, path, "grounded" if path is not None else "text facts"))
 
     def from_evidence(self, question: str, chosen: tuple[str, ...]) -> Answer:
         """The answer read from the evidence of ``chosen`` sources, pruned (the QUASAR pipeline)."""
@@ -202,7 +205,7 @@ class QuestionAnswering:
                       [by_id[i] for i in best.evidence if i in by_id] if best else [], reading.candidates, intent,
                       pruning.final, chosen, reading.method, reading.flags, pruning,
                       budget.usage.as_dict() if budget is not None else {}, seconds, self.kb.schema, None,
-                      list(reading.answers), *how_sure(reading))
+                      list(reading.answers), *how_sure(reading, stage="evidence"))
 
     def answer_like(self, intent: Intent):
         """Whether a piece names an entity of the answer type other than the question's own (None: no type known)."""
@@ -236,18 +239,26 @@ class QuestionAnswering:
         return pool
 
 
-def how_sure(reading: Reading, path: dict | None = None) -> tuple[float, dict]:
-    """The confidence of a reading's first answer and its factors (:mod:`.confidence`); 0 without an answer."""
+def how_sure(reading: Reading, path: dict | None = None, stage: str = "evidence") -> tuple[float, dict]:
+    """How likely a reading's first answer is right (:func:`.confidence.calibrated`) and what that was read from:
+    the raw confidence's factors, ``raw``, how many answers, unread words and unnamed hops, the stage; 0
+    without an answer."""
     if reading.answer is None:
         return 0.0, {}
     if path is not None:  # a grounded reading: structural scores
         others = [c.score for c in reading.candidates[len(reading.answers):]]
-        return confidence.grounded(path, reading.answer.score, others)
-    counted = reading.offline or reading  # an LLM's answer is as well supported as the offline reader finds it
-    key = normalise_name(reading.answer.name)
-    own = [c.score for c in counted.candidates if normalise_name(c.name) == key][:1]
-    others = [c.score for c in counted.candidates[len(reading.answers):] if normalise_name(c.name) != key]
-    return confidence.supported(own[0] if own else 0.0, others)
+        raw, because = confidence.grounded(path, reading.answer.score, others)
+    else:
+        counted = reading.offline or reading  # an LLM's answer is as well supported as the offline reader finds it
+        key = normalise_name(reading.answer.name)
+        own = [c.score for c in counted.candidates if normalise_name(c.name) == key][:1]
+        others = [c.score for c in counted.candidates[len(reading.answers):] if normalise_name(c.name) != key]
+        raw, because = confidence.supported(own[0] if own else 0.0, others)
+    because = {**because, "raw": raw, "answers": max(len(reading.answers), 1),
+               "unread": len((path or {}).get("unread", ())), "unnamed": len((path or {}).get("unnamed", ())),
+               "hops": len((path or {}).get("relations", ())), "tried": len((path or {}).get("tried", ())),
+               "stage": stage}
+    return confidence.calibrated(because), because
 
 
 _pipelines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -107,7 +107,9 @@ class GroundedReading:
             if parts else []
         path = {"triplets": explain["triplets"]["triplets"], "reading": used.reading.reading,
                 "relations": [self.kb.schema.label(t.relation) for t in used.reading.triplets],
-                "facts": facts, "linked": used.shown, "sparql": used.compiled.sparql}
+                "facts": facts, "linked": used.shown, "sparql": used.compiled.sparql,
+                # What the confidence is lowered for: relation words no path reads, hops no word names.
+                "unread": unread, "unnamed": unnamed}
         if explain.get("tried"):
             path["tried"] = explain["tried"]
         reading = Reading(candidates[0], candidates, METHOD, answers=candidates[:answered])

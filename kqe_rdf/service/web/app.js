@@ -61,6 +61,10 @@ async function search(event) {
     const item = element("li", undefined, "result");
     item.append(element("span", row.name, "name"), element("span", row.types.join(", "), "types"),
                 element("span", row.score.toFixed(3), "score"));
+    if (row.filler) {  // topped up from the fallback search, not an answer of the structural reading
+      item.classList.add("filler");
+      item.append(element("span", "filler: from the fallback search, not an answer of the reading", "filler-note"));
+    }
     if (explain && explain.triplets) {
       const why = element("button", "why?", "why");
       why.type = "button";
@@ -368,7 +372,19 @@ async function info() {
   if (response.ok) {
     const data = await response.json();
     $("kb-info").textContent = `KB ${data.kb}: ${data.nodes} nodes` + (data.embeddings ? ", embedded" : "");
+    if (data.examples) showExamples(data.examples);
     if (data.prefixes) preloadPrefixes(data.prefixes);
+  }
+}
+
+// Examples made from this KB (a class and a node's name, from /health) in place of the page's own, which are
+// the bio KB's: the search box's placeholder, the type box's, and the editor's query while it is untouched.
+function showExamples(examples) {
+  if (examples.node) $("search-text").placeholder = `e.g. ${examples.node}`;
+  if (examples.type) $("search-type").placeholder = `any, e.g. ${examples.type}`;
+  const yasqe = yasgui.getTab().getYasqe();
+  if (examples.node && yasqe && yasqe.getValue().trim() === EXAMPLE) {
+    yasqe.setValue(EXAMPLE.replace('"seizure"', JSON.stringify(examples.node)));
   }
 }
 
