@@ -173,12 +173,30 @@ class DenseSettings(SettingsGroup, prefix="dense_ann"):
     ef_search: int = setting(600, min=1)
 
 
-class HybridSettings(SettingsGroup, prefix="hybrid"):
-    """Fusion of BM25 and dense rankings by reciprocal rank."""
+def _share(value: str, _group) -> str | None:
+    if value == "auto":
+        return None
+    try:
+        share = float(value)
+    except ValueError:
+        return "must be 'auto' or BM25's share between 0 and 1, e.g. '0.7'"
+    return None if 0.0 <= share <= 1.0 else "must be 'auto' or BM25's share between 0 and 1, e.g. '0.7'"
 
-    #: Candidates each side of a hybrid fusion contributes, and the RRF constant.
+
+class HybridSettings(SettingsGroup, prefix="hybrid"):
+    """Fusion of BM25 and dense rankings: ``hybrid`` weighs their normalised scores, ``hybrid-rrf`` fuses their
+    ranks."""
+
+    #: Candidates each side of a hybrid fusion contributes, and the RRF constant (``hybrid-rrf``).
     depth: int = setting(100, min=1)
     rrf_k: int = setting(60, min=0, flat="rrf_k")
+    #: BM25's share of ``hybrid`` (dense gets the rest): "auto" takes the weight the KB was fitted with (`kqe-rdf
+    #: kb tune-fusion`), else weighs each request by how far each side's best match stands out; a number from 0
+    #: to 1 fixes it.
+    weight: str = setting("auto", check=_share)
+    #: How each side's scores are put on one scale before they are weighed (when no fitted weight says it):
+    #: "minmax" (best 1, last 0) or "zscore".
+    normalisation: str = setting("minmax", choices=("minmax", "zscore"))
 
 
 class PRFSettings(SettingsGroup, prefix="prf"):
