@@ -367,9 +367,13 @@ def convex(lists: Sequence[Sequence[Hit]], weights: Sequence[float], how: str) -
     {'x': 0.75, 'y': 0.25, 'z': 0.0}
     """
     scaled = [normalised(hits, how) for hits in lists]
-    floors = [floor_of(s) for s in scaled]
     nodes = dict.fromkeys(h.iri for hits in lists for h in hits)
-    return {iri: sum(w * s.get(iri, f) for w, s, f in zip(weights, scaled, floors)) for iri in nodes}
+    fused = dict.fromkeys(nodes, 0.0)
+    for w, side in zip(weights, scaled):
+        floor = floor_of(side)
+        for iri in nodes:
+            fused[iri] += w * side.get(iri, floor)
+    return fused
 
 
 @dataclass(frozen=True)
@@ -427,7 +431,7 @@ class ScoreFusion(Fusion):
         return (confidences[0] / total if total > 0 else 0.5), confidences
 
     def __repr__(self) -> str:
-        return "(" + " ~ ".join(map(repr, self.stages)) + ")"
+        return f"ScoreFusion({', '.join(map(repr, self.stages))})"
 
 
 class BM25(Stage):
@@ -475,15 +479,13 @@ class Dense(Stage):
         return Batch(batch.queries, {q.qid: ranking(q.qid, r) for q, r in zip(batch.queries, results)}, explain)
 
     def confidence(self, vector: np.ndarray, ranked: list[tuple[str, float]]) -> dict:
-        """How far the best cosine stands above the query's cosines to a fixed sample of the searched nodes, in
+        """How far the best cosine stands above the query's cosines to a fixed sample of the searched nodes (512), in
         standard deviations (``z``), against the best that chance gives among that many nodes (``chance``,
         √(2 ln n), the expected maximum of n normal draws); ``confidence`` is the excess over chance, scaled to
         [0, 1] by :data:`CONFIDENT_EXCESS`. Vectors that say nothing of the query (random ones) stay at chance
         (confidence 0); a real encoder's best match stands several deviations above it."""
-        sample, searched = self.kb.dense.background(self.mask)
-        cosines = sample @ np.asarray(vector, dtype=np.float32)
-        spread = float(cosines.std())
-        z = (ranked[0][1] - float(cosines.mean())) / spread if spread > 0 else 0.0
+        mean, spread, searched = self.kb.dense.chance(vector, self.mask)
+        z = (ranked[0][1] - mean) / spread if spread > 0 else 0.0
         chance = float(np.sqrt(2 * np.log(max(searched, 2))))
         excess = min(max((z - chance) / CONFIDENT_EXCESS, 0.0), 1.0)
         return {"confidence": excess, "margin": {"z": round(z, 2), "chance": round(chance, 2)}}
