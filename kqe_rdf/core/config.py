@@ -262,8 +262,10 @@ class KARSettings(SettingsGroup, prefix="kar"):
     #: Offline: take the entities and the facts from the structural reader's grounded reading when it has
     #: one (the nodes its paths reach, with the facts along them); False: every neighbour of the linked names.
     grounded: bool = setting(True)
-    #: The final retriever over the expanded query (bm25 when the KB has no embeddings).
-    final: str = setting("hybrid", choices=("dense", "bm25", "hybrid"))
+    #: The final retriever over the expanded query (bm25 when the KB has no embeddings), one of the retrieval
+    #: methods: "hybrid-rrf" (BM25 and dense fused by reciprocal rank, what KAR was measured with), "hybrid"
+    #: (their scores weighed), "dense" or "bm25".
+    final: str = setting("hybrid-rrf", choices=("dense", "bm25", "hybrid", "hybrid-rrf"))
     #: Document-based filtering: neighbours' documents scored by the encoder ("dense") or by the encoder
     #: and BM25 fused by reciprocal rank ("hybrid": on a phenotype list the encoder alone ranks the right
     #: disease first for 6% of cases, BM25 for 19%; with it offline KAR keeps the reading's first answer more).
