@@ -13,6 +13,7 @@ Halves split by the parity of each query id's sha256 (`--half`). Each step's per
 means to ``OUT/SET.json``:
 
     python bench/fusion.py --kbs $KBS --out $RUN --sets scifact-train dl19 phenopackets-template metaqa-1-hop
+    python bench/fusion.py --kbs $KBS --out $RUN --sets phenopackets-template --sample 500   # 500 of each half
     python bench/fusion.py --table $RUN          # the Markdown tables (means; per query against the better side)
 """
 
@@ -44,10 +45,12 @@ def shown(args: list[str], kbs: Path) -> str:
     return "kqe-rdf " + " ".join(a.replace(str(DATA), "$DATA").replace(str(kbs), "$KBS") for a in args)
 
 
-def run(kbs: Path, out: Path, s: DevSet) -> dict:
+def run(kbs: Path, out: Path, s: DevSet, sample: int | None = None) -> dict:
     kb = str(kbs / s.kb)
     source = [s.queryset, *(str(DATA / f) for f in s.files)]
     scope = list(s.options)  # --type, --wording, --rel, --depth: eval and tune-fusion read the set alike
+    if sample:  # a seeded sample of each half (the fit's of half 1, the measure's of half 2)
+        scope += ["--sample", str(sample), "--seed", "0"]
     commands = [
         ["kb", "tune-fusion", *source, "--kb", kb, "--forget"],
         ["eval", *source, "--kb", kb, *scope, "--half", "2", "-m", "bm25", "-m", "dense", "-m", "hybrid",
@@ -120,6 +123,7 @@ def main() -> None:
     parser.add_argument("--kbs", type=Path, help="folder holding one embedded KB per name")
     parser.add_argument("--out", type=Path, help="write the runs here")
     parser.add_argument("--sets", nargs="+", default=["scifact-train", "dl19", "phenopackets-template", "metaqa-1-hop"])
+    parser.add_argument("--sample", type=int, default=None, help="a seeded random sample of N queries of each half")
     parser.add_argument("--table", type=Path, metavar="RUN", help="print the Markdown tables of a run")
     args = parser.parse_args()
     if args.table:
@@ -133,7 +137,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for s in SETS:
         if s.name in args.sets:
-            run(args.kbs, args.out, s)
+            run(args.kbs, args.out, s, args.sample)
 
 
 if __name__ == "__main__":
