@@ -1,4 +1,4 @@
-"""Per-query latency of the named retrieval methods (bm25, prf, dense, hybrid) on one KB, BM25 as the baseline.
+"""Per-query latency of the named retrieval methods (bm25, prf, dense, hybrid, hybrid-rrf) on one KB, BM25 as the baseline.
 
 The KB is ``--kb PATH`` or the first of ``data/kb/bio``, ``data/kb/metaqa``,
 ``data/kb/scifact`` that exists and has embeddings; when none does, a scratch
@@ -33,7 +33,7 @@ from pathlib import Path
 import harness
 from harness import ms, percentile, table
 
-METHODS = ("bm25", "prf", "dense", "hybrid")
+METHODS = ("bm25", "prf", "dense", "hybrid", "hybrid-rrf")
 CANDIDATES = ("data/kb/bio", "data/kb/metaqa", "data/kb/scifact")
 
 
@@ -122,6 +122,7 @@ def measure(args, kb_path: Path) -> dict:
     from kqe_rdf.core.config import Settings
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
     from kqe_rdf.methods.registry import pipeline
+    from kqe_rdf.methods.retrieval import fusion_weight
 
     settings = Settings()
     kb = KnowledgeBase.open(kb_path, settings)
@@ -172,6 +173,7 @@ def measure(args, kb_path: Path) -> dict:
         "embedded": len(kb.dense), "model_id": kb.dense.model_id, "described": described,
         "queries": len(texts), "words": statistics.median(len(t.split()) for t in texts),
         "caches": [n for n, _ in caches], "hybrid_depth": settings.hybrid_depth, "prf_docs": settings.prf_docs,
+        "hybrid_weight": fusion_weight(kb, settings).source,
         "prf_terms": settings.prf_terms,
     }
 
@@ -263,7 +265,9 @@ compete for the {os.cpu_count()} cores.
   {found['embedded']:,} embedded ({found['model_id']}).
 - Queries: {found['described']}; {found['words']:.0f} words per query (median), k = {args.k}.
 - Each method is `kqe_rdf.methods.registry.pipeline(name, kb, Settings(), k={args.k}, types).search(text)`, one query per
-  call, with default settings (hybrid: RRF of BM25 and dense at depth {found['hybrid_depth']}; prf: RM3 with
+  call, with default settings (hybrid: BM25's and dense's normalised scores weighed, each side at depth
+  {found['hybrid_depth']}, weight from: {found['hybrid_weight']}; hybrid-rrf: the same two lists fused by
+  reciprocal rank, the hybrid before issue 55; prf: RM3 with
   {found['prf_docs']} feedback documents, {found['prf_terms']} terms). Warm-up: 5 queries through every method.
   Runs: {args.repeats} rounds, each running every method over all queries in turn; the per-query median
   is kept and p50/p95 taken over the {found['queries']} queries. BM25 is the 1.00× baseline.
@@ -271,6 +275,7 @@ compete for the {os.cpu_count()} cores.
 
 {result}
 
+p50 of `hybrid` against `hybrid-rrf` (the same two searches, fused by reciprocal rank): {found['stats']['hybrid'][0] / found['stats']['hybrid-rrf'][0]:.2f}×.
 The two indented rows split `dense` into encoding the query with the ONNX model and the exact
 top-k over the stored vectors (a matrix-vector product in NumPy, then `argpartition`).
 {blas_part}"""

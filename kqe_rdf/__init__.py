@@ -19,7 +19,8 @@ _API = {
     "KnowledgeBase": "kqe_rdf.kb.knowledge_base",
     "Batch": "kqe_rdf.methods.retrieval", "Query": "kqe_rdf.methods.retrieval", "Hit": "kqe_rdf.methods.retrieval",
     "BM25": "kqe_rdf.methods.retrieval", "Dense": "kqe_rdf.methods.retrieval", "RM3": "kqe_rdf.methods.retrieval",
-    "RRFusion": "kqe_rdf.methods.retrieval",
+    "RRFusion": "kqe_rdf.methods.retrieval", "ScoreFusion": "kqe_rdf.methods.retrieval",
+    "FusionWeight": "kqe_rdf.methods.retrieval",
     "pipeline": "kqe_rdf.methods.registry",
     "link": "kqe_rdf.service.links",
 }

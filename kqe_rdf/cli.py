@@ -17,6 +17,17 @@ from .methods.registry import EXPANSION, method_help
 
 KB_OPTION = click.option("--kb", "kb_path", type=click.Path(path_type=Path), envvar="KQE_KB", default=None,
                          help="Knowledge-base directory [default: data/kb/bio, or $KQE_KB].")
+WORDING_OPTION = click.option(
+    "--wording", type=click.Choice(["template", "list", "which", "child"]), default=None,
+    help="phenopackets: how each case is worded. template (the default): 'A female patient presents with a and b. C "
+         "was not observed. Which disease explains this?'; list: 'a and b'; which: 'which disease causes a and b?'; "
+         "child: 'child with a and b' (the last three: observed phenotypes only).")
+HALF_OPTION = click.option(
+    "--half", type=click.Choice(["1", "2"]), default=None,
+    help="Only half 1 or 2 of the queries, split by the parity of each query id's sha256 (fit on one half with "
+         "`kb tune-fusion --half 1`, measure on the other with `eval --half 2`).")
+
+
 #: What `search` and `eval` name in their help: the methods of the registry (which imports nothing heavy).
 METHOD_NAMES = method_help()
 
@@ -192,6 +203,53 @@ def kb_embed(kb_path, types, as_json):
                f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else ""))
 
 
+@kb.command("tune-fusion")
+@click.argument("queryset")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@KB_OPTION
+@click.option("--measure", default="nDCG@10", show_default=True,
+              help="The measure the weight is fitted for: Hit@1, Hit@5, Recall@20, MRR or nDCG@10.")
+@click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease), as `eval --type`.")
+@click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query, as `eval --depth`.")
+@click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
+@WORDING_OPTION
+@HALF_OPTION
+@click.option("--limit", type=int, default=None, help="Fit on the first N queries only.")
+@click.option("--sample", type=int, default=None, help="Fit on N queries drawn at random (reproducible with --seed).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
+@click.option("--dry-run", is_flag=True, help="Show the fitted weight without keeping it in the KB.")
+@click.option("--forget", is_flag=True, help="Remove the KB's fitted weight instead (hybrid weighs each request again); "
+                                             "QUERYSET and PATHS are not read.")
+def kb_tune_fusion(queryset, paths, kb_path, measure, types, depth, rel, wording, half, limit, sample, seed, dry_run,
+                   forget):
+    """Fit the hybrid's weight of BM25 against dense on QUERYSET (as `eval` reads it) and keep it in the KB.
+
+    \b
+    Every share of BM25 from 0 to 1 by 0.05, with min-max and z-score normalisation, fuses the two rankings as
+    `hybrid` does; the best mean MEASURE wins (ties: the middle of the weights that tie). `search -m hybrid` and
+    `eval -m hybrid` then use it (the setting hybrid_weight overrides it). Prints the fit and its grid as JSON.
+    """
+    from .evaluation.fusion import MEASURES, fit_fusion
+    from .kb.build import record_fusion
+
+    if forget:
+        settings = _settings(kb=kb_path)
+        record_fusion(settings.kb, None)
+        _console().print(f"forgot the fitted weight of {settings.kb}: hybrid weighs each request", highlight=False)
+        return
+    if measure not in MEASURES:
+        raise click.BadParameter(f"choose one of {', '.join(MEASURES)}", param_hint="--measure")
+    qs = _queryset(queryset, paths, limit, sample, seed, rel, wording, half)
+    kb, settings = _open_kb(kb_path)
+    fit = fit_fusion(kb, qs, settings, measure, list(types) or None, rel, depth, _progress())
+    if not dry_run:
+        record_fusion(kb.path, fit)
+    click.echo(json.dumps({**fit, "kept": not dry_run}, indent=2))
+    _console().print(f"BM25 {fit['bm25_weight']:.2f}, dense {1 - fit['bm25_weight']:.2f} ({fit['normalisation']}): "
+                     f"{measure} {fit['fitted']:.4f} (BM25 alone {fit['bm25']:.4f}, dense alone {fit['dense']:.4f}) "
+                     f"on {fit['queries']} queries" + ("" if dry_run else f"; kept in {kb.path}"), highlight=False)
+
+
 @kb.command("info")
 @KB_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
@@ -330,6 +388,9 @@ def _print_explain(how, kb):
     if "expansion" in how:
         _print_expansion(how["expansion"])
         return
+    if "fusion" in how:
+        _print_fusion(how["fusion"])
+        return
     t = how.get("triplets", {})
     console.print(f"[bold]triplets[/] ({t.get('source')}; answer {t.get('answer')}"
                   f"{', type ' + escape(named(t['answer_type'])) if t.get('answer_type') else ''}):", highlight=False)
@@ -383,6 +444,23 @@ def _print_explain(how, kb):
     if how.get("seconds"):
         console.print("time: " + ", ".join(f"{step} {sec * 1000:.1f} ms" for step, sec in how["seconds"].items()),
                       highlight=False)
+
+
+def _print_fusion(how):
+    """A score fusion's weights and where they came from (methods.retrieval.ScoreFusion)."""
+    from rich.console import Console
+
+    console = Console()
+    weights = ", ".join(f"{side} {w:.2f}" for side, w in how["weights"].items())
+    console.print(f"[bold]fusion[/]: {weights} ({how['normalisation']} scores; weighed by {how['weighed by']})",
+                  highlight=False)
+    for side, c in how.get("confidence", {}).items():
+        margin = how.get("margins", {}).get(side)
+        shown = f"; best match z {margin['z']} against chance {margin['chance']}" if margin else ""
+        console.print(f"  {side}: confidence {c:.2f}{shown}", highlight=False)
+    console.print(f"  agreement of the two top 10s: {how['agreement']:.0%}", highlight=False)
+    if how.get("note"):
+        console.print(f"  note: {how['note']}", highlight=False)
 
 
 @cli.command()
@@ -500,6 +578,30 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
     click.echo(f"SERVICE and LOAD: {offline.how}", err=True)  # which of the two protections this run had
 
 
+def _queryset(name, paths, limit, sample, seed, rel, wording, half):
+    """The query set ``eval`` and ``kb tune-fusion`` read: loaded, halved, sampled, and refused when nothing in it
+    has an answer of relevance ``rel``."""
+    from .core.errors import InputError
+    from .evaluation.querysets import load
+
+    if wording is not None and name != "phenopackets":
+        raise click.BadParameter(f"applies to phenopackets only; {name} questions keep their own text",
+                                 param_hint="--wording")
+    qs = load(name, *paths, limit=limit, **({} if wording is None else {"wording": wording}))
+    if half is not None:
+        qs = qs.half(int(half))
+    if not any(grade >= rel for q in qs for grade in q.answers.values()):
+        raise InputError(f"nothing to evaluate in {', '.join(str(p) for p in paths)}: {qs.summary()}; none with an "
+                         f"answer of relevance >= {rel} (--rel)")
+    if sample is not None and sample < len(qs):
+        import random
+
+        picked = sorted(random.Random(seed).sample(range(len(qs)), sample))
+        qs.queries = [qs.queries[i] for i in picked]
+        qs.name += f" (random sample of {sample}, seed {seed})"
+    return qs
+
+
 @cli.command("eval")
 @click.argument("queryset")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
@@ -515,10 +617,8 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
 @click.option("--depth", type=int, default=100, show_default=True, callback=_at_least_one,
               help="Results ranked per query.")
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
-@click.option("--wording", type=click.Choice(["template", "list", "which", "child"]), default=None,
-              help="phenopackets: how each case is worded. template (the default): 'A female patient presents with "
-                   "a and b. C was not observed. Which disease explains this?'; list: 'a and b'; which: 'which "
-                   "disease causes a and b?'; child: 'child with a and b' (the last three: observed phenotypes only).")
+@WORDING_OPTION
+@HALF_OPTION
 @click.option("--run-dir", type=click.Path(path_type=Path), default=None, help="Write TREC run files here.")
 @click.option("--per-query", "per_query_path", type=click.Path(path_type=Path), default=None,
               help="Write one JSON Lines record per method and query here: text, metrics, gold and top 10 "
@@ -526,7 +626,7 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
 @click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
               help="Write a self-contained HTML report here: metrics, chart, scores by query type, worst queries.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, depth, rel, wording, run_dir,
+def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, depth, rel, wording, half, run_dir,
                  per_query_path, report_path, as_json):
     """Evaluate retrieval methods on a QUERYSET read from PATHS (STaRK and TREC metrics).
 
@@ -535,29 +635,14 @@ def eval_command(queryset, paths, kb_path, methods, limit, sample, seed, types, 
     phenopackets CASES.jsonl[.gz]; scifact CLAIMS QRELS.
     """
     from .evaluation.runner import evaluate
-    from .evaluation.querysets import load
 
     for option, path in (("--per-query", per_query_path), ("--report", report_path)):
         # Checked before the evaluation, which can take hours, rather than after it.
         if path is not None and not path.resolve().parent.is_dir():
             raise click.BadParameter(f"cannot write {path}: folder {path.resolve().parent} does not exist",
                                      param_hint=option)
-    if wording is not None and queryset != "phenopackets":
-        raise click.BadParameter(f"applies to phenopackets only; {queryset} questions keep their own text",
-                                 param_hint="--wording")
+    qs = _queryset(queryset, paths, limit, sample, seed, rel, wording, half)
     kb, settings = _open_kb(kb_path)
-    qs = load(queryset, *paths, limit=limit, **({} if wording is None else {"wording": wording}))
-    if not any(grade >= rel for q in qs for grade in q.answers.values()):
-        from .core.errors import InputError
-
-        raise InputError(f"nothing to evaluate in {', '.join(str(p) for p in paths)}: {qs.summary()}; none with an "
-                         f"answer of relevance >= {rel} (--rel)")
-    if sample is not None and sample < len(qs):
-        import random
-
-        picked = sorted(random.Random(seed).sample(range(len(qs)), sample))
-        qs.queries = [qs.queries[i] for i in picked]
-        qs.name += f" (random sample of {sample}, seed {seed})"
     result = evaluate(kb, qs, methods, settings, depth, list(types) or None, rel, progress=_progress(),
                       run_dir=run_dir)
     if per_query_path is not None:

@@ -28,7 +28,7 @@ from kqe_rdf.cli import cli
 
 SKB = "https://w3id.org/kqe/skb#"
 M = "https://w3id.org/kqe/metaqa#"
-METHODS = ["bm25", "dense", "hybrid", "prf", "4step", "4step-offline"]
+METHODS = ["bm25", "dense", "hybrid", "hybrid-rrf", "prf", "4step", "4step-offline"]
 HEAVY = ("pyoxigraph", "tantivy", "onnxruntime", "numpy", "openai", "ir_measures")
 
 
@@ -290,7 +290,7 @@ def test_search_4step_with_a_failing_llm_still_answers(run, movie_kb, chat_serve
 
 def test_search_refuses_an_unknown_method_an_empty_query_and_an_unknown_type(run, kb):
     refused(run("search", "tripod", "--kb", kb.path, "--method", "bm26"),
-            "error: no retrieval method 'bm26'; available: bm25, dense, hybrid, prf, 4step, 4step-offline")
+            "error: no retrieval method 'bm26'; available: bm25, dense, hybrid, hybrid-rrf, prf, 4step, 4step-offline")
     refused(run("search", "  ", "--kb", kb.path), "the query is empty")
     refused(run("search", "tripod", "--kb", kb.path, "--type", "Spaceship"), "Spaceship")
 

@@ -13,7 +13,7 @@ from kqe_rdf.kb.text_index import plain_query
 from kqe_rdf.methods.retrieval import BM25, Batch, Cutoff, Dense, Hit, Pipeline, Query, RRFusion, Stage, ranking
 from kqe_rdf.methods.registry import pipeline
 
-METHODS = ["bm25", "dense", "hybrid", "prf"]
+METHODS = ["bm25", "dense", "hybrid", "hybrid-rrf", "prf"]
 
 QUERIES = {
     "a camera for wildlife photography compatible with my Nikon F-mount lenses": "B001",
@@ -57,7 +57,7 @@ def test_a_type_filter_keeps_only_nodes_of_that_type(kb, ids, method):
 def test_an_unknown_type_or_method_is_refused_with_a_suggestion(kb):
     with pytest.raises(SchemaError, match="did you mean Product"):
         pipeline("bm25", kb, Settings(), k=5, types=["Prodcut"])
-    with pytest.raises(KqeError, match="no retrieval method 'splade'; available: bm25, dense, hybrid, prf"):
+    with pytest.raises(KqeError, match="no retrieval method 'splade'; available: bm25, dense, hybrid, hybrid-rrf, prf"):
         pipeline("splade", kb, Settings(), k=5)
 
 

@@ -176,12 +176,30 @@ class DenseSettings(SettingsGroup, prefix="dense_ann"):
     build_threads: int = setting(0, min=0)
 
 
-class HybridSettings(SettingsGroup, prefix="hybrid"):
-    """Fusion of BM25 and dense rankings by reciprocal rank."""
+def _share(value: str, _group) -> str | None:
+    if value == "auto":
+        return None
+    try:
+        share = float(value)
+    except ValueError:
+        return "must be 'auto' or BM25's share between 0 and 1, e.g. '0.7'"
+    return None if 0.0 <= share <= 1.0 else "must be 'auto' or BM25's share between 0 and 1, e.g. '0.7'"
 
-    #: Candidates each side of a hybrid fusion contributes, and the RRF constant.
+
+class HybridSettings(SettingsGroup, prefix="hybrid"):
+    """Fusion of BM25 and dense rankings: ``hybrid`` weighs their normalised scores, ``hybrid-rrf`` fuses their
+    ranks."""
+
+    #: Candidates each side of a hybrid fusion contributes, and the RRF constant (``hybrid-rrf``).
     depth: int = setting(100, min=1)
     rrf_k: int = setting(60, min=0, flat="rrf_k")
+    #: BM25's share of ``hybrid`` (dense gets the rest): "auto" takes the weight the KB was fitted with (`kqe-rdf
+    #: kb tune-fusion`), else weighs each request by how far each side's best match stands out; a number from 0
+    #: to 1 fixes it.
+    weight: str = setting("auto", check=_share)
+    #: How each side's scores are put on one scale before they are weighed (when no fitted weight says it):
+    #: "minmax" (best 1, last 0) or "zscore".
+    normalisation: str = setting("minmax", choices=("minmax", "zscore"))
 
 
 class PRFSettings(SettingsGroup, prefix="prf"):
@@ -247,8 +265,10 @@ class KARSettings(SettingsGroup, prefix="kar"):
     #: Offline: take the entities and the facts from the structural reader's grounded reading when it has
     #: one (the nodes its paths reach, with the facts along them); False: every neighbour of the linked names.
     grounded: bool = setting(True)
-    #: The final retriever over the expanded query (bm25 when the KB has no embeddings).
-    final: str = setting("hybrid", choices=("dense", "bm25", "hybrid"))
+    #: The final retriever over the expanded query (bm25 when the KB has no embeddings), one of the retrieval
+    #: methods: "hybrid-rrf" (BM25 and dense fused by reciprocal rank, what KAR was measured with), "hybrid"
+    #: (their scores weighed), "dense" or "bm25".
+    final: str = setting("hybrid-rrf", choices=("dense", "bm25", "hybrid", "hybrid-rrf"))
     #: Document-based filtering: neighbours' documents scored by the encoder ("dense") or by the encoder
     #: and BM25 fused by reciprocal rank ("hybrid": on a phenotype list the encoder alone ranks the right
     #: disease first for 6% of cases, BM25 for 19%; with it offline KAR keeps the reading's first answer more).

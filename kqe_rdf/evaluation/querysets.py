@@ -10,6 +10,7 @@ Loaders are selected by name through :data:`LOADERS` or :func:`load`.
 from __future__ import annotations
 
 import ast
+import hashlib
 import csv
 import io
 import re
@@ -71,6 +72,16 @@ class QuerySet:
     def qrels(self) -> dict[str, dict[str, int]]:
         """Gold answers as ``{qid: {doc_id: relevance}}``, ready for :mod:`kqe_rdf.evaluation.metrics`."""
         return {q.qid: dict(q.answers) for q in self.queries}
+
+    def half(self, which: int) -> QuerySet:
+        """Half 1 or 2 of the queries, by the parity of their id's sha256: the same split on every machine and
+        in every order, for fitting on one half and measuring on the other (``--half``)."""
+        if which not in (1, 2):
+            raise InputError(f"half {which}: there are halves 1 and 2", self.name)
+        kept = [q for q in self.queries
+                if hashlib.sha256(q.qid.encode("utf-8")).digest()[-1] % 2 == which - 1]
+        return QuerySet(f"{self.name} (half {which} of 2, by sha256 of the query id)", kept, dict(self.skipped),
+                        self.answers_are_names)
 
     def summary(self) -> str:
         skipped = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped.items())) or "none"

@@ -125,6 +125,11 @@ def gold_qrels(kb, queryset: QuerySet, resolved: dict[str, list[str]] | None = N
     return qrels, missing
 
 
+def counting_absent(qrels: dict[str, dict[str, int]], rel: int) -> dict[str, dict[str, int]]:
+    """``qrels`` where a query whose gold is absent from the KB still counts: it gets an unmatchable gold id."""
+    return {qid: (judged or {f"urn:kqe:absent:{qid}": max(rel, 1)}) for qid, judged in qrels.items()}
+
+
 def evaluate(
     kb,
     queryset: QuerySet,
@@ -141,8 +146,7 @@ def evaluate(
     progress = progress or Progress.quiet()
     resolved = kb.resolve_identifiers({doc for q in queryset for doc in q.answers}, queryset.answers_are_names)
     qrels, unresolved = gold_qrels(kb, queryset, resolved)
-    # A query whose gold is absent from the KB still counts: give it an unmatchable gold id.
-    scored_qrels = {qid: (judged or {f"urn:kqe:absent:{qid}": max(rel, 1)}) for qid, judged in qrels.items()}
+    scored_qrels = counting_absent(qrels, rel)
     answerable = sum(1 for judged in qrels.values() if any(r >= rel for r in judged.values()))
     queries = [Query(q.qid, q.text) for q in queryset]
     results = []
@@ -166,7 +170,7 @@ def evaluate(
                         explain[q.qid] = batch.explain[q.qid]
                 tick(len(batch.queries))
         seconds = time.perf_counter() - started
-        metrics, per_query = _scores(run, scored_qrels, rel, trec_measures)
+        metrics, per_query = measure_run(run, scored_qrels, rel, trec_measures)
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             write_trec_run(run, run_dir / f"{queryset.name}.{method}.run", tag=f"kqe-{method}")
@@ -180,7 +184,7 @@ def evaluate(
                       list(queryset), gold, rel)
 
 
-def _scores(run: list[ScoredHit], scored_qrels, rel: int, trec_measures) -> tuple[dict, dict]:
+def measure_run(run: list[ScoredHit], scored_qrels, rel: int, trec_measures) -> tuple[dict, dict]:
     """A run's STaRK (and TREC) metrics, overall and per query, ranked in the run's order."""
     metrics = stark_metrics(run, scored_qrels, rel=rel)
     per_query = per_query_stark(run, scored_qrels, rel=rel)
@@ -217,7 +221,7 @@ def _evaluate_ask(kb, queryset: QuerySet, queries: list[Query], settings, depth:
                 usage[key] = usage.get(key, 0) + value
             tick(1)
     seconds = time.perf_counter() - started
-    metrics, per_query = _scores(run, scored_qrels, rel, trec_measures)
+    metrics, per_query = measure_run(run, scored_qrels, rel, trec_measures)
     n = max(len(answered), 1)
     for key in ("precision", "recall", "F1"):
         metrics[f"answer {key}"] = sum(a[key] for a in answered.values()) / n

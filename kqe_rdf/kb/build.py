@@ -604,3 +604,19 @@ def embed_kb(
         manifest["embeddings"] = info
         write_json_atomic(path / MANIFEST, manifest)
         return {"complete": True, **info}
+
+
+def record_fusion(path: Path, fusion: dict | None) -> None:
+    """Keep a fitted hybrid weight (:func:`kqe_rdf.evaluation.fusion.fit_fusion`) in the KB's manifest, where
+    ``hybrid`` reads it (None: remove it); under the KB's lock, so an embedding meanwhile cannot lose it or be
+    lost."""
+    path = Path(path)
+    if not (path / MANIFEST).is_file():
+        raise KqeError(f"no KB at {path} (no {MANIFEST})")
+    with kb_lock(path):
+        manifest = json.loads((path / MANIFEST).read_text())
+        if fusion is None:
+            manifest.pop("fusion", None)
+        else:
+            manifest["fusion"] = {**fusion, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        write_json_atomic(path / MANIFEST, manifest)

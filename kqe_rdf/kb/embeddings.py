@@ -242,6 +242,7 @@ class DenseIndex:
         self.ann_threshold, self.ef_search, self.writable = ann_threshold, ef_search, writable
         self.build_threads = build_threads
         self._subsets: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self._background: dict[bytes, tuple[np.ndarray, int]] = {}
 
     def __len__(self) -> int:
         return len(self.iris)
@@ -285,6 +286,27 @@ class DenseIndex:
     def type_mask(self, types: Iterable[str]) -> np.ndarray:
         wanted = set(types)
         return np.array([bool(wanted.intersection(t)) for t in self.types], dtype=bool)
+
+    def background(self, mask: np.ndarray | None = None, size: int = 512) -> tuple[np.ndarray, int]:
+        """A fixed sample of the vectors a search over ``mask`` ranks (at most ``size``, the same rows every
+        call), and how many rows that search ranks: a query's cosines to the sample say what chance gives it."""
+        key = b"all" if mask is None else np.packbits(mask).tobytes()
+        if key not in self._background:
+            rows = np.arange(len(self)) if mask is None else np.flatnonzero(mask)
+            picked = np.sort(np.random.default_rng(0).choice(rows, size, replace=False)) if len(rows) > size else rows
+            if len(self._background) >= 2:
+                self._background.pop(next(iter(self._background)))
+            self._background[key] = (np.ascontiguousarray(self.vectors[picked], dtype=np.float32), len(rows))
+        return self._background[key]
+
+    def chance(self, query_vector: np.ndarray, mask: np.ndarray | None = None) -> tuple[float, float, int]:
+        """The mean and deviation of a query's cosines to :meth:`background`, and how many rows a search over
+        ``mask`` ranks: what a match found by chance would score."""
+        sample, searched = self.background(mask)
+        # No BLAS thread limit here (unlike _exact): a 512-row product is below OpenBLAS's threading threshold,
+        # and threadpoolctl's limit costs more than the product itself (~0.15 ms a call).
+        cosines = sample @ np.asarray(query_vector, dtype=np.float32)
+        return float(cosines.mean()), float(cosines.std()), searched
 
     def search(self, query_vectors: np.ndarray, k: int, mask: np.ndarray | None = None) -> list[list[tuple[str, float]]]:
         """Per query: (IRI, cosine) best first; ties broken by row order so results are stable."""

@@ -22,6 +22,7 @@ RETRIEVAL: dict[str, str] = {
     "bm25": "kqe_rdf.methods.retrieval:bm25",
     "dense": "kqe_rdf.methods.retrieval:dense",
     "hybrid": "kqe_rdf.methods.retrieval:hybrid",
+    "hybrid-rrf": "kqe_rdf.methods.retrieval:hybrid_rrf",
     "prf": "kqe_rdf.methods.retrieval:prf",
     "4step": "kqe_rdf.methods.fourstep.factory:fourstep",
     "4step-offline": "kqe_rdf.methods.fourstep.factory:fourstep_offline",

@@ -279,12 +279,13 @@ class Cutoff(Stage):
         return f"% {self.k}"
 
 
-class RRFusion(Stage):
-    """Reciprocal rank fusion (Cormack et al. 2009): score = Σ 1/(k + rank), ranks from 1."""
+class Fusion(Stage):
+    """What every fusion of rankings shares: its parts run on the same batch (a BM25 part in the text index's
+    worker thread, the others meanwhile in the caller), then :meth:`fuse` makes one ranking per query of
+    their lists, each cut at ``depth``."""
 
-    def __init__(self, stages: Sequence[Stage], k: int = 60, depth: int | None = None) -> None:
+    def __init__(self, stages: Sequence[Stage], depth: int | None = None) -> None:
         self.stages = list(stages)
-        self.constant = k  # the RRF constant, not a result count
         self.depth = depth
 
     def transform(self, batch: Batch) -> Batch:
@@ -300,13 +301,137 @@ class RRFusion(Stage):
             here = [s(Batch(batch.queries, dict(batch.hits))) if f is None else None
                     for s, f in zip(self.stages, started)]
             outs = [out if f is None else f() for out, f in zip(here, started)]
-            scores = {q.qid: reciprocal_rank([out.ranked(q.qid)[: self.depth] for out in outs], self.constant)
-                      for q in batch.queries}
-            return Batch(batch.queries, {qid: ranking(qid, list(c.items())) for qid, c in scores.items()})
+            hits, explain = {}, {}
+            for q in batch.queries:
+                lists = [out.ranked(q.qid)[: self.depth] for out in outs]
+                scores, how = self.fuse(q, lists, [out.explain.get(q.qid, {}) for out in outs])
+                hits[q.qid] = ranking(q.qid, list(scores.items()))
+                if how:
+                    explain[q.qid] = how
+            return Batch(batch.queries, hits, explain)
         return fused
+
+    def fuse(self, query: Query, lists: list[list[Hit]], explained: list[dict]) -> tuple[dict[str, float], dict]:
+        """One query's fused scores by node, and what to show of the fusion under ``--explain`` ({}: nothing)."""
+        raise NotImplementedError
+
+
+class RRFusion(Fusion):
+    """Reciprocal rank fusion (Cormack et al. 2009): score = Σ 1/(k + rank), ranks from 1."""
+
+    def __init__(self, stages: Sequence[Stage], k: int = 60, depth: int | None = None) -> None:
+        super().__init__(stages, depth)
+        self.constant = k  # the RRF constant, not a result count
+
+    def fuse(self, query, lists, explained):
+        return reciprocal_rank(lists, self.constant), {}
 
     def __repr__(self) -> str:
         return "(" + " + ".join(map(repr, self.stages)) + ")"
+
+
+#: How :class:`ScoreFusion` puts each side's scores on one scale before weighing them.
+NORMALISATIONS = ("minmax", "zscore")
+
+
+def normalised(hits: Sequence[Hit], how: str) -> dict[str, float]:
+    """A list's scores on a common scale: ``minmax`` maps its best to 1 and its last to 0; ``zscore`` subtracts
+    the list's mean and divides by its deviation. A node absent from the list gets the list's floor (0, or the
+    lowest z) from :func:`floor_of`, as if ranked just below it.
+
+    >>> normalised([Hit("q", "a", 8.0, 1), Hit("q", "b", 6.0, 2), Hit("q", "c", 4.0, 3)], "minmax")
+    {'a': 1.0, 'b': 0.5, 'c': 0.0}
+    """
+    if not hits:
+        return {}
+    scores = np.array([h.score for h in hits], dtype=np.float64)
+    if how == "zscore":
+        spread = scores.std()
+        scaled = (scores - scores.mean()) / spread if spread > 0 else np.zeros_like(scores)
+    else:
+        spread = scores.max() - scores.min()
+        scaled = (scores - scores.min()) / spread if spread > 0 else np.ones_like(scores)
+    return {h.iri: float(v) for h, v in zip(hits, scaled)}
+
+
+def floor_of(scaled: dict[str, float]) -> float:
+    """The normalised score a node missing from a list gets: the list's lowest (0 for an empty list)."""
+    return min(scaled.values(), default=0.0)
+
+
+def convex(lists: Sequence[Sequence[Hit]], weights: Sequence[float], how: str) -> dict[str, float]:
+    """Σ weight · normalised score over the lists, for every node in any of them (:func:`normalised`).
+
+    >>> a, b = [Hit("q", "x", 3.0, 1), Hit("q", "y", 1.0, 2)], [Hit("q", "y", 0.9, 1), Hit("q", "z", 0.1, 2)]
+    >>> convex([a, b], [0.75, 0.25], "minmax")
+    {'x': 0.75, 'y': 0.25, 'z': 0.0}
+    """
+    scaled = [normalised(hits, how) for hits in lists]
+    nodes = dict.fromkeys(h.iri for hits in lists for h in hits)
+    fused = dict.fromkeys(nodes, 0.0)
+    for w, side in zip(weights, scaled):
+        floor = floor_of(side)
+        for iri in nodes:
+            fused[iri] += w * side.get(iri, floor)
+    return fused
+
+
+@dataclass(frozen=True)
+class FusionWeight:
+    """BM25's share of a two-sided fusion and where it came from: ``fitted`` (a KB's weight, fitted on a query set
+    by ``kqe-rdf kb tune-fusion`` and kept in its manifest), ``setting`` (``hybrid_weight``), or None: weighed
+    per request from how far each side's best scores stand out (:meth:`ScoreFusion.request_weight`)."""
+
+    bm25: float | None = None
+    source: str = "request"
+    normalisation: str = "minmax"
+    note: str = ""
+
+
+class ScoreFusion(Fusion):
+    """Convex combination of two normalised rankings: ``w · norm(first) + (1 − w) · norm(second)``.
+
+    A fusion should never be below the better of its sides, which reciprocal rank fusion cannot promise: it
+    weighs a weak side as much as a strong one. Here ``w`` is a KB's fitted weight when it has one, the
+    ``hybrid_weight`` setting when set, and otherwise weighed per request: a side counts by its confidence, the
+    ``confidence`` its stage reports in its explanation (a dense side: how far its best cosine stands above
+    chance, :meth:`Dense.confidence`), 1 for a side that found something and reports none, 0 for a side that
+    found nothing. ``--explain`` shows the weights and why."""
+
+    def __init__(self, stages: Sequence[Stage], weight: FusionWeight, depth: int | None = None) -> None:
+        if len(stages) != 2:
+            raise KqeError(f"a score fusion weighs two rankings, not {len(stages)}; fuse more with RRFusion (a + b)")
+        super().__init__(stages, depth)
+        self.weight = weight
+
+    def fuse(self, query, lists, explained):
+        w = self.weight.bm25
+        confidences = None
+        if w is None:
+            w, confidences = self.request_weight(lists, explained)
+        scores = convex(lists, [w, 1.0 - w], self.weight.normalisation)
+        names = [repr(s).split("(")[0] for s in self.stages]
+        top = [{h.iri for h in hits[:10]} for hits in lists]
+        how = {"weights": {names[0]: round(w, 4), names[1]: round(1.0 - w, 4)},
+               "normalisation": self.weight.normalisation, "weighed by": self.weight.source,
+               "agreement": round(len(top[0] & top[1]) / 10, 2)}
+        if self.weight.note:
+            how["note"] = self.weight.note
+        if confidences is not None:
+            how["confidence"] = {n: round(c, 4) for n, c in zip(names, confidences)}
+            how["margins"] = {n: e["margin"] for n, e in zip(names, explained) if "margin" in e}
+        return scores, {"fusion": how}
+
+    @staticmethod
+    def request_weight(lists: list[list[Hit]], explained: list[dict]) -> tuple[float, list[float]]:
+        """The first side's share when no weight was fitted or set: the sides' confidences, normalised to sum 1
+        (an even split when neither has any)."""
+        confidences = [float(e.get("confidence", 1.0)) if hits else 0.0 for hits, e in zip(lists, explained)]
+        total = sum(confidences)
+        return (confidences[0] / total if total > 0 else 0.5), confidences
+
+    def __repr__(self) -> str:
+        return f"ScoreFusion({', '.join(map(repr, self.stages))})"
 
 
 class BM25(Stage):
@@ -333,12 +458,14 @@ class BM25(Stage):
 
 class Dense(Stage):
     """Cosine top-k over the KB's node embeddings: exact, or through the HNSW index from ``dense_ann_threshold``
-    embedded nodes on (kqe_rdf/kb/ann.py)."""
+    embedded nodes on (kqe_rdf/kb/ann.py). With ``confidence``, each query's explanation says how far its best
+    cosine stands above chance (:meth:`confidence`), which a :class:`ScoreFusion` weighs it by."""
 
-    def __init__(self, kb, k: int = 100, types: Sequence[str] | None = None) -> None:
+    def __init__(self, kb, k: int = 100, types: Sequence[str] | None = None, confidence: bool = False) -> None:
         self.kb = kb
         self.k = k
         self.mask = kb.dense.type_mask(kb.resolve_types(types)) if types else None
+        self.report_confidence = confidence
 
     def transform(self, batch: Batch) -> Batch:
         if len(batch.queries) == 1:  # single queries share the KB's cache with other stages
@@ -346,10 +473,30 @@ class Dense(Stage):
         else:
             vectors = self.kb.encoder.encode([q.text for q in batch.queries])
         results = self.kb.dense.search(vectors, self.k, self.mask)
-        return Batch(batch.queries, {q.qid: ranking(q.qid, r) for q, r in zip(batch.queries, results)})
+        explain = {}
+        if self.report_confidence:
+            explain = {q.qid: self.confidence(v, r) for q, v, r in zip(batch.queries, vectors, results) if r}
+        return Batch(batch.queries, {q.qid: ranking(q.qid, r) for q, r in zip(batch.queries, results)}, explain)
+
+    def confidence(self, vector: np.ndarray, ranked: list[tuple[str, float]]) -> dict:
+        """How far the best cosine stands above the query's cosines to a fixed sample of the searched nodes (512), in
+        standard deviations (``z``), against the best that chance gives among that many nodes (``chance``,
+        √(2 ln n), the expected maximum of n normal draws); ``confidence`` is the excess over chance, scaled to
+        [0, 1] by :data:`CONFIDENT_EXCESS`. Vectors that say nothing of the query (random ones) stay at chance
+        (confidence 0); a real encoder's best match stands several deviations above it."""
+        mean, spread, searched = self.kb.dense.chance(vector, self.mask)
+        z = (ranked[0][1] - mean) / spread if spread > 0 else 0.0
+        chance = float(np.sqrt(2 * np.log(max(searched, 2))))
+        excess = min(max((z - chance) / CONFIDENT_EXCESS, 0.0), 1.0)
+        return {"confidence": excess, "margin": {"z": round(z, 2), "chance": round(chance, 2)}}
 
     def __repr__(self) -> str:
         return f"Dense(k={self.k})"
+
+
+#: Standard deviations above chance at which a dense side's best match counts as fully confident
+#: (:meth:`Dense.confidence`).
+CONFIDENT_EXCESS = 2.0
 
 
 class RM3(Stage):
@@ -451,8 +598,37 @@ def dense(kb, settings, k, types):
 
 
 def hybrid(kb, settings, k, types):
+    """BM25 and dense, their normalised scores weighed by :func:`fusion_weight` (:class:`ScoreFusion`)."""
+    depth = max(settings.hybrid_depth, k)
+    weight = fusion_weight(kb, settings)
+    return ScoreFusion([BM25(kb, depth, types), Dense(kb, depth, types, confidence=weight.bm25 is None)],
+                       weight, depth) % k
+
+
+def hybrid_rrf(kb, settings, k, types):
+    """BM25 and dense fused by reciprocal rank (the hybrid before score fusion; constant ``rrf_k``)."""
     depth = max(settings.hybrid_depth, k)
     return RRFusion([BM25(kb, depth, types), Dense(kb, depth, types)], settings.rrf_k, depth) % k
+
+
+def fusion_weight(kb, settings) -> FusionWeight:
+    """BM25's share in a hybrid: the ``hybrid_weight`` setting when it is a number; else the KB's fitted weight
+    (``kqe-rdf kb tune-fusion``) when it was fitted on these documents and vectors; else None, weighed per
+    request. The note says why a fitted weight was not used."""
+    if settings.hybrid_weight != "auto":
+        return FusionWeight(float(settings.hybrid_weight), "setting hybrid_weight", settings.hybrid_normalisation)
+    fitted = kb.manifest.get("fusion")
+    if not fitted:
+        return FusionWeight(None, "request", settings.hybrid_normalisation)
+    embedded = (kb.manifest.get("embeddings") or {}).get("model_id")
+    stale = [what for what, now in (("documents_sha256", kb.manifest.get("documents_sha256")),
+                                    ("model_id", embedded)) if fitted.get(what) != now]
+    if stale:
+        return FusionWeight(None, "request", settings.hybrid_normalisation,
+                            f"the KB's fitted weight is not used: its {' and '.join(stale)} changed since "
+                            "`kqe-rdf kb tune-fusion`; run it again")
+    return FusionWeight(float(fitted["bm25_weight"]), f"fitted on {fitted['queryset']} ({fitted['measure']})",
+                        fitted["normalisation"])
 
 
 def prf(kb, settings, k, types):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..retrieval import BM25, Batch, Dense, RRFusion, Stage
+from ..retrieval import BM25, Batch, Dense, Stage, hybrid, hybrid_rrf
 from .text import estimate_tokens
 
 
@@ -141,8 +141,7 @@ def final_retriever(kb, settings, k: int, types: Sequence[str] | None = None, ki
         return BM25(kb, k, types)
     if kind == "dense":
         return Dense(kb, k, types)
-    depth = max(settings.hybrid_depth, k)
-    return RRFusion([BM25(kb, depth, types), Dense(kb, depth, types)], settings.rrf_k, depth) % k
+    return hybrid(kb, settings, k, types) if kind == "hybrid" else hybrid_rrf(kb, settings, k, types)
 
 
 class ExpandedSearch(Stage):
