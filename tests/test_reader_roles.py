@@ -123,3 +123,8 @@ def test_a_verb_with_its_preposition_reads_the_relation_backwards(family):
 
 def test_a_plural_noun_that_names_a_value_is_a_second_condition(family):
     assert set(ask(family, "which people born in Paris are painters", 2)) == {"Dan Brown", "Ida Roy"}
+
+
+def test_a_relation_named_by_a_phrase_is_read_on_a_kb_whose_relation_is_profession(family):
+    assert ask(family, "what does Eve Brown's mom do for a living", 1) == ["Painter"]
+    assert ask(family, "what does Bob Smith's wife do for a living", 1) == ["Writer"]

@@ -256,8 +256,9 @@ class OfflineTriplets:
 
         best = max(options, key=lambda s: (leaving.get(s.path.steps, 0), count(s), s.score))
         shown = (f"no word names a relation: read from the graph, '{best.phrases[0]}' → "
-                 f"{local_name(best.path.end)} leaves {leaving.get(best.path.steps, 0)} of {len(members)} "
-                 f"constant(s) and has the most edges between the two classes ({count(best):,})")
+                 f"{local_name(best.path.end)} leaves {leaving.get(best.path.steps, 0)} of the {len(members)} "
+                 f"constant(s) of this class (of {len(mentions)} linked) and has the most edges between the two "
+                 f"classes ({count(best):,})")
         hops = [{"relation": best.phrases[0], "how": f"graph, {count(best):,} edges", "words": []}]
         return Scored(best.path, best.score, best.phrases,
                       {**best.why, "hops": hops, "read from": shown, "source": "graph"}, best.confidence)
