@@ -357,7 +357,8 @@ def test_sparql_select_in_every_format(run, kb):
 
     table = ok(run("sparql", NIKON, "--kb", kb.path, "--format", "table"))
     assert all(i in table.stdout for i in NIKON_IDS)
-    assert table.stderr.strip() == "3 result(s)"
+    # the count, then which protection the query ran under (issue 49)
+    assert table.stderr.splitlines()[0] == "3 result(s)" and "SERVICE and LOAD:" in table.stderr
 
 
 def test_sparql_ask(run, kb):

@@ -165,9 +165,11 @@ def _marked(text: str, marker: str | None) -> str:
     mark = with_values(load_update("update_commit_mark"), update=[NamedNode(marker)])
     if not text.strip():
         return mark
-    last = tokenize(text)
-    # A newline ends a trailing comment; an update that already ends with ";" takes no second one.
-    return text + ("\n" if last and last[-1].text == ";" else "\n;\n") + mark
+    tokens = tokenize(text)
+    # A newline ends a trailing comment; an update that already ends with ";", or is a prologue alone ("BASE <…>",
+    # an empty update the grammar allows), takes no separator before the mark.
+    prologue = all(t.text.upper() in ("BASE", "PREFIX") or t.kind in ("iri", "pname") for t in tokens)
+    return text + ("\n" if not tokens or prologue or tokens[-1].text == ";" else "\n;\n") + mark
 
 
 def update_job(context, payload: dict) -> None:
