@@ -3,7 +3,8 @@ parses (one constant, a possessive or an `of` phrase): where a reader change can
 
     python bench/chain_subset.py $BASE/metaqa-2-hop.jsonl $KBS/metaqa
 """
-import json, sys, re
+import json
+import sys
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.methods.registry import pipeline
 from kqe_rdf.methods.fourstep.reading import OfflineTriplets

@@ -403,7 +403,7 @@ class Linker:
         has seizures") does not name a node known only by a symbol ("SON", a gene), unless a word beside it names
         the node's class ("the son gene"); written as the symbol ("SON") it does."""
         word = tokens[i][0]
-        if n != 1 or not iris or not word.islower() or not _common_word(word):
+        if n != 1 or not iris or not word.islower() or not english_word(word):
             return iris
         symbols = {iri for iri in iris if _is_symbol(self.index.labels.get(iri, ""))}
         if not symbols:
@@ -453,7 +453,7 @@ def _is_symbol(name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=65536)
-def _common_word(word: str) -> bool:
+def english_word(word: str) -> bool:
     """Whether WordNet knows the word ("son", "set"), so a lower-case use of it is the word, not a symbol."""
     from .lexicon import wordnet
 

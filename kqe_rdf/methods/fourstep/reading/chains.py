@@ -28,7 +28,7 @@ import numpy as np
 from pyoxigraph import Literal, NamedNode
 
 from ....kb import queries
-from ....kb.linking import singular
+from ....kb.linking import english_word, singular
 from .paths import Path, retraces
 from .ranking import PREPOSITIONS, Scored
 from .words import FUNCTION_WORDS, phrase_stems, stem
@@ -107,8 +107,7 @@ def _names(word: str) -> bool:
     not an adverb such as "strangely"); true without WordNet."""
     from ....kb.lexicon import wordnet
 
-    wn = wordnet()
-    return wn is None or any(wn.morphy(word, pos) for pos in ("n", "v")) or word in wn.adjectives
+    return wordnet() is None or english_word(word)
 
 
 def tokens(query: str) -> list[tuple[str, int, int]]:
@@ -331,7 +330,7 @@ class ChainReader:
                 links = []
                 for k, part in enumerate(role.chain):
                     names = {rel: (w, f"role {'/'.join(role.chain)}, {w:.2f}")
-                             for rel, w in self.roles._names(part).items()}
+                             for rel, w in self.roles.names(part).items()}
                     if len(role.chain) == 1:
                         names = {**names, **{r: v for r, v in lexical.items() if v[0] > names.get(r, (0.0,))[0]}}
                     values = role.values if k == len(role.chain) - 1 else ()

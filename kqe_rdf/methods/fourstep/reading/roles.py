@@ -66,14 +66,14 @@ class RoleReader:
     def role(self, word: str) -> Role | None:
         from ....kb.lexicon import role
 
-        found = role(word, self._names)
+        found = role(word, self.names)
         if found is None:
             return None
         chain, qualities = found
         values = tuple(v for quality in sorted(qualities) for v in self.values(quality))
         return Role(-1, word, tuple(stem(w) for w in chain), values)
 
-    def _names(self, word: str) -> dict[str, float]:
+    def names(self, word: str) -> dict[str, float]:
         """The relations a word names and how surely: 1 by their own phrases' words, else the weight of a word that
         is one of theirs said otherwise (a synonym, a derived form, a narrower word: not a broader or a kind, which
         a dozen relations share)."""
