@@ -435,6 +435,11 @@ def _print_explain(how, kb):
     if "candidates" in how:  # `triplets` only compiles the query; it does not run it
         console.print(f"{how['candidates']} candidate(s) from SPARQL; {how.get('topped_up', 0)} topped up from the "
                       "fallback", highlight=False)
+    if "value" in how:  # a request that asks for a value: the values of the answers (or of its own constant)
+        value = how["value"]
+        holders = sorted({v["of"] for v in value["values"].values()})
+        console.print(f"[bold]value asked[/]: '{escape(value['phrase'])}' ({escape(value['how'])}), of "
+                      f"{escape(named(holders[:5]))}{' …' if len(holders) > 5 else ''}", highlight=False)
     for iri, rows in list(how.get("support", {}).items())[:5]:
         because = "; ".join(", ".join(f"{key} = {named(value)}" for key, value in row.items() if key != "unit")
                             for row in rows) or "-"
@@ -772,8 +777,9 @@ def ask(question, kb_path, sources, offline, shown, as_json):
         console.print(f"[bold]evidence[/] ({', '.join(result.sources)}): {stages or escape(result.method)}")
         for rank, r in enumerate(result.top[:shown], start=1):
             console.print(f"  {rank}. [{r.evidence.id}] {r.evidence.text}  ({r.score:.3f})", markup=False)
-    answered = {i for a in result.answers for i in a.iris}
-    others = [c for c in result.candidates if not answered.intersection(c.iris)][:4]
+    answered = {i for a in result.answers for i in a.iris} | {a.value["term"] for a in result.answers if a.value}
+    others = [c for c in result.candidates
+              if not answered.intersection(c.iris) and not (c.value and c.value["term"] in answered)][:4]
     if others:
         others = ", ".join(f"{c.name} ({c.score:.2f})" for c in others)
         console.print(f"other candidates: {others}", markup=False)

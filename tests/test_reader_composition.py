@@ -139,18 +139,22 @@ def test_the_explanation_says_the_chain_came_from_the_syntax(people):
 MUSIC = """\
 @prefix ex: <http://music.example/> .
 @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
 ex:Album a rdfs:Class ; rdfs:label "Album" .
 ex:Person a rdfs:Class ; rdfs:label "Person" .
 ex:Label a rdfs:Class ; rdfs:label "Label" .
 ex:City a rdfs:Class ; rdfs:label "City" .
 ex:Laureate a rdfs:Class ; rdfs:label "Laureate" .
 ex:Prize a rdfs:Class ; rdfs:label "Prize" .
-ex:weather_maps a ex:Album ; rdfs:label "Weather Maps" ; ex:producer ex:nora_vale ; ex:recordLabel ex:blue_tide .
-ex:salt_roads a ex:Album ; rdfs:label "Salt Roads" ; ex:producer ex:nora_vale ; ex:recordLabel ex:iron_gate .
-ex:glass_hours a ex:Album ; rdfs:label "Glass Hours" ; ex:producer ex:otto_brandt ; ex:recordLabel ex:blue_tide .
+ex:weather_maps a ex:Album ; rdfs:label "Weather Maps" ; ex:producer ex:nora_vale ; ex:recordLabel ex:blue_tide ;
+    ex:releaseYear "2019"^^xsd:gYear ; ex:length 42.5 .
+ex:salt_roads a ex:Album ; rdfs:label "Salt Roads" ; ex:producer ex:nora_vale ; ex:recordLabel ex:iron_gate ;
+    ex:releaseYear "2021"^^xsd:gYear ; ex:length 39.0 .
+ex:glass_hours a ex:Album ; rdfs:label "Glass Hours" ; ex:producer ex:otto_brandt ; ex:recordLabel ex:blue_tide ;
+    ex:releaseYear "2019"^^xsd:gYear .
 ex:low_tides a ex:Album ; rdfs:label "Low Tides" ; ex:producer ex:nora_vale ; ex:recordLabel ex:blue_tide .
-ex:nora_vale a ex:Person ; rdfs:label "Nora Vale" .
-ex:otto_brandt a ex:Person ; rdfs:label "Otto Brandt" .
+ex:nora_vale a ex:Person ; rdfs:label "Nora Vale" ; ex:birthDate "1980-04-02"^^xsd:date ; ex:height 172 .
+ex:otto_brandt a ex:Person ; rdfs:label "Otto Brandt" ; ex:birthDate "1975-11-30"^^xsd:date .
 ex:blue_tide a ex:Label ; rdfs:label "Blue Tide Records" .
 ex:iron_gate a ex:Label ; rdfs:label "Iron Gate Records" .
 ex:warsaw a ex:City ; rdfs:label "Warsaw" .
@@ -196,3 +200,59 @@ def test_the_explanation_lists_the_words_left_unread(people):
     tq = stage.generator("who, strangely, is Kira Moor's parent?")
     assert tq.unread == ["strangely"]
     assert stage.generator("who is Kira Moor's parent?").unread == []
+
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+
+
+@pytest.mark.parametrize("question, value, datatype", [
+    ("what is the release year of Weather Maps", "2019", "gYear"),
+    ("Weather Maps's release year?", "2019", "gYear"),
+    ("when was Salt Roads released", "2021", "gYear"),
+    ("when was Nora Vale born", "1980-04-02", "date"),
+    ("how tall is Nora Vale", "172", "integer"),
+    ("what is the birth date of the producer of Glass Hours", "1975-11-30", "date"),
+    ("when was the producer of Salt Roads born", "1980-04-02", "date"),
+])
+def test_a_question_that_asks_for_a_value_is_answered_with_the_value_and_its_datatype(music, question, value,
+                                                                                      datatype):
+    stage = pipeline("4step-offline", music, music.settings, 5, None)
+    batch = stage.run(question)
+    first = batch.ranked("q")[0]
+    assert (first.name, first.iri) == (value, f'"{value}"^^<{XSD}{datatype}>')
+    assert batch.explain["q"]["value"]["values"][first.iri]["datatype"] == XSD + datatype
+
+
+def test_the_values_of_several_answers_come_each_once_with_the_node_that_holds_it(music):
+    from kqe_rdf.methods.retrieval import result_rows
+
+    stage = pipeline("4step-offline", music, music.settings, 5, None)
+    batch = stage.run("the release year of Nora Vale's albums", names=False)
+    rows = result_rows(music, batch.ranked("q"), batch.explain["q"])
+    assert sorted((r["value"], r["snippet"]) for r in rows) == [
+        ("2019", "Weather Maps release year 2019"), ("2021", "Salt Roads release year 2021")]  # Low Tides has none
+
+
+def test_a_value_of_another_kind_than_the_question_asks_is_not_read(music):
+    stage = pipeline("4step-offline", music, music.settings, 5, None)
+    # "when" asks for a date or time; the height is a number, the birth date a date
+    assert "172" not in [h.name for h in stage.search("when was Nora Vale tall")]
+    # a question for a node still answers the node
+    assert [h.name for h in stage.search("who produced Weather Maps")][:1] == ["Nora Vale"]
+
+
+def test_ask_and_the_answer_endpoint_give_the_value_with_its_datatype_and_the_fact_it_comes_from(music):
+    from starlette.testclient import TestClient
+
+    from kqe_rdf.methods.answering import answer
+    from kqe_rdf.service.app import create_app
+
+    result = answer(music, music.settings, "when was Otto Brandt born", offline=True)
+    assert result.answer == "1975-11-30"
+    assert result.answers[0].value["datatype"] == XSD + "date"
+    assert [e.text for e in result.evidence] == ["Otto Brandt birth date 1975-11-30"]
+    with TestClient(create_app(music, music.settings)) as client:
+        data = client.get("/answer", params={"q": "what is the release year of Salt Roads"}).json()
+        assert data["answer"] == "2021" and data["answers"][0]["value"]["datatype"] == XSD + "gYear"
+        rows = client.get("/search", params={"q": "Salt Roads's release year", "method": "4step-offline"}).json()
+        assert rows["results"][0]["value"] == "2021"

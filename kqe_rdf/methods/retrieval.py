@@ -579,7 +579,16 @@ def result_rows(kb, hits, explain: dict | None = None) -> list[dict]:
     of its reading or a ``filler`` from its fallback search."""
     rows = []
     topped = fillers(explain, hits)
+    values = (explain or {}).get("value", {}).get("values", {})
     for hit in hits:
+        if hit.iri in values:  # a value the request asked for ("when was X born"): the literal, typed, and its node
+            value = values[hit.iri]
+            holder = kb.name(value["of"])
+            rows.append({"rank": hit.rank, "iri": hit.iri, "id": hit.iri, "name": value["value"],
+                         "value": value["value"], "datatype": value["datatype"], "of": value["of"], "types": [],
+                         "score": round(hit.score, 4),
+                         "snippet": f"{holder} {explain['value']['phrase']} {value['value']}"})
+            continue
         doc = kb.document(hit.iri)
         rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
                      "types": [kb.class_names.get(t, local_name(t)) for t in doc.types], "score": round(hit.score, 4),

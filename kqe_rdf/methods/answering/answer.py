@@ -49,10 +49,13 @@ class CandidateAnswer:
     #: Ids of the pieces that name it, best first.
     evidence: list[str]
     type_match: bool | None = None
+    #: An answer that is a value, not a node: its lexical form, datatype and the node that holds it.
+    value: dict | None = None
 
     def as_dict(self) -> dict:
         return {"name": self.name, "iris": list(self.iris), "score": round(self.score, 4),
-                "evidence": self.evidence, "type_match": self.type_match}
+                "evidence": self.evidence, "type_match": self.type_match,
+                **({"value": self.value} if self.value is not None else {})}
 
 
 @dataclass

@@ -84,6 +84,8 @@ class GroundedReading:
             hits, explain, used = self.stage.answers("q", question)
         except KqeError:  # the evidence pipeline answers instead, and its structural stage says why
             return None
+        if hits and "value" in explain:
+            return self._valued(hits, explain, used)
         if not hits or used.compiled is None or used.error or not used.reading.triplets:
             return None
         cited = {h.iri: self.cite(h.iri, used) for h in hits[: max(cite, 1)]}
@@ -115,6 +117,31 @@ class GroundedReading:
         reading = Reading(candidates[0], candidates, METHOD, answers=candidates[:answered])
         return Grounded(reading, evidence, path, unnamed, unread, named,
                         {iri: pieces for iri, (pieces, _facts) in cited.items()})
+
+    def _valued(self, hits: list, explain: dict, used: Attempt) -> Grounded:
+        """A question that asks for a value ("when was X born"): the values are the answers, each cited with the
+        fact that holds it ("Nora Vale birth date 1980-04-02")."""
+        shown = explain["value"]
+        relation, values = shown["relation"], shown["values"]
+        answered = [h for h in hits if round(h.score, 9) == round(hits[0].score, 9)]
+        evidence = []
+        for n, h in enumerate(answered[:MAX_PATHS]):
+            node = values[h.iri]["of"]
+            name = self.name(node)
+            evidence.append(Evidence(f"path-{n}", "kg", f"{name} {shown['phrase']} {h.name}", (EntityRef(name, (node,)),),
+                                     {"head": node, "relation": relation, "tail": h.iri, "method": METHOD}, 1))
+        candidates = [CandidateAnswer(h.name, (), h.score, [e.id for e in evidence] if not rank else [], None,
+                                      {"lexical": h.name, "datatype": values[h.iri]["datatype"], "term": h.iri,
+                                       "of": values[h.iri]["of"]})
+                      for rank, h in enumerate(hits)]
+        reading = used.reading
+        path = {"triplets": explain["triplets"]["triplets"], "reading": reading.reading,
+                "relations": [self.kb.schema.label(t.relation) for t in reading.triplets] + [shown["phrase"]],
+                "facts": [[e.origin["head"], relation, e.origin["tail"]] for e in evidence], "linked": used.shown,
+                "sparql": used.compiled.sparql if used.compiled is not None else None, "value": shown,
+                "unread": list(reading.unread), "unnamed": []}
+        answer = Reading(candidates[0], candidates, METHOD, answers=candidates[: len(answered)])
+        return Grounded(answer, evidence, path, [], [], len(path["relations"]))
 
     def _named_relations(self, parts: list[dict], triplets: list[Triplet]) -> int:
         """The most relations (a relation and its inverse are one) that words of the question name along one

@@ -28,6 +28,7 @@ from ...kb.linking import Linker
 from ...kb.ontology import local_name
 from ...core.progress import StepClock
 from .reading import OfflineTriplets
+from .reading.values import valued
 from ..retrieval import Batch, Hit, Stage
 from .triplets import End, TripletQuery, normalise
 
@@ -353,6 +354,14 @@ class FourStep(Stage):
         hits = [Hit(qid, iri, scores[iri] + sims.get(iri, 0.0) * 1e-3, rank) for rank, iri in enumerate(ordered, start=1)]
         explain.setdefault("candidates", len(scores))
         explain["support"] = {iri: used.support.get(iri, [])[:5] for iri in ordered[:20]}
+        if used.reading.value is not None:
+            # A request that asks for a value ("the release year of X"): the answers' values, typed.
+            value = used.reading.value
+            valued_hits, shown = valued(self.kb, qid, value, list(value.nodes) or list(ordered), scores)
+            if valued_hits:
+                explain["value"] = shown
+                clock.lap("values")
+                return valued_hits[: self.k], explain, used
         if self.fallback is not None and len(hits) < self.k:
             hits += self._top_up(qid, text, used.reading, compiled, hits, explain)
         clock.lap("ranking")

@@ -78,6 +78,9 @@ class TripletQuery:
     revisiting: set[str] = field(default_factory=set)
     #: Words of the request the reading did not read: no mention, no hop, no class or question word took them.
     unread: list[str] = field(default_factory=list)
+    #: What the request asks as a value of the answers (or of ``value.nodes``): a
+    #: :class:`~kqe_rdf.methods.fourstep.reading.values.ValueAsk`, None for a request that asks for nodes.
+    value: object | None = None
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -98,6 +101,8 @@ class TripletQuery:
             out["reading"] = self.reading
         if self.unread:
             out["unread"] = self.unread
+        if self.value is not None:
+            out["value"] = self.value.to_json()
         return out
 
 
@@ -217,4 +222,4 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
     alternatives = [normalise(a, schema) for a in tq.alternatives]
     return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses,
                         [a for a in alternatives if a.triplets], tq.reading, set(tq.returning), set(tq.revisiting),
-                        list(tq.unread))
+                        list(tq.unread), tq.value)

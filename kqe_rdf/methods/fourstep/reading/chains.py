@@ -31,6 +31,7 @@ from ....kb import queries
 from ....kb.linking import english_word, singular
 from .paths import Path, retraces
 from .ranking import PREPOSITIONS, Scored
+from .values import ValueAsk, ValueRelations, asked_kind
 from .words import FUNCTION_WORDS, phrase_stems, stem
 
 #: Nouns that introduce the noun after them ("the name of the spouse of X", "the type of religion of X"): no hop.
@@ -147,16 +148,19 @@ class ChainReader:
             c.label.lower() for c in kb.schema.classes.values()}
         self._owners = [(iri, p) for iri, ps in sorted(self.phrases.items()) for p in ps]
         self._owner_vectors: np.ndarray | None = None
+        #: Relations whose objects are literals: a chain's last link may ask for one (:mod:`.values`).
+        self.values = ValueRelations(kb, words)
 
     # ------------------------------------------------------------------ syntax
 
-    def _is_compound(self, words: Sequence[str]) -> bool:
-        """A multi-word noun: a relation's phrase ("country of origin"), a WordNet compound ("line of work",
-        "line of business") or an adjective before a noun ("best friend")."""
+    def _is_compound(self, words: Sequence[str], extra: frozenset = frozenset()) -> bool:
+        """A multi-word noun: a relation's phrase ("country of origin"; ``extra``: value relations' phrases,
+        "release year"), a WordNet compound ("line of work", "line of business") or an adjective before a noun
+        ("best friend")."""
         from ....kb.lexicon import wordnet
 
         words = tuple(words)
-        if words in self.compounds:
+        if words in self.compounds or words in extra:
             return True
         wn = wordnet()
         if wn is None or len(words) < 2:
@@ -167,15 +171,15 @@ class ChainReader:
         return len(words) == 2 and words[0] in wn.adjectives and wn.morphy(words[0], "n") is None \
             and wn.morphy(words[1], "n") is not None and wn.morphy(words[1], "v") is None and words[0] not in _FRAME
 
-    def _noun_phrase(self, words: Sequence[str]) -> int:
+    def _noun_phrase(self, words: Sequence[str], extra: frozenset = frozenset()) -> int:
         """How many of ``words`` (from the start) form the noun phrase a possessive names: the longest compound of
         up to four words, else one word."""
         for n in (4, 3, 2):
-            if len(words) >= n and self._is_compound(words[:n]):
+            if len(words) >= n and self._is_compound(words[:n], extra):
                 return n
         return 1
 
-    def slots(self, query: str, span: tuple[int, int]) -> list[Slot] | None:
+    def slots(self, query: str, span: tuple[int, int], extra: frozenset = frozenset()) -> list[Slot] | None:
         """The chain of slots from the constant at token ``span`` to the answer, or None where the request has no
         possessive after the constant and no ``of`` before it, or its words around them are not a chain's (a verb
         or a clause: "which films share the director of X" is read by the ranking, not here).
@@ -204,10 +208,10 @@ class ChainReader:
             if k < len(words):  # another possessive follows: the whole segment names one link
                 phrase = [p for p in segment if words[p] not in _ARTICLES]
                 if not phrase or len(phrase) > 4 or any(words[p] in _FRAME for p in phrase[1:-1]) \
-                        or (len(phrase) > 1 and not self._is_compound([words[p] for p in phrase])):
+                        or (len(phrase) > 1 and not self._is_compound([words[p] for p in phrase], extra)):
                     return None
             else:
-                n = self._noun_phrase([words[p] for p in segment])
+                n = self._noun_phrase([words[p] for p in segment], extra)
                 phrase, predicate = segment[:n], segment[n:]
             chain.append(Slot(tuple(words[p] for p in phrase), tuple(phrase)))
             i = k
@@ -233,7 +237,7 @@ class ChainReader:
             merged: list[list[int]] = []
             for s in segments:
                 if merged and merged[-1] and s and self._is_compound(
-                        [words[merged[-1][-1]], "of", words[s[0]]]):
+                        [words[merged[-1][-1]], "of", words[s[0]]], extra):
                     merged[-1] = merged[-1] + [p for p in range(merged[-1][-1] + 1, s[0]) if words[p] == "of"] + s
                 else:
                     merged.append(s)
@@ -246,11 +250,11 @@ class ChainReader:
             telling = [p for p in lead[:at] if words[p] in TELLING_WH]
             head = lead[at:]
             if head:
-                if len(head) > 4 or (len(head) > 1 and not self._is_compound([words[p] for p in head])):
+                if len(head) > 4 or (len(head) > 1 and not self._is_compound([words[p] for p in head], extra)):
                     return None
                 rest = [head] + rest
             for s in rest:
-                if not s or len(s) > 4 or (len(s) > 1 and not self._is_compound([words[p] for p in s])):
+                if not s or len(s) > 4 or (len(s) > 1 and not self._is_compound([words[p] for p in s], extra)):
                     return None
             # A classifier before another link introduces it ("the name of the spouse of X").
             while len(rest) > 1 and all(words[p] in CLASSIFIERS for p in rest[0]):
@@ -357,17 +361,20 @@ class ChainReader:
 
     # ------------------------------------------------------------------ the graph
 
-    def _edges(self, nodes: Sequence[str]) -> dict[tuple[str, bool], set]:
-        """The relations (and directions) that leave ``nodes``, each with the nodes (or values) it reaches."""
+    def _edges(self, nodes: Sequence[str], values: bool = False) -> dict[tuple[str, bool], set]:
+        """The relations (and directions) that leave ``nodes``, each with the nodes it reaches; with ``values``,
+        also the value relations (:mod:`.values`), each with the literals it reaches."""
         text = queries.with_values(queries.load("reader_chain_hops"), c=[NamedNode(n) for n in nodes])
         relations = self.kb.schema.relations
         out: dict[tuple[str, bool], set] = {}
         for row in self.kb.store.query(text, use_default_graph_as_union=True):
             rel = row["relation"].value
-            if rel not in relations:
-                continue
             node = row["n"]
             forward = row["forward"].value == "true"
+            if rel not in relations:
+                if values and forward and self.values.is_value(rel, node):
+                    out.setdefault((rel, True), set()).add(node)
+                continue
             if isinstance(node, Literal) and not forward:
                 continue
             out.setdefault((rel, forward), set()).add(node.value if isinstance(node, NamedNode) else node)
@@ -381,19 +388,32 @@ class ChainReader:
                                    relation=[NamedNode(relation)], value=[NamedNode(value)])
         return {row["n"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)}
 
-    def fill(self, start: Sequence[str], slots: Sequence[Slot]) -> Chain | None:
+    def fill(self, start: Sequence[str], slots: Sequence[Slot], kind: str | None = None,
+             only_values: bool = False) -> Chain | None:
         """The best-scoring filling of the slots from the constant's nodes: a beam over the relations that really
-        leave the nodes each partial chain reaches."""
+        leave the nodes each partial chain reaches. The last link may be a value relation the slot names
+        (:mod:`.values`; ``kind``: the kind of value the question asks for); with ``only_values`` it must be."""
         beam = [Chain([], frozenset(start), 0.0)]
-        for slot in slots:
-            for part, lexical, values, said in self.expand(slot):
+        for number, slot in enumerate(slots):
+            parts = self.expand(slot)
+            for at, (part, lexical, values, said) in enumerate(parts):
+                last = number == len(slots) - 1 and at == len(parts) - 1
                 encoded = self.similarity(part.text)
                 grown: list[Chain] = []
                 for chain in beam:
                     nodes = sorted(n for n in chain.nodes if isinstance(n, str))[:FRONTIER]
                     if not nodes:
                         continue
-                    for (rel, forward), reached in self._edges(nodes).items():
+                    for (rel, forward), reached in self._edges(nodes, values=last).items():
+                        if rel not in self.kb.schema.relations:
+                            named = self.values.named(part.text, rel, reached, kind)
+                            if named is not None:
+                                link = Link(rel, True, named[0], named[1], said)
+                                grown.append(Chain(chain.links + [link], frozenset(reached), chain.score + named[0],
+                                                   chain.reached + [frozenset(reached)]))
+                            continue
+                        if only_values and last:
+                            continue
                         weight, how = lexical.get(rel, (0.0, ""))
                         sim, phrase = encoded.get(rel, (0.0, ""))
                         if sim > weight:
@@ -452,13 +472,34 @@ class ChainReader:
 
     def read(self, query: str, span: tuple[int, int], nodes: Sequence[str], reader) -> Scored | None:
         """The chain of the request's structure, filled from the graph, as a scored path for the reader; None when
-        the request has no chain or the graph cannot fill it."""
+        the request has no chain or the graph cannot fill it. A chain whose last link is a value relation ends at
+        the nodes before it, with the value asked in ``why["value"]`` (:class:`.values.ValueAsk`); a question with
+        no chain that asks for a kind of value ("when was X born") is one slot that only a value fills."""
         slots = self.slots(query, span)
+        if (slots is None or len(slots[-1].words) == 1) and re.search(r"\bof\b|['’]s\b", query):
+            # A compound the lexicon does not know may be a value relation's phrase ("the release year of X",
+            # "X's birth date"): read again with the phrases of those that leave the constant or its neighbours.
+            extra = self._value_phrases(nodes)
+            if extra:
+                slots = self.slots(query, span, extra) or slots
+        kind = asked_kind([w for w, _a, _b in tokens(query)])
+        only_values = False
+        if not slots and kind is not None:
+            slots, only_values = self.value_slots(query, span), True
         if not slots:
             return None
-        chain = self.fill(nodes, slots)
-        if chain is None or not chain.links or any(not isinstance(n, str) for n in chain.nodes):
-            return None  # values (literals) are answered elsewhere
+        chain = self.fill(nodes, slots, kind, only_values)
+        if chain is None or not chain.links:
+            return None
+        confidence = float(np.mean([min(1.0, max(0.0, link.score)) for link in chain.links]))
+        value = None
+        if chain.links[-1].relation not in self.kb.schema.relations:
+            link = chain.links[-1]
+            value = ValueAsk(link.relation, self.values.phrase(link.relation), link.how, link.word)
+            reached = chain.reached[:-1]
+            chain = Chain(chain.links[:-1], reached[-1] if reached else frozenset(nodes), chain.score, reached)
+        if any(not isinstance(n, str) for n in chain.nodes):
+            return None
         steps = tuple((link.relation, link.forward) for link in chain.links)
         classes = [self._class_of(nodes)] + [self._class_of(reached) for reached in chain.reached]
         if any(c is None for c in classes):
@@ -476,13 +517,40 @@ class ChainReader:
             reached = chain.reached[i]
             return bool(start & reached) and (not retraces(steps[: i + 1]) or reached <= start)
         notes = [link.note for link in chain.links if link.note]
+        read = f"the request's structure: {len(slots)} slot(s) ({' / '.join(repr(s.text) for s in slots)}) filled " \
+               f"by the graph as '{' / '.join(phrases + ([value.phrase] if value else []))}'"
+        if value is not None:
+            read += f"; the last is a value: '{value.phrase}' ({value.how})"
         why = {"hops": hops, "source": "syntax", "constraints": constraints, "slots": [s.text for s in slots],
-               "returns": back(len(steps) - 1), "revisits": any(back(i) for i in range(len(steps) - 1)),
-               "read from": f"the request's structure: {len(slots)} slot(s) "
-                            f"({' / '.join(repr(s.text) for s in slots)}) filled by the graph as "
-                            f"'{' / '.join(phrases)}'" + ("; " + "; ".join(notes) if notes else "")}
-        confidence = float(np.mean([min(1.0, max(0.0, link.score)) for link in chain.links]))
+               "returns": bool(steps) and back(len(steps) - 1), "revisits": any(back(i) for i in range(len(steps) - 1)),
+               "read from": read + ("; " + "; ".join(notes) if notes else "")}
+        if value is not None:
+            why["value"] = value
         return Scored(Path(steps, tuple(classes)), chain.score, phrases, why, confidence)
+
+    def _value_phrases(self, nodes: Sequence[str]) -> frozenset:
+        """The multi-word phrases (as word tuples) of the value relations that leave ``nodes`` or the nodes one
+        hop from them."""
+        start = sorted(nodes)[:FRONTIER]
+        edges = self._edges(start, values=True)
+        near = sorted({n for (rel, _f), reached in edges.items() if rel in self.kb.schema.relations
+                       for n in reached if isinstance(n, str)})[:FRONTIER]
+        if near:
+            edges.update(self._edges(near, values=True))
+        phrases = {tuple(re.findall(r"[a-z0-9]+", self.values.phrase(rel).lower()))
+                   for rel, _f in edges if rel not in self.kb.schema.relations}
+        return frozenset(p for p in phrases if len(p) > 1)
+
+    def value_slots(self, query: str, span: tuple[int, int]) -> list[Slot] | None:
+        """A question about one constant with no chain, asking for a kind of value ("when was X born", "how tall is
+        X"): its words other than the constant, the frame and the wh-words, as one asked slot."""
+        toks = tokens(query)
+        words = [w for w, _a, _b in toks]
+        a, b = span
+        picked = tuple(p for p in range(len(words)) if not a <= p < b and words[p] not in _FRAME
+                       and words[p] not in ASKING_WH and words[p] not in TELLING_WH
+                       and words[p] not in ("many", "much") and not is_possessive(query, toks, p))
+        return [Slot(tuple(words[p] for p in picked), picked, asked=True)] if picked else None
 
     def _class_of(self, nodes) -> str | None:
         """The class most of ``nodes`` have (the name index's classes)."""

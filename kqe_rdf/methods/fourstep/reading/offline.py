@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from ....kb.linking import Linker, Mention
 from ....kb.ontology import local_name
@@ -140,6 +141,12 @@ class OfflineTriplets:
         best = ranked[primary][0]
         notes: list[str] = []
         chained = self._chained(query, mentions, request, best)
+        if chained is not None and "value" in chained.why and not chained.path.steps:
+            # The value of the request's own constant ("the release year of X", "when was X born").
+            value = replace(chained.why["value"], nodes=tuple(c.iri for c in mentions[0].candidates))
+            tq = TripletQuery(query, [], "?x", None, "offline", [chained.why["read from"]], value=value)
+            tq.unread = self._unread(request, {0: chained}, conditions)
+            return tq
         if chained is not None:
             # The request's structure gives the chain (its number of hops and their order), the graph each link.
             best = chained
@@ -187,7 +194,7 @@ class OfflineTriplets:
                              f"'{self.reader.phrase(held[0][0], True)}'")
         tq = TripletQuery(query, triplets, "?x", answer_type, "offline", notes,
                           returning=self._returning(mentions, choice),
-                          revisiting=self._revisiting(mentions, choice))
+                          revisiting=self._revisiting(mentions, choice), value=best.why.get("value"))
         tq.reading = self._reading(mentions, choice, groups, ranked)
         tq.unread = self._unread(request, choice, conditions)
         # The primary group's next paths: tried in turn when a reading finds no candidate.
@@ -214,7 +221,8 @@ class OfflineTriplets:
             return None
         scored = self.chains.read(query, request.mention_positions[0], [c.iri for c in mentions[0].candidates],
                                   self.reader)
-        if scored is None or (request.wanted and scored.path.end not in request.wanted):
+        if scored is None or (request.wanted and scored.path.end not in request.wanted
+                              and "value" not in scored.why):
             return None
         if len(scored.path.steps) < 2 and best.confidence >= self.chain_over:
             return None
@@ -462,6 +470,7 @@ class OfflineTriplets:
         word, and read by no hop of the chosen paths (nor a role word of theirs)."""
         read = {w for scored in choice.values() for hop in scored.why.get("hops", [])
                 for said in hop.get("words", []) for w in said.lower().split()}
+        read |= {w for scored in choice.values() if "value" in scored.why for w in scored.why["value"].word.split()}
         read |= {stem(w) for w in read}
         read |= {c.text.lower() for c in conditions}
         out = []
