@@ -147,7 +147,7 @@ ex:City a rdfs:Class ; rdfs:label "City" .
 ex:Laureate a rdfs:Class ; rdfs:label "Laureate" .
 ex:Prize a rdfs:Class ; rdfs:label "Prize" .
 ex:weather_maps a ex:Album ; rdfs:label "Weather Maps" ; ex:producer ex:nora_vale ; ex:recordLabel ex:blue_tide ;
-    ex:releaseYear "2019"^^xsd:gYear ; ex:length 42.5 .
+    ex:releaseYear "2019"^^xsd:gYear ; ex:length 42.5 ; ex:numberOfTracks 11 .
 ex:salt_roads a ex:Album ; rdfs:label "Salt Roads" ; ex:producer ex:nora_vale ; ex:recordLabel ex:iron_gate ;
     ex:releaseYear "2021"^^xsd:gYear ; ex:length 39.0 .
 ex:glass_hours a ex:Album ; rdfs:label "Glass Hours" ; ex:producer ex:otto_brandt ; ex:recordLabel ex:blue_tide ;
@@ -211,6 +211,7 @@ XSD = "http://www.w3.org/2001/XMLSchema#"
     ("when was Salt Roads released", "2021", "gYear"),
     ("when was Nora Vale born", "1980-04-02", "date"),
     ("how tall is Nora Vale", "172", "integer"),
+    ("how many tracks does Weather Maps have", "11", "integer"),
     ("what is the birth date of the producer of Glass Hours", "1975-11-30", "date"),
     ("when was the producer of Salt Roads born", "1980-04-02", "date"),
 ])
