@@ -29,6 +29,7 @@ from pyoxigraph import Literal, NamedNode
 
 from ....kb import queries
 from ....kb.linking import english_word, singular
+from ....kb.ontology import CORE
 from .paths import Path, retraces
 from .ranking import PREPOSITIONS, Scored
 from .values import ValueAsk, ValueRelations, asked_kind
@@ -476,7 +477,8 @@ class ChainReader:
         the nodes before it, with the value asked in ``why["value"]`` (:class:`.values.ValueAsk`); a question with
         no chain that asks for a kind of value ("when was X born") is one slot that only a value fills."""
         slots = self.slots(query, span)
-        if (slots is None or len(slots[-1].words) == 1) and re.search(r"\bof\b|['’]s\b", query):
+        if (slots is None or (len(slots) > 1 and slots[-1].asked and len(slots[-1].words) == 1)) \
+                and re.search(r"\bof\b|['’]s\b", query):
             # A compound the lexicon does not know may be a value relation's phrase ("the release year of X",
             # "X's birth date"): read again with the phrases of those that leave the constant or its neighbours.
             extra = self._value_phrases(nodes)
@@ -484,7 +486,7 @@ class ChainReader:
                 slots = self.slots(query, span, extra) or slots
         kind = asked_kind([w for w, _a, _b in tokens(query)])
         only_values = False
-        if not slots and kind is not None:
+        if not slots and kind is not None and self._value_relations(nodes):
             slots, only_values = self.value_slots(query, span), True
         if not slots:
             return None
@@ -528,17 +530,24 @@ class ChainReader:
             why["value"] = value
         return Scored(Path(steps, tuple(classes)), chain.score, phrases, why, confidence)
 
+    def _value_relations(self, nodes: Sequence[str], near: bool = False) -> set[str]:
+        """The value relations that leave ``nodes`` (``near``: or the nodes one hop from them, up to 300)."""
+        start = [NamedNode(n) for n in sorted(nodes)[:FRONTIER]]
+        store = self.kb.store
+        if near:
+            text = queries.with_values(queries.load("reader_neighbours"), c=start)
+            start = start + [row["n"] for row in store.query(text, use_default_graph_as_union=True)]
+        text = queries.with_values(queries.load("reader_value_relations_near"), n=start)
+        relations = self.kb.schema.relations
+        return {rel for row in store.query(text, use_default_graph_as_union=True)
+                if (rel := row["relation"].value) not in relations and rel not in self.values.shown
+                and not rel.startswith(CORE)}
+
     def _value_phrases(self, nodes: Sequence[str]) -> frozenset:
         """The multi-word phrases (as word tuples) of the value relations that leave ``nodes`` or the nodes one
         hop from them."""
-        start = sorted(nodes)[:FRONTIER]
-        edges = self._edges(start, values=True)
-        near = sorted({n for (rel, _f), reached in edges.items() if rel in self.kb.schema.relations
-                       for n in reached if isinstance(n, str)})[:FRONTIER]
-        if near:
-            edges.update(self._edges(near, values=True))
         phrases = {tuple(re.findall(r"[a-z0-9]+", self.values.phrase(rel).lower()))
-                   for rel, _f in edges if rel not in self.kb.schema.relations}
+                   for rel in self._value_relations(nodes, near=True)}
         return frozenset(p for p in phrases if len(p) > 1)
 
     def value_slots(self, query: str, span: tuple[int, int]) -> list[Slot] | None:

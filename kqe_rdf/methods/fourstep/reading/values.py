@@ -44,6 +44,14 @@ KIND = 0.3
 #: How surely a slot's words must name a value relation (label words or the encoder) for it to fill the slot: a
 #: value is read only where the request names it (the walk to nodes stands otherwise).
 NAMED = 0.5
+_SKOS = "http://www.w3.org/2004/02/skos/core#"
+#: Properties that name or describe a node in the common vocabularies: text, not values.
+NAMING = frozenset([RDFS_LABEL, "http://www.w3.org/2000/01/rdf-schema#comment", "http://schema.org/name",
+                    "http://schema.org/description", "https://schema.org/name", "https://schema.org/description",
+                    "http://purl.org/dc/terms/title", "http://purl.org/dc/terms/description",
+                    "http://purl.org/dc/elements/1.1/title", "http://purl.org/dc/elements/1.1/description",
+                    "http://xmlns.com/foaf/0.1/name"]
+                   + [_SKOS + p for p in "prefLabel altLabel hiddenLabel definition note scopeNote notation".split()])
 #: Longest literal read as a value (longer ones are text, which documents show).
 MAX_VALUE_CHARS = 200
 
@@ -95,8 +103,7 @@ class ValueRelations:
         self.kb = kb
         self.words = words
         #: What documents already show, and the store's bookkeeping: never asked as a value.
-        self.shown = set(text_properties(kb.schema, kb.manifest.get("text_properties") or ())) | {
-            RDFS_LABEL, "http://www.w3.org/2000/01/rdf-schema#comment"}
+        self.shown = set(text_properties(kb.schema, kb.manifest.get("text_properties") or ())) | NAMING
         self._phrases: dict[str, str] = {}
 
     def is_value(self, relation: str, value) -> bool:
