@@ -368,3 +368,36 @@ def test_a_person_named_short_is_linked_and_answered(laureates, question, answer
 def test_an_exact_name_wins_over_a_short_one(laureates):
     [mention] = Linker(laureates).mentions("where did Harald Bohr die")
     assert [c.name for c in mention.candidates] == ["Harald Bohr"] and mention.candidates[0].how == "exact"
+
+
+NOBEL_WITH_STUBS = """\
+@prefix ex: <http://prizes.example/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix owl: <http://www.w3.org/2002/07/owl> .
+@prefix void: <http://rdfs.org/ns/void#> .
+<http://prizes.example/> a void:Dataset ; rdfs:label "Nobel prizes" ; void:vocabulary <http://prizes.example/terms/> .
+ex:Laureate a rdfs:Class ; rdfs:label "Laureate" .
+ex:curie a ex:Laureate ; rdfs:label "Marie Curie, née Sklodowska" ; ex:deathPlace ex:passy ;
+    owl:sameAs <http://dbpedia.org/resource/Marie_Curie> .
+ex:passy rdfs:label "Passy" .
+"""
+
+
+def test_a_same_as_stub_is_no_node_and_its_name_finds_the_real_one(tmp_path):
+    """The public Nobel file's owl: prefix lacks its '#' (its links arrive as ``owlsameAs``) and each laureate is
+    linked to a DBpedia IRI that nothing else describes; its VoID header describes the file."""
+    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.importers.rdf import RdfImporter
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.methods.registry import pipeline
+
+    (tmp_path / "nobel.ttl").write_text(NOBEL_WITH_STUBS)
+    report = build_kb(RdfImporter([tmp_path / "nobel.ttl"]), tmp_path / "kb")
+    assert any("owlsameAs" in w and "owl#sameAs" in w for w in report["warnings"])
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    assert sorted(d.name for d in kb.documents()) == ["Marie Curie, née Sklodowska", "Passy"]  # no stub, no VoID
+    assert [h.name for h in pipeline("bm25", kb, kb.settings, 3, None).search("Marie Curie")][:1] == [
+        "Marie Curie, née Sklodowska"]
+    # the link stays in the store, as the file wrote it meant
+    rows = list(kb.query("SELECT ?o WHERE { <http://prizes.example/curie> <http://www.w3.org/2002/07/owl#sameAs> ?o }"))
+    assert [r["o"].value for r in rows] == ["http://dbpedia.org/resource/Marie_Curie"]

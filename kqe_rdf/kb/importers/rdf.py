@@ -49,6 +49,15 @@ SCHEMA_TYPES = frozenset(NamedNode(ns + n) for ns, names in (
     (_OWL, "Class ObjectProperty DatatypeProperty AnnotationProperty Ontology TransitiveProperty SymmetricProperty "
            "FunctionalProperty InverseFunctionalProperty Restriction"))
     for n in names.split())
+#: Links that say two IRIs name one thing: an IRI with no statement of its own beside them (a DBpedia or Wikidata
+#: stub) is no node; its name becomes an alias of the node it stands for.
+SAME_AS = frozenset(NamedNode(iri) for iri in ("http://www.w3.org/2002/07/owl#sameAs",
+                                               "http://www.w3.org/2004/02/skos/core#exactMatch"))
+#: Dataset descriptions (VoID, DCAT): what describes the file, not the things in it; neither end of their
+#: statements is a node, nor is what is typed by them.
+DESCRIPTION_NAMESPACES = ("http://rdfs.org/ns/void#", "http://www.w3.org/ns/dcat#")
+#: Namespaces whose terms end in '#': a file whose prefix lacks it (``@prefix owl: <…/owl>``) writes ``owlsameAs``.
+HASH_NAMESPACES = (_RDF, _RDFS, _OWL)
 BOM = b"\xef\xbb\xbf"
 #: Longest IRI of a node (it is stored again as the node's identifier literal).
 MAX_NODE_IRI_CHARS = 65536
@@ -139,6 +148,11 @@ class RdfImporter(Importer):
     def triples(self, report: ImportReport, writer_factory) -> Iterator[Triple]:
         text_props = {NamedNode(p) for p in self.text_properties}
         label = NamedNode(queries.PREFIXES["rdfs"] + "label")
+        # Pairs of IRIs said to be the same, and the IRIs that have a statement of their own (not a name, a type
+        # or a same-as link): a stub has none.
+        same: list[tuple] = []
+        described: set = set()
+        mended: dict[str, int] = {}
         # IRIs statements are about or point at, where first seen, and whether they have text: nodes, unless they
         # turn out to be schema terms (known only once every statement is read).
         things: dict = {}
@@ -150,15 +164,26 @@ class RdfImporter(Importer):
                 if not quad.graph_name.__class__.__name__ == "DefaultGraph":
                     named_graph_quads += 1
                 subject, predicate, obj = quad.subject, quad.predicate, quad.object
+                if predicate.value.startswith("http://www.w3.org/"):
+                    predicate = _mended(predicate, mended)
+                if isinstance(obj, NamedNode) and obj.value.startswith("http://www.w3.org/"):
+                    obj = _mended(obj, mended)
                 if isinstance(obj, Literal) and len(obj.value) > MAX_LITERAL_BYTES // 6:
                     checked_literal(obj.value, f"the literal of <{subject.value[:200]}> "
                                     f"<{predicate.value[:200]}>", str(path))
                 schema.add(predicate)
                 if not isinstance(subject, NamedNode) or not isinstance(obj, NamedNode | Literal):
                     blank += 1
+                elif predicate in SAME_AS:
+                    if isinstance(obj, NamedNode):
+                        same.append((subject, obj))
+                elif predicate.value.startswith(DESCRIPTION_NAMESPACES):
+                    schema.add(subject)
+                    if isinstance(obj, NamedNode):
+                        schema.add(obj)
                 elif predicate == RDF_TYPE:
                     schema.add(obj)
-                    if obj in SCHEMA_TYPES:
+                    if obj in SCHEMA_TYPES or obj.value.startswith(DESCRIPTION_NAMESPACES):
                         schema.add(subject)
                     else:
                         things.setdefault(subject, str(path))
@@ -169,7 +194,15 @@ class RdfImporter(Importer):
                         things.setdefault(term, str(path))
                     if predicate in text_props and isinstance(obj, Literal):
                         texted.add(subject)
+                    elif predicate != label:
+                        described.add(subject)
+                        if isinstance(obj, NamedNode):
+                            described.add(obj)
                 yield Triple(subject, predicate, obj)
+        for iri, count in sorted(mended.items()):
+            report.warn(f"{count:,} statements use <{iri}> (the file's prefix lacks the namespace's '#'): read as "
+                        f"<{_mended(NamedNode(iri), {}).value}>")
+        aliases = self._stubs(same, things, described, schema, report)
         node_type, identifier = NamedNode(CORE + "Node"), NamedNode(CORE + "identifier")
         nodes = unnamed = 0
         for term, where in things.items():
@@ -180,6 +213,8 @@ class RdfImporter(Importer):
                                  f"long; a node's IRI may have at most {MAX_NODE_IRI_CHARS:,}", where)
             yield Triple(term, RDF_TYPE, node_type)
             yield Triple(term, identifier, Literal(term.value))
+            for alias in aliases.get(term, ()):
+                yield Triple(term, NamedNode(CORE + "alias"), Literal(alias))
             if term not in texted:
                 yield Triple(term, label, Literal(name_from_iri(term.value)))
                 unnamed += 1
@@ -195,6 +230,26 @@ class RdfImporter(Importer):
         if not nodes:
             raise InputError("no statement is about a node (an IRI that is not a class or a property); the text of "
                              "nodes is read from " + ", ".join(self.text_properties) + " (--text-property)")
+
+    @staticmethod
+    def _stubs(same: list[tuple], things: dict, described: set, schema: set, report) -> dict:
+        """Of each pair of IRIs said to be the same, one with no statement of its own beside the link (a stub: a
+        DBpedia IRI only named by its link) when the other has some: the stub is no node (``schema`` takes it) and
+        its IRI's name is an alias of the other. Returns the aliases per node."""
+        aliases: dict = {}
+        stubs = set()
+        for a, b in same:
+            for node, stub in ((a, b), (b, a)):
+                if node in described and stub not in described and stub not in schema:
+                    stubs.add(stub)
+                    name = name_from_iri(stub.value)
+                    if name and name != stub.value:
+                        aliases.setdefault(node, set()).add(name)
+        schema.update(stubs)
+        if stubs:
+            report.warn(f"{len(stubs):,} IRIs only linked by owl:sameAs / skos:exactMatch to a node of the file are "
+                        "not nodes: their names are aliases of the node they stand for")
+        return {node: sorted(names) for node, names in aliases.items()}
 
     def after_load(self, store: Store) -> None:
         store.update(queries.load_update("rdf_declare_nodes"))
@@ -212,6 +267,21 @@ def name_from_iri(iri: str) -> str:
 
     local = re.split(r"[#/:]", iri.rstrip("/#"))[-1] or iri
     return " ".join(unquote(local).replace("_", " ").split()) or iri
+
+
+def _mended(term: NamedNode, mended: dict[str, int]) -> NamedNode:
+    """An IRI of the RDF, RDFS or OWL namespace written without its '#' (``…/owl`` + ``sameAs``), as meant; counted
+    in ``mended``.
+
+    >>> _mended(NamedNode("http://www.w3.org/2002/07/owlsameAs"), {}).value
+    'http://www.w3.org/2002/07/owl#sameAs'
+    """
+    for namespace in HASH_NAMESPACES:
+        bare = namespace[:-1]
+        if term.value.startswith(bare) and len(term.value) > len(bare) and term.value[len(bare)].isalpha():
+            mended[term.value] = mended.get(term.value, 0) + 1
+            return NamedNode(namespace + term.value[len(bare):])
+    return term
 
 
 def _first_long_line(path: Path, longest: int = 1 << 20) -> int | None:
