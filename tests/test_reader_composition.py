@@ -257,3 +257,13 @@ def test_ask_and_the_answer_endpoint_give_the_value_with_its_datatype_and_the_fa
         assert data["answer"] == "2021" and data["answers"][0]["value"]["datatype"] == XSD + "gYear"
         rows = client.get("/search", params={"q": "Salt Roads's release year", "method": "4step-offline"}).json()
         assert rows["results"][0]["value"] == "2021"
+
+
+def test_how_many_counts_the_answers_when_no_stored_number_says_it(music):
+    stage = pipeline("4step-offline", music, music.settings, 5, None)
+    batch = stage.run("how many albums did Nora Vale produce?")
+    assert [h.name for h in batch.ranked("q")] == ["3"]
+    assert {music.document(n).name for n in batch.explain["q"]["value"]["counted"]} == {
+        "Weather Maps", "Salt Roads", "Low Tides"}
+    # a number the KB stores is read first
+    assert [h.name for h in stage.search("how many tracks does Weather Maps have")][:1] == ["11"]

@@ -583,11 +583,13 @@ def result_rows(kb, hits, explain: dict | None = None) -> list[dict]:
     for hit in hits:
         if hit.iri in values:  # a value the request asked for ("when was X born"): the literal, typed, and its node
             value = values[hit.iri]
-            holder = kb.name(value["of"])
+            counted = explain["value"].get("counted")
+            said = (f"{kb.name(value['of'])} {explain['value']['phrase']} {value['value']}" if counted is None else
+                    f"{value['value']} answers: " + ", ".join(kb.name(n) for n in counted[:10]))
             rows.append({"rank": hit.rank, "iri": hit.iri, "id": hit.iri, "name": value["value"],
                          "value": value["value"], "datatype": value["datatype"], "of": value["of"], "types": [],
-                         "score": round(hit.score, 4),
-                         "snippet": f"{holder} {explain['value']['phrase']} {value['value']}"})
+                         "score": round(hit.score, 4), "snippet": said,
+                         **({"counted": counted} if counted is not None else {})})
             continue
         doc = kb.document(hit.iri)
         rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,

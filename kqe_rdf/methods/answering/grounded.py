@@ -125,11 +125,19 @@ class GroundedReading:
         relation, values = shown["relation"], shown["values"]
         answered = [h for h in hits if round(h.score, 9) == round(hits[0].score, 9)]
         evidence = []
+        if "counted" in shown:  # "how many …": one piece naming what was counted
+            nodes = shown["counted"]
+            names = [self.display_name(n) for n in nodes]
+            evidence.append(Evidence("path-0", "kg", f"{len(nodes)} answers: " + ", ".join(names[:20]),
+                                     tuple(EntityRef(name, (n,)) for name, n in zip(names[:20], nodes)),
+                                     {"counted": nodes, "method": METHOD}, 1))
+            answered = answered[:0]
         for n, h in enumerate(answered[:MAX_PATHS]):
             node = values[h.iri]["of"]
             name = self.name(node)
             evidence.append(Evidence(f"path-{n}", "kg", f"{name} {shown['phrase']} {h.name}", (EntityRef(name, (node,)),),
                                      {"head": node, "relation": relation, "tail": h.iri, "method": METHOD}, 1))
+        answered = [h for h in hits if round(h.score, 9) == round(hits[0].score, 9)]
         candidates = [CandidateAnswer(h.name, (), h.score, [e.id for e in evidence] if not rank else [], None,
                                       {"lexical": h.name, "datatype": values[h.iri]["datatype"], "term": h.iri,
                                        "of": values[h.iri]["of"]})
@@ -137,7 +145,8 @@ class GroundedReading:
         reading = used.reading
         path = {"triplets": explain["triplets"]["triplets"], "reading": reading.reading,
                 "relations": [self.kb.schema.label(t.relation) for t in reading.triplets] + [shown["phrase"]],
-                "facts": [[e.origin["head"], relation, e.origin["tail"]] for e in evidence], "linked": used.shown,
+                "facts": [[e.origin["head"], relation, e.origin["tail"]] for e in evidence if "head" in e.origin],
+                "linked": used.shown,
                 "sparql": used.compiled.sparql if used.compiled is not None else None, "value": shown,
                 "unread": list(reading.unread), "unnamed": []}
         answer = Reading(candidates[0], candidates, METHOD, answers=candidates[: len(answered)])

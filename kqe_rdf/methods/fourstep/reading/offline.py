@@ -26,6 +26,7 @@ from ....kb.ontology import local_name
 from ...retrieval import STOPWORDS
 from ..triplets import End, Triplet, TripletQuery
 from .chains import ChainReader
+from .values import ValueAsk, counting
 from .paths import Path, PathReader
 from .ranking import Request, Scored
 from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
@@ -197,6 +198,9 @@ class OfflineTriplets:
                           revisiting=self._revisiting(mentions, choice), value=best.why.get("value"))
         tq.reading = self._reading(mentions, choice, groups, ranked)
         tq.unread = self._unread(request, choice, conditions)
+        if tq.value is None and triplets and counting(query):
+            tq.value = ValueAsk("", "number of answers", "'how many' asks for a count of what the reading answers",
+                                count=True)
         # The primary group's next paths: tried in turn when a reading finds no candidate.
         for other in ranked[primary][1 : 1 + self.alternatives]:
             alt = {n: (other if n in groups[primary] else s) for n, s in choice.items()

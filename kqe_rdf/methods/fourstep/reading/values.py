@@ -66,9 +66,12 @@ class ValueAsk:
     how: str
     word: str = ""
     nodes: tuple[str, ...] = ()
+    #: A count of the answers ("how many albums did X produce"), not a stored value.
+    count: bool = False
 
     def to_json(self) -> dict:
-        return {"relation": self.relation, "phrase": self.phrase, "how": self.how, "words": self.word}
+        return {"relation": self.relation, "phrase": self.phrase, "how": self.how, "words": self.word,
+                **({"count": True} if self.count else {})}
 
 
 def asked_kind(words: Sequence[str]) -> str | None:
@@ -88,6 +91,17 @@ def asked_kind(words: Sequence[str]) -> str | None:
         if w in ("what", "which") and nxt in _WHEN_NOUNS:
             return "time"
     return None
+
+
+def counting(query: str) -> bool:
+    """Whether a question asks how many of something there are ("how many albums did X produce"); a value that
+    says how many ("how many tracks does X have", a number stored with X) is read first.
+
+    >>> counting("How many albums did Nora Vale produce?"), counting("how much is it")
+    (True, False)
+    """
+    words = query.lower().split()
+    return any(a == "how" and b == "many" for a, b in zip(words, words[1:]))
 
 
 def kind_of(value: Literal) -> str | None:
@@ -165,6 +179,14 @@ def valued(kb, qid: str, value: ValueAsk, nodes: Sequence[str], scores: dict[str
     ``name`` is its lexical form, scored as its node; a value two nodes share comes once. With what to explain."""
     from ...retrieval import Hit
 
+    if value.count:
+        best = max((scores.get(n, 0.0) for n in nodes), default=0.0)
+        counted = [n for n in nodes if round(scores.get(n, 0.0), 9) == round(best, 9)]
+        literal = Literal(str(len(counted)), datatype=NamedNode(_XSD + "integer"))
+        term = str(literal)
+        hit = Hit(qid, term, best, 1, literal.value)
+        return [hit] if counted else [], {**value.to_json(), "counted": counted, "values": {term: {
+            "value": literal.value, "datatype": _XSD + "integer", "of": None}}}
     found = held(kb, nodes, value.relation)
     hits, shown = [], {}
     for node in nodes:
