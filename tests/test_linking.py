@@ -401,3 +401,17 @@ def test_a_same_as_stub_is_no_node_and_its_name_finds_the_real_one(tmp_path):
     # the link stays in the store, as the file wrote it meant
     rows = list(kb.query("SELECT ?o WHERE { <http://prizes.example/curie> <http://www.w3.org/2002/07/owl#sameAs> ?o }"))
     assert [r["o"].value for r in rows] == ["http://dbpedia.org/resource/Marie_Curie"]
+
+
+def test_a_list_item_no_name_matches_whole_is_linked_approximately_within_the_lists_class(bio_kb):
+    from kqe_rdf.methods.registry import pipeline
+
+    reader = pipeline("4step-offline", bio_kb, bio_kb.settings, 3, ["Disease"]).generator
+    mentions, _conditions = reader.mentions("focal seizures, high forehead and intellectual disability")
+    assert [(m.text, m.candidates[0].name, m.candidates[0].how) for m in mentions] == [
+        ("focal seizures", "Focal-onset seizure", "approximate"),  # every word of the item, not "seizures" alone
+        ("high forehead", "High forehead", "exact"), ("intellectual disability", "Intellectual disability", "exact")]
+    assert mentions[0].candidates[0].score < 1.0  # below an exact name
+    # not a list: the words are read as they are
+    mentions, _conditions = reader.mentions("which disease has focal seizures")
+    assert [(m.text, m.candidates[0].how) for m in mentions] == [("seizures", "exact")]

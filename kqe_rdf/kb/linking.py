@@ -398,6 +398,51 @@ class Linker:
         masked = "".join(outside)
         return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
 
+    def phrases(self, query: str, found: list[Mention]) -> list[Mention]:
+        """``found`` with the items of a list of terms that no name matches whole ("calf pseudohypertrophy" where the
+        KB says "Calf muscle pseudohypertrophy"; "progressive proximal weakness", of which only "weakness" is a
+        name) linked approximately: BM25 over the names of the class the list's other items name (a class with a
+        hierarchy, of which two items at least are named: phenotypes, not films), kept where the best name is one
+        word apart from the item at most (one word missing or one more) and holds more of its words than the names
+        found inside it, which it then replaces. Marked ``approximate``, scored below exact names by the share of the
+        item's words the name holds."""
+        types: dict[str, int] = {}
+        for m in found:
+            for t in self.index.types.get(m.candidates[0].iri, ()) if m.candidates else ():
+                types[t] = types.get(t, 0) + 1
+        if not types:
+            return found
+        cls = max(sorted(types), key=types.get)
+        if types[cls] < 2 or self.kb.schema.hierarchy_relation(cls) is None:
+            return found  # terms of a vocabulary (a hierarchy), two named at least; never a name of a thing
+        out = list(found)
+        for start, end in item_spans(query):
+            inside = [m for m in found if m.start < end and start < m.end]
+            if any(m.start < start or m.end > end for m in inside):
+                continue  # a name across the item's edge
+            text = query[start:end]
+            words = [w for w in re.findall(r"[a-z]+", text.lower()) if w not in STOPWORDS and len(w) > 2]
+            named = {w for m in inside for w in re.findall(r"[a-z]+", m.text.lower())}
+            if not words or len(words) > PHRASE_WORDS or all(w in named for w in words):
+                continue
+            hits = self.kb.text_index.search_names(" ".join(words), 1, [cls])
+            if not hits:
+                continue
+            iri = hits[0][0]
+            name = self._name(iri)
+            own = [n for n in re.findall(r"[a-z]+", name.lower()) if n not in STOPWORDS and len(n) > 2]
+            held = [w for w in words if any(_same_word(w, n) for n in own)]
+            extra = [n for n in own if not any(_same_word(w, n) for w in words)]
+            # One word apart at most: one of the item's missing from the name or one more in it ("calf
+            # pseudohypertrophy" → Calf muscle pseudohypertrophy), and two words in common at least.
+            if len(held) < 2 or len(words) - len(held) + len(extra) > 1 or len(held) <= len(named & set(words)):
+                continue
+            out = [m for m in out if m not in inside]
+            out.append(Mention(text, start, end,
+                               (Candidate(iri, name, round(0.8 * len(held) / len(words), 3), "approximate"),),
+                               _negated(query, start)))
+        return sorted(out, key=lambda m: m.start)
+
     def _as_written(self, tokens: list, i: int, n: int, iris: list[str]) -> list[str]:
         """Of the nodes a span names, those it may mean as written: a common English word in lower case ("my son
         has seizures") does not name a node known only by a symbol ("SON", a gene), unless a word beside it names
@@ -440,6 +485,44 @@ class Linker:
             return iris, end
         size = max(n for n, _iri in written)
         return [iri for n, iri in written if n == size], start + size
+
+
+#: What separates a list's items: commas, semicolons, sentence ends, "and", "with", "plus".
+_SEPARATORS = re.compile(r"[,;:.!?]|\b(?:and|with|plus)\b", re.I)
+#: Longest list item (content words) linked approximately.
+PHRASE_WORDS = 6
+
+
+def item_spans(query: str) -> list[tuple[int, int]]:
+    """The (start, end) of a request's list items: what :data:`_SEPARATORS` separate, stripped, non-empty."""
+    out, at = [], 0
+    for sep in [*_SEPARATORS.finditer(query), None]:
+        end = sep.start() if sep else len(query)
+        text = query[at:end]
+        if text.strip():
+            start = at + len(text) - len(text.lstrip())
+            out.append((start, start + len(text.strip())))
+        at = sep.end() if sep else end
+    return out
+
+
+def list_items(query: str) -> list[str]:
+    """A request's list items (:func:`item_spans`).
+
+    >>> list_items("boy with progressive proximal weakness, calf pseudohypertrophy and elevated CK")
+    ['boy', 'progressive proximal weakness', 'calf pseudohypertrophy', 'elevated CK']
+    """
+    return [query[a:b] for a, b in item_spans(query)]
+
+
+def _same_word(a: str, b: str) -> bool:
+    """Two words alike enough to be one (a shared start of five letters: "dilatation", "dilation" not;
+    "pseudohypertrophy", "weakness" themselves).
+
+    >>> _same_word("weakness", "weakness"), _same_word("progressive", "progression"), _same_word("big", "large")
+    (True, True, False)
+    """
+    return a == b or (len(a) >= 5 and len(b) >= 5 and a[:5] == b[:5])
 
 
 def _is_symbol(name: str) -> bool:

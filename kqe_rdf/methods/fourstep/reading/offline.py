@@ -21,7 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ....kb.linking import Linker, Mention
+from ....kb.linking import Linker, Mention, list_items
 from ....kb.ontology import local_name
 from ...retrieval import STOPWORDS
 from ..triplets import End, Triplet, TripletQuery
@@ -36,6 +36,9 @@ from .words import FUNCTION_WORDS, stem
 
 #: What stands between two conditions on one answer: a coordinating word, then the second condition's own words
 #: ("… by X and released by Y"), in the same clause.
+#: Items a request needs to be read as a list: its items no name matched are then linked approximately
+#: (:meth:`~kqe_rdf.kb.linking.Linker.phrases`).
+LIST_ITEMS = 3
 _COORDINATION = re.compile(r"\s*,?\s*(?:and|but|as well as)\s+(?:[^\W\d]+\s+){1,4}", re.I)
 
 
@@ -118,6 +121,9 @@ class OfflineTriplets:
                     if not names_the_asked_kind(query, m)]
         if any(is_name(query, m) for m in mentions):
             mentions = [m for m in mentions if not modifies_a_noun(query, m)]
+        if mentions and len(list_items(query)) >= LIST_ITEMS:
+            # A list's items that no name matched, linked approximately within the class its other items name.
+            mentions = self.linker.phrases(query, mentions)
         conditions = mentions[-1:] if len(mentions) > 1 and is_complement(query, mentions[-1]) else []
         return [m for m in mentions if m not in conditions], conditions
 
