@@ -248,6 +248,12 @@ class ExpansionSettings(SettingsGroup, prefix="expansion"):
     docs: int = setting(3, min=0)
     #: Longest request `expand` takes (characters): a pasted document is not a query.
     request_max_chars: int = setting(10_000, min=1, flat="expand_max_chars")
+    #: Offline expansions (lkqe-offline, kar-offline) are weighed by how much of the final retriever's first
+    #: `expansion_weight_depth` hits for the query they replace: weight = that share / `expansion_weight_full`, at
+    #: most 1; 0 when they replace none (the query's own results). 0 turns the weighing off (weight 1). Chosen on
+    #: SciFact train and DL19 (docs/results-log.md, issue 53).
+    weight_depth: int = setting(8, min=1)
+    weight_full: float = setting(0.5, min=0.0, max=1.0)
 
 
 class KARSettings(SettingsGroup, prefix="kar"):
