@@ -21,7 +21,7 @@ from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
-from kqe_rdf.evaluation.runner import evaluate
+from kqe_rdf.evaluation.runner import evaluate, query_records
 from kqe_rdf.methods.expansion import expand, expander
 from kqe_rdf.methods.expansion.kar import Neighbourhood
 from kqe_rdf.methods.expansion.text import estimate_tokens, in_clauses
@@ -395,6 +395,14 @@ def test_an_expansion_counts_by_the_share_of_new_hits_it_brings_to_the_first_pag
     bm25 = pipeline("bm25", passages_kb, OFFLINE, 5).search("aspirin inhibits")
     assert {passages_kb.document(h.iri).identifier for h in bm25} == {"p1", "p4"}
     assert "p2" in {passages_kb.document(h.iri).identifier for h in hits}
+
+
+def test_an_evaluation_keeps_each_querys_weight_in_its_per_query_record(passages_kb):
+    qs = QuerySet("passages", [EvalQuery("1", "aspirin platelets", {"p1": 1}),
+                               EvalQuery("2", "aspirin inhibits", {"p2": 1})])
+    result = evaluate(passages_kb, qs, ["lkqe-offline"], OFFLINE, depth=5, trec_measures=())
+    weights = {r["qid"]: r["explanation"]["weight"] for r in query_records(result, passages_kb)}
+    assert weights == {"1": 0.0, "2": 0.6667}
 
 
 def test_cli_expand_shows_the_weight_and_its_evidence(passages_kb):
