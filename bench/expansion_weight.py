@@ -89,9 +89,12 @@ def rules(args) -> None:
     records = [json.loads(line) for line in open(args.cache)]
     ratio, repeat = settings.lkqe_max_ratio, settings.lkqe_query_repeat
 
-    def searched(rec: dict, weight: float, depth: int = 100) -> list[str]:
-        """lkqe-offline's final BM25 at this weight (as ``Expansion.finish`` builds its bag)."""
-        added = in_clauses([s for s, _ in rec["key"]], ratio * max(len(rec["query"].split()), 1))
+    def searched(rec: dict, weight: float, depth: int = 100, cut: bool = False) -> list[str]:
+        """lkqe-offline's final BM25 at this weight (as ``Expansion.finish`` builds its bag); ``cut``: the key
+        sentences cut at the budget's last word, as before whole clauses were kept."""
+        budget = ratio * max(len(rec["query"].split()), 1)
+        key = [s for s, _ in rec["key"]]
+        added = " ".join(" ".join(key).split()[:budget]) if cut else in_clauses(key, budget)
         if weight <= 0 or not added:
             return [iri for iri, _ in rec["bm25"][:depth]]
         bag = counted_words(rec["query"], repeat) + counted_words(added, weight)
@@ -105,6 +108,8 @@ def rules(args) -> None:
 
     bm25 = run(lambda rec: 0.0)
     rows = [("bm25", bm25)] + [(f"constant weight {w}", run(lambda rec, w=w: w)) for w in (0.25, 0.5, 1.0)]
+    rows.append(("constant weight 1.0, budget cut mid-clause",
+                 [ndcg10(searched(rec, 1.0, cut=True), rec["qrels"]) for rec in records]))
     for name, lo, hi in _RULES:
         rows.append((f"{name}: 0 at {lo}, 1 at {hi}", run(_ramp(name, lo, hi))))
     print(f"{len(records)} queries of {args.cache}")
