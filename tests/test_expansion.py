@@ -22,7 +22,7 @@ from kqe_rdf.cli import cli
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
 from kqe_rdf.evaluation.runner import evaluate, query_records
-from kqe_rdf.methods.expansion import expand, expander
+from kqe_rdf.methods.expansion import Expansion, expand, expander
 from kqe_rdf.methods.expansion.kar import Neighbourhood
 from kqe_rdf.methods.expansion.text import estimate_tokens, in_clauses
 from kqe_rdf.kb.importers import get_importer
@@ -395,6 +395,19 @@ def test_an_expansion_counts_by_the_share_of_new_hits_it_brings_to_the_first_pag
     bm25 = pipeline("bm25", passages_kb, OFFLINE, 5).search("aspirin inhibits")
     assert {passages_kb.document(h.iri).identifier for h in bm25} == {"p1", "p4"}
     assert "p2" in {passages_kb.document(h.iri).identifier for h in hits}
+
+
+def test_a_weight_below_one_scales_only_the_words_the_expansion_adds():
+    """KAR's final query counts each distinct word once (a plain query); weighed, the words only the expansion has
+    count by the weight; LKQE's counts every word (the query's three times); at 0 the query is searched alone."""
+    plain = Expansion("seizures in children", "kar-offline", expansions=["Seizures: Dravet syndrome"], weight=0.5)
+    assert plain.finish().bag == {"seizures": 1.0, "in": 1.0, "children": 1.0, "Seizures": 0.5, "Dravet": 0.5,
+                                  "syndrome": 0.5}
+    counted = Expansion("aspirin platelets", "lkqe-offline", expansions=["aspirin blocks"], weight=0.5)
+    assert counted.finish(repeat=3, counted=True).bag == {"aspirin": 3.5, "platelets": 3.0, "blocks": 0.5}
+    zero = Expansion("aspirin platelets", "lkqe-offline", expansions=["aspirin blocks"], weight=0.0)
+    assert zero.finish(repeat=3, counted=True).bag is None and zero.expanded == "aspirin platelets"
+    assert Expansion("a b", "kar-offline", expansions=["c"]).finish().bag is None  # weight 1: the plain query
 
 
 def test_an_evaluation_keeps_each_querys_weight_in_its_per_query_record(passages_kb):
