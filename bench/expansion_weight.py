@@ -36,6 +36,11 @@ def collect(args) -> None:
     settings = Settings()
     kb = KnowledgeBase.open(Path(args.kb), settings)
     qs = querysets.load(args.queryset, *map(Path, args.paths))
+    if args.sample is not None and args.sample < len(qs):  # the claims `kqe-rdf eval --sample N --seed S` draws
+        import random
+
+        picked = sorted(random.Random(args.seed).sample(range(len(qs)), args.sample))
+        qs.queries = [qs.queries[i] for i in picked]
     qrels = counting_absent(gold_qrels(kb, qs)[0], 1)
     lkqe = LKQE(kb, settings)
     with open(args.out, "w") as out:
@@ -148,6 +153,8 @@ def main() -> None:
     c.add_argument("paths", nargs="+")
     c.add_argument("--kb", required=True)
     c.add_argument("--out", required=True)
+    c.add_argument("--sample", type=int, help="N queries drawn at random, as `kqe-rdf eval --sample N` draws them")
+    c.add_argument("--seed", type=int, default=0)
     r = sub.add_parser("rules", help="nDCG@10 of each weighting rule from a collected file")
     r.add_argument("cache")
     r.add_argument("--kb", required=True)
