@@ -235,8 +235,6 @@ class KAR(Expander):
                        else FusedScorer(kb, self.documents, settings.rrf_k))
         self.neighbourhood = Neighbourhood(kb, settings.kar_fanout)
         self.query_retriever = final_retriever(kb, settings, max(settings.kar_query_nodes, 1), types)
-        if llm is None:  # offline, the expansion is weighed by what it changes (Expander.weigh)
-            self.judge = final_retriever(kb, settings, settings.expansion_weight_depth, types)
         #: Offline, the structural reader's grounded reading gives the entities and the facts (module docstring).
         depth = 2 * settings.kar_neighbours
         #: The reader's mention finder (as 4StepFocus and ``ask`` link the query).
