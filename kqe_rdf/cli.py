@@ -974,11 +974,21 @@ def expand(text, kb_path, method, types, hops, neighbours, expansions, passages,
     else:
         click.echo(f"query ({exp.method}, {exp.llm}): {exp.query}")
         for number, piece in enumerate(exp.expansions, start=1):
-            click.echo(f"  + {number}. {piece}")
+            click.echo(f"  {'+' if exp.weight > 0 else '-'} {number}. {piece}")
         if not exp.expansions:
             click.echo("  (nothing added: the query is searched as it is)")
+        elif exp.evidence:
+            click.echo(f"  {_weight_line(exp.as_dict())}")
     if show_context:
         _print_expansion(exp.as_dict())
+
+
+def _weight_line(exp: dict) -> str:
+    """How much an expansion counted and why: ``weight 0.5: the expansion replaces 2 of ... (key sentences 5, ...)``."""
+    evidence = {k: v for k, v in exp["evidence"].items() if k not in ("reason", "new", "of")}
+    shown = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in evidence.items())
+    more = f" ({shown})" if shown else ""
+    return f"weight {exp['weight']:g}: {exp['evidence'].get('reason', '')}{more}"
 
 
 def _print_expansion(exp: dict) -> None:
@@ -1009,6 +1019,8 @@ def _print_expansion(exp: dict) -> None:
             console.print(f"  {line}", markup=False, highlight=False)
     for i, e in enumerate(exp["expansions"], start=1):
         console.print(f"[bold]expansion {i}[/]: {e}", highlight=False)
+    if exp.get("evidence"):
+        console.print(_weight_line(exp), markup=False, highlight=False)
     if exp["llm_usage"]:
         u = exp["llm_usage"]
         console.print(f"LLM: {u['calls']} call(s), {u['cache_hits']} cached, {u['total_tokens']} tokens")

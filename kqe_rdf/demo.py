@@ -187,6 +187,8 @@ class Demo:
         expanded = exp["expanded_query"]
         shown = expanded if len(expanded) <= 300 else expanded[:300] + f"… ({len(expanded):,} characters)"
         self.console.print(f"[bold]expanded query[/] (what BM25 searches): {shown}", highlight=False)
+        if exp.get("evidence"):  # how much the expansion counted, and why
+            self.console.print(f"weight {exp['weight']:g}: {exp['evidence']['reason']}", highlight=False, markup=False)
 
     def embed_candidates(self, kb) -> None:
         """Vectors of the hybrid request's BM25 candidates (run in a thread; the KB has no dense index)."""

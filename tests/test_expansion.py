@@ -21,10 +21,10 @@ from kqe_rdf.kb.build import build_kb
 from kqe_rdf.cli import cli
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
-from kqe_rdf.evaluation.runner import evaluate
-from kqe_rdf.methods.expansion import expand, expander
+from kqe_rdf.evaluation.runner import evaluate, query_records
+from kqe_rdf.methods.expansion import Expansion, expand, expander
 from kqe_rdf.methods.expansion.kar import Neighbourhood
-from kqe_rdf.methods.expansion.text import estimate_tokens
+from kqe_rdf.methods.expansion.text import estimate_tokens, in_clauses
 from kqe_rdf.kb.importers import get_importer
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
@@ -346,7 +346,7 @@ def passages_kb(tmp_path_factory):
 
 def test_lkqe_offline_adds_the_key_sentences_nearest_the_query_three_times_weighted(passages_kb):
     query = "how does aspirin affect platelets"
-    exp = expand(passages_kb, Settings(lkqe_sentences=2), query, "lkqe-offline")
+    exp = expand(passages_kb, Settings(lkqe_sentences=2, expansion_weight_full=0), query, "lkqe-offline")
 
     assert exp.method == "lkqe-offline" and exp.triples == [] and exp.graph is None
     assert len(exp.context) == 2 and all(s in PASSAGES for s in exp.context)
@@ -356,9 +356,76 @@ def test_lkqe_offline_adds_the_key_sentences_nearest_the_query_three_times_weigh
     assert not (passages_kb.path / "expansions").exists()
 
 
-def test_lkqe_caps_the_expansion_at_a_multiple_of_the_query(passages_kb):
-    exp = expand(passages_kb, Settings(lkqe_max_ratio=1, lkqe_sentences=5), "aspirin platelets", "lkqe-offline")
-    assert len(exp.expansions[0].split()) == 2
+def test_lkqe_keeps_whole_clauses_within_its_budget(passages_kb):
+    """The budget (``lkqe_max_ratio`` × the query's words) takes the key sentences best first and, of the first one
+    that does not fit, the leading clauses that do: nothing is cut inside a clause."""
+    settings = Settings(lkqe_max_ratio=10, lkqe_sentences=5, expansion_weight_full=0)
+    exp = expand(passages_kb, settings, "aspirin platelets", "lkqe-offline")
+
+    added = exp.expansions[0]
+    assert len(added.split()) <= 20 and added[-1] in ".,;:"
+    assert " ".join(exp.context).startswith(added)
+    assert in_clauses(["Paris is the capital of France; the Seine flows through the city."], 8) == \
+        "Paris is the capital of France;"
+
+
+def test_an_expansion_that_moves_nothing_is_weighted_to_zero_and_returns_bm25s_ranking_exactly(passages_kb):
+    """Only p1 and p4 name aspirin and platelets; their key sentences keep BM25's first page as it is, so the
+    expansion adds nothing the query had not found: weight 0, the results are BM25's, scores and all, and
+    ``expand`` says why."""
+    query = "aspirin platelets"
+    exp = expand(passages_kb, OFFLINE, query, "lkqe-offline")
+    assert exp.weight == 0 and exp.expanded == query and exp.expansions  # listed, weighed out
+    assert exp.evidence["new"] == 0 and "adds nothing the query had not found" in exp.evidence["reason"]
+
+    lkqe = pipeline("lkqe-offline", passages_kb, OFFLINE, 5).search(query)
+    bm25 = pipeline("bm25", passages_kb, OFFLINE, 5).search(query)
+    assert [(h.iri, h.score, h.rank) for h in lkqe] == [(h.iri, h.score, h.rank) for h in bm25]
+
+
+def test_an_expansion_counts_by_the_share_of_new_hits_it_brings_to_the_first_page(passages_kb):
+    """BM25 finds p1 and p4 for "aspirin inhibits"; at full weight the key sentences (cyclooxygenase) add p2: one
+    new hit of three, a third of the page, where half counts fully (``expansion_weight_full``): weight 2/3. The
+    query's words count three times (``lkqe_query_repeat``), the expansion's 2/3 each."""
+    exp = expand(passages_kb, Settings(lkqe_sentences=2), "aspirin inhibits", "lkqe-offline")
+    assert (exp.evidence["new"], exp.evidence["of"], exp.weight) == (1, 3, 0.6667)
+    assert exp.bag["inhibits"] == 3 + 0.6667 * exp.expansions[0].lower().split().count("inhibits")
+
+    hits = pipeline("lkqe-offline", passages_kb, Settings(lkqe_sentences=2), 5).search("aspirin inhibits")
+    bm25 = pipeline("bm25", passages_kb, OFFLINE, 5).search("aspirin inhibits")
+    assert {passages_kb.document(h.iri).identifier for h in bm25} == {"p1", "p4"}
+    assert "p2" in {passages_kb.document(h.iri).identifier for h in hits}
+
+
+def test_a_weight_below_one_scales_only_the_words_the_expansion_adds():
+    """KAR's final query counts each distinct word once (a plain query); weighed, the words only the expansion has
+    count by the weight; LKQE's counts every word (the query's three times); at 0 the query is searched alone."""
+    plain = Expansion("seizures in children", "kar-offline", expansions=["Seizures: Dravet syndrome"], weight=0.5)
+    assert plain.finish().bag == {"seizures": 1.0, "in": 1.0, "children": 1.0, "Seizures": 0.5, "Dravet": 0.5,
+                                  "syndrome": 0.5}
+    counted = Expansion("aspirin platelets", "lkqe-offline", expansions=["aspirin blocks"], weight=0.5)
+    assert counted.finish(repeat=3, counted=True).bag == {"aspirin": 3.5, "platelets": 3.0, "blocks": 0.5}
+    zero = Expansion("aspirin platelets", "lkqe-offline", expansions=["aspirin blocks"], weight=0.0)
+    assert zero.finish(repeat=3, counted=True).bag is None and zero.expanded == "aspirin platelets"
+    assert Expansion("a b", "kar-offline", expansions=["c"]).finish().bag is None  # weight 1: the plain query
+
+
+def test_an_evaluation_keeps_each_querys_weight_in_its_per_query_record(passages_kb):
+    qs = QuerySet("passages", [EvalQuery("1", "aspirin platelets", {"p1": 1}),
+                               EvalQuery("2", "aspirin inhibits", {"p2": 1})])
+    result = evaluate(passages_kb, qs, ["lkqe-offline"], OFFLINE, depth=5, trec_measures=())
+    weights = {r["qid"]: r["explanation"]["weight"] for r in query_records(result, passages_kb)}
+    assert weights == {"1": 0.0, "2": 0.6667}
+
+
+def test_cli_expand_shows_the_weight_and_its_evidence(passages_kb):
+    shown = CliRunner().invoke(cli, ["expand", "aspirin platelets", "--kb", str(passages_kb.path), "-m",
+                                     "lkqe-offline", "--show-context"])
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "weight 0: at full weight the expansion's first 2 hits are the query's own" in text
+    assert "key sentences 4, best cosine" in text  # p1 has three, p4 one
+    assert shown.output.startswith("aspirin platelets\n")  # in a pipe: the query searched, as it is
 
 
 def test_lkqe_offline_searches_with_bm25(passages_kb):

@@ -248,6 +248,12 @@ class ExpansionSettings(SettingsGroup, prefix="expansion"):
     docs: int = setting(3, min=0)
     #: Longest request `expand` takes (characters): a pasted document is not a query.
     request_max_chars: int = setting(10_000, min=1, flat="expand_max_chars")
+    #: lkqe-offline's expansion is weighed by the share of new hits it brings to BM25's first
+    #: `expansion_weight_depth` for the query: weight = that share / `expansion_weight_full`, at most 1; 0 when it
+    #: brings none (BM25's own results). 0 turns the weighing off (weight 1). Chosen on SciFact train and DL19
+    #: (docs/results-log.md, issue 53). kar-offline is not weighed: on MetaQA 1-hop it cost 7 points of Hit@1.
+    weight_depth: int = setting(8, min=1)
+    weight_full: float = setting(0.5, min=0.0, max=1.0)
 
 
 class KARSettings(SettingsGroup, prefix="kar"):

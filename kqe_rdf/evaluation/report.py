@@ -217,6 +217,8 @@ def _explanation(x: dict) -> str:
     lines = []
     if "expanded_query" in x:
         lines.append(f"<div>expanded ({e(str(x['expansion']))}): {e(x['expanded_query'] or '')}</div>")
+        if "weight" in x:
+            lines.append(f"<div>weight {x['weight']:g}: {e(x['evidence'].get('reason', ''))}</div>")
         for text, nodes in x["entities"].items():
             lines.append(f"<div>entity {e(text)} → {e(', '.join(nodes) or 'nothing')}</div>")
         if x["facts"]:

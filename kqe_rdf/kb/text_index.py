@@ -22,7 +22,7 @@ import math
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -249,15 +249,29 @@ class TextIndex:
         ``(name:seizur body:seizur) (name:fever body:fever)``. Words without a token match nothing (the
         parser matches every node with score 0 when there are two or more of them and nothing else).
         """
-        q, should, schema = self._tantivy.Query, self._tantivy.Occur.Should, self.index.schema
-        clauses = []
-        for word in dict.fromkeys(words):
-            tokens = self._analyzer.analyze(word)
-            if len(tokens) == 1:
-                clauses += [(should, q.term_query(schema, field, tokens[0], "freq")) for field in _FIELDS]
-            elif tokens:
-                clauses += [(should, self.index.parse_query_lenient(word, [field])[0]) for field in _FIELDS]
+        q, should = self._tantivy.Query, self._tantivy.Occur.Should
+        clauses = [(should, clause) for word in dict.fromkeys(words) for clause in self._word(word)]
         return q.boolean_query(clauses) if clauses else q.empty_query()
+
+    def _word(self, word: str) -> list:
+        """The term query of one plain word in each text field (the parser's phrase for a word of several tokens)."""
+        q, schema = self._tantivy.Query, self.index.schema
+        tokens = self._analyzer.analyze(word)
+        if len(tokens) == 1:
+            return [q.term_query(schema, field, tokens[0], "freq") for field in _FIELDS]
+        return [self.index.parse_query_lenient(word, [field])[0] for field in _FIELDS] if tokens else []
+
+    def search_weighted(self, weights: Mapping[str, float], k: int = 10, types: Sequence[str] | None = None
+                        ) -> list[tuple[str, float]]:
+        """(node IRI, score) pairs, best first, where a document scores Σ weight × BM25 over the words of ``weights``:
+        a bag of words that counts, as a Lucene query counts a word written three times (``{"aspirin": 3.0}``
+        scores three times ``aspirin``'s BM25; the flat query of :meth:`search` counts each word once)."""
+        q, should = self._tantivy.Query, self._tantivy.Occur.Should
+        clauses = [(should, q.boost_query(clause, float(weight)))
+                   for word, weight in weights.items() if weight > 0 for clause in self._word(plain_query(word))]
+        if not clauses or k <= 0:
+            return []
+        return self._named(self._top(q.boolean_query(clauses), k, types))
 
     def _restricted(self, query, types: Sequence[str] | None):
         """Only nodes of ``types``, without changing scores (a zero-score filter clause)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -451,6 +451,10 @@ class BM25(Stage):
         index = self.kb.text_index
         started = [(q.qid, index.search_later(q.text, self.k, self.types)) for q in batch.queries]
         return lambda: Batch(batch.queries, {qid: ranking(qid, f.result()) for qid, f in started})
+
+    def weighted(self, weights: Mapping[str, float], qid: str = "q") -> list[Hit]:
+        """The hits of a bag of words that counts (``TextIndex.search_weighted``): an expansion's query."""
+        return ranking(qid, self.kb.text_index.search_weighted(weights, self.k, self.types))
 
     def __repr__(self) -> str:
         return f"BM25(k={self.k})"

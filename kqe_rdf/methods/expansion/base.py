@@ -10,10 +10,12 @@ query never ends with fewer results because a model misbehaved.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...kb.text_index import plain_query
 from ..retrieval import BM25, Batch, Dense, Stage, hybrid, hybrid_rrf
 from .text import estimate_tokens
 
@@ -46,12 +48,31 @@ class Expansion:
     notes: list[str] = field(default_factory=list)
     #: The method asked for uses an LLM, but none is configured: it ran its offline variant (notes say so).
     ran_offline: bool = False
+    #: How much the expansion counts in the final search, 0 to 1, read from ``evidence`` (what the expansion's
+    #: knowledge adds to the query); at 0 nothing is added and the query is searched as it is.
+    weight: float = 1.0
+    evidence: dict[str, Any] = field(default_factory=dict)
+    #: The final BM25 query as a bag of words that counts: the query's words ``repeat`` times, the expansion's
+    #: ``weight`` times (None: ``expanded`` is searched as plain text, each word once).
+    bag: dict[str, float] | None = None
 
-    def finish(self, repeat: int = 1) -> Expansion:
-        """Set ``expanded``: the query (``repeat`` times) followed by the expansions; the query alone if none."""
-        added = [e for e in self.expansions if e.strip()]
-        self.expansions = added
+    def finish(self, repeat: int = 1, counted: bool = False) -> Expansion:
+        """Set ``expanded`` and ``bag``: the query (``repeat`` times) followed by the expansions; the query alone if
+        there are none or the weight is 0 (the expansions stay listed, weighed out).
+
+        ``counted``: the final BM25 counts words (``bag``: the query's ``repeat`` times, the expansions' ``weight``
+        times each occurrence), as a Lucene query counts a word written three times. Otherwise each distinct word
+        counts once, as a plain query does; a weight below 1 then scales the words only the expansions have.
+        """
+        self.expansions = [e for e in self.expansions if e.strip()]
+        added = self.expansions if self.weight > 0 else []
         self.expanded = " ".join([self.query] * (repeat if added else 1) + added)
+        self.bag = None
+        if added and counted:
+            self.bag = dict(counted_words(self.query, repeat) + counted_words(" ".join(added), self.weight))
+        elif added and self.weight < 1:
+            own = set(plain_query(self.query).split())
+            self.bag = {word: 1.0 if word in own else self.weight for word in plain_query(self.expanded).split()}
         return self
 
     def as_dict(self) -> dict[str, Any]:
@@ -59,7 +80,19 @@ class Expansion:
                 "expansions": self.expansions, "entities": self.entities, "neighbours": self.neighbours,
                 "context": self.context, "context_tokens": self.context_tokens, "passages": self.passages,
                 "triples": self.triples, "graph": self.graph, "llm": self.llm, "llm_usage": self.llm_usage,
-                "ran_offline": self.ran_offline, "notes": self.notes}
+                "ran_offline": self.ran_offline, "weight": self.weight, "evidence": self.evidence, "notes": self.notes}
+
+
+def counted_words(text: str, weight: float) -> Counter:
+    """The plain words of ``text``, lower-cased, each counted ``weight`` times per occurrence.
+
+    >>> dict(counted_words("Aspirin thins blood; aspirin", 0.5))
+    {'aspirin': 1.0, 'thins': 0.5, 'blood': 0.5}
+    """
+    bag: Counter = Counter()
+    for word in plain_query(text).lower().split():
+        bag[word] += weight
+    return bag
 
 
 class Expander:
@@ -85,10 +118,44 @@ class Expander:
             with self.llm.budget() as budget:
                 self.build(exp)
             exp.llm_usage = budget.usage.as_dict()
-        return exp.finish(self.repeat)
+        exp.finish(self.repeat, self.counted)
+        if self.judge is not None and exp.expansions and self.settings.expansion_weight_full > 0:
+            self.weigh(exp)
+        return exp
+
+    #: The retriever whose first page an expansion is weighed against (:meth:`weigh`); None: always weight 1 (KAR:
+    #: its passage is the structural reading's answer, and weighed so it lost 7 points of Hit@1 on MetaQA 1-hop).
+    judge: Stage | None = None
+
+    def weigh(self, exp: Expansion) -> None:
+        """Weight the expansion by how much of the retriever's first page it changes.
+
+        The first ``expansion_weight_depth`` hits of the expanded query at full weight are compared with the
+        query's: the share that are new, over ``expansion_weight_full``, is the weight (at most 1). An expansion
+        whose first page is the query's adds nothing the query had not found and only reorders what the retriever
+        already ranks well (SciFact's claims, written in their abstracts' words): it gets weight 0 and the results
+        are the query's own. One that brings in half a page of new hits (the default) counts fully (DL19's short
+        questions, whose answers use other words). Measured on the dev sets: docs/results-log.md, issue 53.
+        """
+        s = self.settings
+        depth = s.expansion_weight_depth
+        before = {h.iri for h in self.judge.search(exp.query, names=False)[:depth]}
+        after = [h.iri for h in searched(self.judge, exp, "weigh")[:depth]]
+        new = sum(iri not in before for iri in after)
+        exp.weight = round(min(1.0, new / max(len(after), 1) / s.expansion_weight_full), 4)
+        if exp.weight == 0:
+            reason = (f"at full weight the expansion's first {len(after)} hits are the query's own, so it adds "
+                      "nothing the query had not found: the query is searched as it is")
+        else:
+            reason = (f"at full weight {new} of the expansion's first {len(after)} hits are not among the query's "
+                      f"(full weight from {s.expansion_weight_full:.0%} of them)")
+        exp.evidence = {"reason": reason, "new": new, "of": len(after), **exp.evidence}
+        exp.finish(self.repeat, self.counted)
 
     #: Times the query is repeated in front of the expansions (LKQE weighs the query ×3 for BM25).
     repeat = 1
+    #: Whether a final BM25 search counts the query's repeats and the expansion's words (``Expansion.bag``).
+    counted = False
 
     def build(self, exp: Expansion) -> None:
         raise NotImplementedError
@@ -144,6 +211,14 @@ def final_retriever(kb, settings, k: int, types: Sequence[str] | None = None, ki
     return hybrid(kb, settings, k, types) if kind == "hybrid" else hybrid_rrf(kb, settings, k, types)
 
 
+def searched(stage: Stage, exp: Expansion, qid: str) -> list:
+    """The hits of an expanded query: its bag of words when the retriever is BM25 (the weights count), else its
+    text (a dense retriever reads the expansion whole once its weight is above 0)."""
+    if exp.bag and isinstance(stage, BM25):
+        return stage.weighted(exp.bag, qid)
+    return stage.search(exp.expanded, qid, names=False)
+
+
 class ExpandedSearch(Stage):
     """Expand each query, then retrieve with the expanded text; the expansion is kept in ``explain``.
 
@@ -167,7 +242,7 @@ class ExpandedSearch(Stage):
         for q in batch.queries:
             exp = self.expander.expand(q.text)
             exp.notes += self.notes
-            hits = self.final.search(exp.expanded, q.qid, names=False)
+            hits = searched(self.final, exp, q.qid)
             if not hits and exp.expanded != q.text:
                 exp.notes.append("the expanded query found nothing; results are the unexpanded query's")
                 hits = self.final.search(q.text, q.qid, names=False)

@@ -32,7 +32,7 @@ from ..retrieval import BM25
 from .base import Expander, Expansion
 from .prompts import (SENTENCES_SCHEMA, TRIPLES_SCHEMA, lkqe_complete_messages, lkqe_expand_messages,
                       lkqe_sentence_messages, lkqe_triple_messages)
-from .text import body_sentences, clip, share
+from .text import body_sentences, clip, in_clauses, share
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,10 @@ class LKQE(Expander):
         super().__init__(kb, settings, llm)
         self.name = "lkqe" if llm else "lkqe-offline"
         self.repeat = settings.lkqe_query_repeat
+        self.counted = True  # "3 × query + expansion" as the paper's Lucene query counts it
         self.first = BM25(kb, settings.lkqe_docs, types)
+        if llm is None:
+            self.judge = BM25(kb, settings.expansion_weight_depth, types)
         self.store = store or (ExpansionStore(kb.path) if llm is not None and settings.lkqe_store else None)
 
     def cap(self, query: str, text: str) -> str:
@@ -142,9 +145,13 @@ class LKQE(Expander):
     def build(self, exp: Expansion) -> None:
         passages = self.read(exp)
         if self.llm is None:
-            key = self.key_sentences(exp.query, passages)
+            scored = self.key_sentences(exp.query, passages)
+            key = [sentence for sentence, _similarity in scored]
             self.set_context(exp, key)
-            exp.expansions = [self.cap(exp.query, " ".join(key))] if key else []
+            limit = self.settings.lkqe_max_ratio * max(len(exp.query.split()), 1)
+            exp.expansions = [in_clauses(key, limit)] if key else []
+            if scored:
+                exp.evidence = {"key_sentences": len(scored), "best_cosine": round(scored[0][1], 4)}
             return
         graph = ExpansionStore.graph_iri(exp.query, self.llm.model) if self.store is not None else None
         triples = self.store.load(graph) if graph else []
@@ -205,12 +212,13 @@ class LKQE(Expander):
             triple["passage"] = passages[number - 1]
         return triple
 
-    def key_sentences(self, query: str, passages: list[str]) -> list[str]:
-        """The ``lkqe_sentences`` sentences of the passages nearest the query by embedding, best first."""
+    def key_sentences(self, query: str, passages: list[str]) -> list[tuple[str, float]]:
+        """The ``lkqe_sentences`` sentences of the passages nearest the query by embedding, best first, each with
+        its cosine to the query."""
         labels = [f.label for f in self.kb.schema.fields.values()]
         pool = list(dict.fromkeys(s for p in passages for s in body_sentences(p, labels) if len(s.split()) >= 4))
         if not pool:
             return []
         sims = self.kb.encoder.encode(pool) @ self.kb.embed_query(query)
         order = np.argsort(-sims, kind="stable")[: self.settings.lkqe_sentences]
-        return [pool[i] for i in order]
+        return [(pool[i], float(sims[i])) for i in order]

@@ -93,6 +93,29 @@ def body_sentences(text: str, labels: Iterable[str] = ()) -> list[str]:
     return out
 
 
+#: Where a sentence divides into clauses: after a comma, semicolon or colon, before a spaced dash.
+_CLAUSE = re.compile(r"(?<=[,;:])\s+|\s+(?=[-\u2013\u2014]\s)")
+
+
+def in_clauses(sentences: Iterable[str], words: int) -> str:
+    """``sentences``, best first, within ``words`` words, in whole clauses: the first sentence that does not fit
+    gives the leading clauses of it that do, and ends the text (no clause is cut, and none is taken out of order
+    from further down, which would trade the nearest sentences for the shortest).
+
+    >>> in_clauses(["Aspirin blocks platelets.", "In one trial, aspirin lowered clotting; it lasted days."], 8)
+    'Aspirin blocks platelets. In one trial,'
+    """
+    out: list[str] = []
+    for sentence in sentences:
+        for clause in _CLAUSE.split(sentence):
+            n = len(clause.split())
+            if n > words:
+                return " ".join(out)
+            out.append(clause)
+            words -= n
+    return " ".join(out)
+
+
 def salient(text: str, query: str, n: int = 1, avoid: str = "") -> str:
     """The ``n`` sentences of ``text`` that share most words with ``query`` (header lines skipped), in text order.
 

@@ -106,6 +106,8 @@ def _expansion(exp: dict) -> dict:
         "facts": facts[:10],
         "facts_total": len(facts),
     }
+    if exp.get("evidence"):  # an offline expansion weighed by what it adds: how much it counted, and why
+        out["weight"], out["evidence"] = exp["weight"], exp["evidence"]
     if exp.get("notes"):
         out["notes"] = exp["notes"]
     return out

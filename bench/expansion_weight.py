@@ -1,0 +1,166 @@
+"""What an offline expansion adds, per query: the signals an expansion's weight could be read from, and the nDCG@10
+each weighting rule would give on a dev set (issue 53).
+
+``collect`` runs the expensive part of ``lkqe-offline`` once per query (BM25's passages, the key sentences and
+their cosines to the query) and writes it with BM25's own top 100; ``rules`` then re-searches each query with
+lkqe-offline's final BM25 query (the query's words 3 times, the key sentences' words in whole clauses ``weight``
+times each) under each weighting rule (only BM25 searches: seconds) and prints the mean nDCG@10 and the queries
+won and lost against BM25::
+
+    python bench/expansion_weight.py collect scifact $S/scifact/claims_train.csv $S/scifact/qrels_train.txt \\
+        --kb $KBS/scifact --out /tmp/scifact.jsonl
+    python bench/expansion_weight.py collect trec $S/trec_dl19/topics.dl19-passage.txt \\
+        $S/trec_dl19/qrels.dl19-passage.txt --kb $KBS/dl19 --out /tmp/dl19.jsonl
+    python bench/expansion_weight.py rules --kb $KBS/scifact /tmp/scifact.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def collect(args) -> None:
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.evaluation import querysets
+    from kqe_rdf.evaluation.runner import counting_absent, gold_qrels
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.methods.expansion.lkqe import LKQE
+
+    settings = Settings()
+    kb = KnowledgeBase.open(Path(args.kb), settings)
+    qs = querysets.load(args.queryset, *map(Path, args.paths))
+    if args.sample is not None and args.sample < len(qs):  # the claims `kqe-rdf eval --sample N --seed S` draws
+        import random
+
+        picked = sorted(random.Random(args.seed).sample(range(len(qs)), args.sample))
+        qs.queries = [qs.queries[i] for i in picked]
+    qrels = counting_absent(gold_qrels(kb, qs)[0], 1)
+    lkqe = LKQE(kb, settings)
+    with open(args.out, "w") as out:
+        for n, q in enumerate(qs, start=1):
+            hits = lkqe.first.search(q.text, names=False)
+            passages = [kb.document(h.iri).text for h in hits]
+            key = lkqe.key_sentences(q.text, passages)
+            bm25 = kb.text_index.search(q.text, 100)
+            out.write(json.dumps({"qid": q.qid, "query": q.text, "qrels": qrels[q.qid], "key": key,
+                                  "passage_scores": [h.score for h in hits], "bm25": bm25}) + "\n")
+            if n % 50 == 0:
+                print(f"{n} queries", file=sys.stderr)
+
+
+def ndcg10(ranked: list[str], judged: dict[str, int]) -> float:
+    """nDCG@10 with graded gains (ir_measures' nDCG: gain = relevance, log2 discount)."""
+    import math
+
+    dcg = sum(judged.get(iri, 0) / math.log2(i + 2) for i, iri in enumerate(ranked[:10]))
+    ideal = sorted((g for g in judged.values() if g > 0), reverse=True)[:10]
+    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
+    return dcg / idcg if idcg else 0.0
+
+
+def signals(rec: dict, terms, first_page: list[str]) -> dict[str, float]:
+    """The per-query signals a weight could be read from (``first_page``: the full-weight expansion's first 8)."""
+    query = set(terms(rec["query"]))
+    key = rec["key"]
+    added = set(terms(" ".join(s for s, _ in key)))
+    scores = [s for _, s in rec["bm25"]]
+    own = {iri for iri, _ in rec["bm25"][:8]}
+    return {
+        "new": sum(iri not in own for iri in first_page) / max(len(first_page), 1),
+        "qlen": len(query),
+        "sim_top": key[0][1] if key else 0.0,
+        "coverage": len(query & added) / max(len(query), 1),
+        "novelty": len(added - query) / max(len(added), 1),
+        "bm25_gap": (scores[0] - scores[1]) / scores[0] if len(scores) > 1 and scores[0] else 0.0,
+    }
+
+
+def rules(args) -> None:
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.kb.words import terms
+    from kqe_rdf.methods.expansion.base import counted_words
+    from kqe_rdf.methods.expansion.text import in_clauses
+
+    settings = Settings()
+    kb = KnowledgeBase.open(Path(args.kb), settings)
+    records = [json.loads(line) for line in open(args.cache)]
+    ratio, repeat = settings.lkqe_max_ratio, settings.lkqe_query_repeat
+
+    def searched(rec: dict, weight: float, depth: int = 100, cut: bool = False) -> list[str]:
+        """lkqe-offline's final BM25 at this weight (as ``Expansion.finish`` builds its bag); ``cut``: the key
+        sentences cut at the budget's last word, as before whole clauses were kept."""
+        budget = ratio * max(len(rec["query"].split()), 1)
+        key = [s for s, _ in rec["key"]]
+        added = " ".join(" ".join(key).split()[:budget]) if cut else in_clauses(key, budget)
+        if weight <= 0 or not added:
+            return [iri for iri, _ in rec["bm25"][:depth]]
+        bag = counted_words(rec["query"], repeat) + counted_words(added, weight)
+        return [iri for iri, _ in kb.text_index.search_weighted(bag, depth)]
+
+    for rec in records:
+        rec["signals"] = signals(rec, terms, searched(rec, 1.0, 8))
+
+    def run(weight) -> list[float]:
+        return [ndcg10(searched(rec, weight(rec)), rec["qrels"]) for rec in records]
+
+    bm25 = run(lambda rec: 0.0)
+    rows = [("bm25", bm25)] + [(f"constant weight {w}", run(lambda rec, w=w: w)) for w in (0.25, 0.5, 1.0)]
+    rows.append(("constant weight 1.0, budget cut mid-clause",
+                 [ndcg10(searched(rec, 1.0, cut=True), rec["qrels"]) for rec in records]))
+    for name, lo, hi in _RULES:
+        rows.append((f"{name}: 0 at {lo}, 1 at {hi}", run(_ramp(name, lo, hi))))
+    print(f"{len(records)} queries of {args.cache}")
+    print("| weight | nDCG@10 | queries better / worse than BM25 |\n|---|---:|---|")
+    for name, scores in rows:
+        won = sum(s > b + 1e-9 for s, b in zip(scores, bm25))
+        lost = sum(s < b - 1e-9 for s, b in zip(scores, bm25))
+        print(f"| {name} | {100 * statistics.fmean(scores):.2f} | {won} / {lost} |")
+
+
+def _ramp(name: str, lo: float, hi: float):
+    def weight(rec):
+        x = rec["signals"][name]
+        return min(max((x - lo) / (hi - lo), 0.0), 1.0)
+    return weight
+
+
+#: Rules tried: a signal, where the weight is 0 and where it is 1 (linear between; a falling ramp when lo > hi).
+#: ``new``: the share of the full-weight expansion's first 8 hits that are not among BM25's (the rule shipped:
+#: 0 at none, 1 from half); ``novelty``: the share of the key sentences' words the query lacks; ``bm25_gap``: how
+#: far BM25's first hit scores above its second; ``sim_top``: the best key sentence's cosine; ``qlen``: query words.
+_RULES = [
+    ("new", 0.0, 0.5), ("new", 0.0, 0.25), ("new", 0.125, 0.625), ("new", 0.25, 0.5),
+    ("novelty", 0.7, 0.9), ("novelty", 0.9, 1.0),
+    ("bm25_gap", 0.5, 0.0), ("bm25_gap", 0.4, 0.1),
+    ("sim_top", 0.9, 0.6),
+    ("qlen", 15, 5),
+]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="key sentences and BM25's top 100 per query, once")
+    c.add_argument("queryset")
+    c.add_argument("paths", nargs="+")
+    c.add_argument("--kb", required=True)
+    c.add_argument("--out", required=True)
+    c.add_argument("--sample", type=int, help="N queries drawn at random, as `kqe-rdf eval --sample N` draws them")
+    c.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("rules", help="nDCG@10 of each weighting rule from a collected file")
+    r.add_argument("cache")
+    r.add_argument("--kb", required=True)
+    args = parser.parse_args()
+    collect(args) if args.command == "collect" else rules(args)
+
+
+if __name__ == "__main__":
+    main()
