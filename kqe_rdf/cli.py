@@ -215,8 +215,11 @@ def kb_embed(kb_path, types, as_json, index_vectors, workers):
         click.echo(json.dumps(info, indent=2))
         return
     ann = info.get("ann") or {}
+    held = info.get("vectors") or {}
     click.echo(f"embedded {settings.kb}: {info['count']:,} documents ({info['new']:,} new, {info['reused']:,} "
-               f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else ""))
+               f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else "")
+               + (f"; searched in Milvus ({held.get('uri') or held.get('file')}, collection {held['collection']})"
+                  if held.get("backend") == "milvus" else ""))
 
 
 @kb.command("tune-fusion")

@@ -28,8 +28,10 @@ def _ray(address: str):
     if not ray.is_initialized():
         try:
             if address == "local":
+                # A small object store: a shard's vectors are under a megabyte (512 × 384 floats), and Ray's default
+                # (30% of the machine's memory) is memory a shared machine may not have.
                 ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                         _node_ip_address="127.0.0.1", configure_logging=False)
+                         _node_ip_address="127.0.0.1", configure_logging=False, object_store_memory=256 << 20)
             else:
                 ray.init(address=address, log_to_driver=False)
         except Exception as exc:  # noqa: BLE001 - Ray raises many kinds of errors when it cannot start or connect
