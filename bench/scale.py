@@ -660,7 +660,7 @@ def report(rows: list[dict], args, env, built: bool) -> None:
             harness.update_doc("scale-milvus", "BM25 and dense on Milvus beside Tantivy and usearch (`bench/scale.py "
                                "--milvus`)", f"""{env.markdown(harness.command_line())}
 - The generated KB of the scale section (same generator, seeds and requests); its documents and generated vectors
-  loaded into a milvus-lite file (pymilvus {harness.versions(["pymilvus", "milvus-lite"])}), then the same 200 BM25
+  loaded into a milvus-lite file ({harness.versions(["pymilvus", "milvus-lite"])}), then the same 200 BM25
   and 100 dense requests timed in one child process with the indexes in this process, then in Milvus (whole
   requests through the `bm25` and `dense` pipelines, top 10, one warm-up request each).
 
