@@ -26,6 +26,7 @@ from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.build import build_kb, embed_kb
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.milvus import release_all
 from kqe_rdf.methods.registry import pipeline
 from kqe_rdf.service.app import create_app
 from kqe_rdf.service.sparql_search import SearchFunctions, execute, prepare
@@ -60,6 +61,7 @@ def backends(kb, products_file, tmp_path_factory):
             return opened[name]
 
         yield open_
+        release_all()  # no gRPC channel left open in this process for the next tests' forked workers
 
 
 @pytest.fixture(scope="module", params=BACKENDS)

@@ -128,6 +128,12 @@ def release(uri: str) -> None:
             server_manager_instance.release_server(uri)
 
 
+def release_all() -> None:
+    """Close every client this process holds (and the milvus-lite servers behind file clients)."""
+    for pid, uri in [key for key in _CLIENTS if key[0] == os.getpid()]:
+        release(uri)
+
+
 def _strings(values: Iterable[str]) -> str:
     """A list of strings as a Milvus expression literal (JSON's escapes are the expression language's)."""
     return "[" + ", ".join(json.dumps(v, ensure_ascii=False) for v in values) + "]"
