@@ -1,5 +1,5 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both install what they need into .venv
-# (and `make test` installs Debian's chromium for the browser tests, Debian's virtuoso-opensource for the
+# (and `make test` installs the [scale] extra for the Milvus and Ray tests, Debian's chromium for the browser tests, Debian's virtuoso-opensource for the
 # remote-store tests and Debian's wordnet-base for the reader when they are missing and it can).
 PYTHON ?= python3
 VENV := .venv
@@ -24,6 +24,11 @@ define debian
 	    || echo "$(2) could not be installed: $(3) will be skipped (and fail under CI)"; }
 endef
 
+# The index-backend tests run on Milvus (milvus-lite) and the sharded embedding on Ray: the [scale] extra, which
+# the default install (and `make demo`) leaves out.
+scale: install
+	@$(BIN)/python -c "import pymilvus, milvus_lite, ray" 2>/dev/null || $(BIN)/pip install --quiet -e '.[test,scale]'
+
 # The browser tests drive Debian's chromium.
 browser:
 	$(call debian,chromium,chromium,the browser tests)
@@ -39,10 +44,10 @@ wordnet:
 demo: install wordnet
 	$(BIN)/kqe-rdf demo
 
-test: install browser virtuoso wordnet
+test: install scale browser virtuoso wordnet
 	$(BIN)/python -m pytest -q
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow
 
-.PHONY: install browser virtuoso wordnet demo test test-slow
+.PHONY: install scale browser virtuoso wordnet demo test test-slow

@@ -141,12 +141,28 @@ def compared(old: Path, new: Path):
                            [q for q in common if after[method][q] < before[method][q]])
 
 
+def top10(path: Path) -> dict[tuple[str, str], list[str]]:
+    """``{(method, qid): the top 10 IRIs}`` of a per-query file."""
+    out = {}
+    if path.exists():
+        for line in path.open():
+            r = json.loads(line)
+            out[r["method"], r["qid"]] = [hit["iri"] for hit in r.get("ranked", [])[:10]]
+    return out
+
+
 def compare(old: Path, new: Path) -> None:
-    """Per set and method: the measure before and after over the queries both runs have, and the queries won and
-    lost."""
+    """Per set and method: the measure before and after over the queries both runs have, the queries won and
+    lost, and how alike the two runs' top 10 are (the queries with the same top 10 in the same order; the mean
+    share of one top 10 in the other): two backends of one index are compared this way (docs/scale.md)."""
     for c in compared(old, new):
+        before, after = top10(old / f"{c.devset.name}.jsonl"), top10(new / f"{c.devset.name}.jsonl")
+        pairs = [(before[k], after[k]) for k in before if k[0] == c.method and k in after]
+        same = sum(a == b for a, b in pairs)
+        overlap = sum(len(set(a) & set(b)) / max(len(a), 1) for a, b in pairs) / max(len(pairs), 1)
         print(f"{c.devset.name:24s} {c.method:16s} n={c.queries:5d}  {c.before:6.2f} -> {c.after:6.2f}  won "
-              f"{len(c.won):4d} lost {len(c.lost):4d}" + (f"  lost e.g. {', '.join(c.lost[:5])}" if c.lost else ""))
+              f"{len(c.won):4d} lost {len(c.lost):4d}  same top 10 {same:5d}, overlap {overlap:.3f}"
+              + (f"  lost e.g. {', '.join(c.lost[:5])}" if c.lost else ""))
 
 
 def markdown(run_dir: Path) -> str:

@@ -22,12 +22,15 @@ time inside a stage's own calls, so the parts add up to less than the whole), be
 call it makes, timed in the same process on the same requests: Tantivy's ``searcher.search`` for the same
 query and k without stored fields, the compiled SPARQL alone in pyoxigraph, the ONNX encoder alone.
 ``--rankings DIR`` writes each request's top 10 (``DIR/<edges>.json``), to check that a change keeps them.
+``--milvus`` also loads each KB's documents and vectors into a milvus-lite file and times the same BM25 and dense
+requests there, beside Tantivy and usearch in the same child process (with ``--doc``, only that section is written).
 
     python bench/scale.py                     # about 0.1M, 1M and 8M edges (about an hour)
     python bench/scale.py --sizes 100000 1000000
     python bench/scale.py --quick             # about 20,000 edges
     python bench/scale.py --sizes 1000000 8000000 --keep /tmp/kbs        # build once, keep the KBs
     python bench/scale.py --sizes 1000000 8000000 --reuse /tmp/kbs --stages
+    python bench/scale.py --sizes 1000000 --milvus --doc                 # BM25 and dense on Milvus at 1M edges
 """
 
 from __future__ import annotations
@@ -44,8 +47,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 import harness
-from harness import rate, ratio, table
+from harness import ms, rate, ratio, table
 
 EDGES_PER_PRODUCT = 10  # brand 1, categories 1.5, alsoBought/alsoViewed 7.5 on average
 VOCABULARY = 20_000
@@ -152,6 +157,53 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
     elif mode == "queries":
         options = json.loads(extra or "{}")
         print(json.dumps(query_latency(target, options.get("stages", False), options.get("rankings"))))
+    elif mode == "milvus":
+        print(json.dumps(milvus_latency(target, Path(extra))))
+
+
+def milvus_latency(target: str, scratch: Path) -> dict:
+    """BM25 and dense p50/p95 of the same requests with the indexes in this process (Tantivy, usearch) and in
+    Milvus (a milvus-lite file in ``scratch``, loaded here from the KB's documents and vectors, as `kb build
+    --text` and `kb embed --vectors` write them), in this one process, one after the other."""
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.kb import ann
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.kb.milvus import Location, MilvusDenseIndex, MilvusTextIndex, build_text_collection, write_vectors
+    from kqe_rdf.methods.registry import pipeline
+
+    kb = KnowledgeBase.open(target)
+    texts = requests(kb)
+    settings = Settings()
+
+    def timed(method: str) -> dict:
+        stage = pipeline(method, kb, settings, 10, None)
+        stage.run(texts[method][0])
+        times, tops = [], []
+        for text in texts[method]:
+            kb.embed_query.cache_clear()
+            t0 = time.perf_counter()
+            tops.append([h.iri for h in stage.run(text).ranked("q")])
+            times.append(time.perf_counter() - t0)
+        return {"p50": statistics.median(times), "p95": percentile95(times), "queries": len(times), "top10": tops}
+
+    out = {"in-process": {m: timed(m) for m in ("bm25", "dense")}}
+    text_at, vectors_at = Location("text", file=str(scratch / "milvus.db")), Location("vectors", file=str(scratch / "milvus.db"))
+    t0 = time.perf_counter()
+    documents = build_text_collection(text_at, kb.path, kb.documents())
+    loaded = {"documents": documents, "text s": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    held = write_vectors(vectors_at, kb.path, np.asarray(kb.dense.vectors), kb.dense.types, settings.dense_ann_threshold,
+                         ann.CONNECTIVITY, ann.EXPANSION_ADD)
+    loaded.update({"vectors": held["count"], "index": held["index"], "vectors s": time.perf_counter() - t0})
+    kb.__dict__["text_index"] = MilvusTextIndex(text_at, kb.path)
+    kb.__dict__["dense"] = MilvusDenseIndex(kb.path / "embeddings", vectors_at, kb.path,
+                                            ef_search=settings.dense_ann_ef_search)
+    out["milvus"] = {m: timed(m) for m in ("bm25", "dense")}
+    for method in ("bm25", "dense"):  # how far Milvus's top 10 is from the in-process one, request by request
+        pairs = zip(out["in-process"][method].pop("top10"), out["milvus"][method].pop("top10"))
+        out["milvus"][method]["top10 overlap"] = statistics.mean(len(set(a) & set(b)) / max(len(a), 1) for a, b in pairs)
+    out["loaded"] = loaded
+    return out
 
 
 def requests(kb) -> dict[str, list[str]]:
@@ -467,6 +519,9 @@ def main() -> None:
         parser.add_argument("--stages", action="store_true",
                             help="where each request's time goes, stage by stage, beside the engines' floors")
         parser.add_argument("--rankings", type=Path, default=None, help="write each request's top 10 to DIR")
+        parser.add_argument("--milvus", action="store_true",
+                            help="also time BM25 and dense with the indexes in Milvus (milvus-lite), beside Tantivy "
+                                 "and usearch (needs the [scale] extra)")
 
     args = harness.arguments(__doc__.split("\n")[0], extra, repeats=1)
     sizes = args.sizes or ([20_000] if args.quick else [100_000, 1_000_000, 8_000_000])
@@ -474,6 +529,13 @@ def main() -> None:
     if args.rankings:
         args.rankings.mkdir(parents=True, exist_ok=True)
     options = json.dumps({"stages": args.stages})
+
+    def on_milvus(edges: int, kb: Path) -> dict:
+        if not args.milvus:
+            return {}
+        with tempfile.TemporaryDirectory(prefix="kqe-bench-milvus-") as scratch:
+            print(f"{edges:,} edges: BM25 and dense on Milvus …", flush=True)
+            return {"milvus": run_child("milvus", str(edges), str(kb), scratch)[0]}
 
     def latency(edges: int, kb: Path) -> dict:
         wanted = json.loads(options) | ({"rankings": str(args.rankings / f"{edges}.json")} if args.rankings else {})
@@ -487,7 +549,7 @@ def main() -> None:
                 raise SystemExit(f"no kept KB at {kb}: build it first with --keep {args.reuse}")
             print(f"{edges:,} edges: requests on {kb} …", flush=True)
             counts = json.loads((kb / "manifest.json").read_text())["counts"]
-            rows.append({"edges": counts["edges"], "latency": latency(edges, kb)})
+            rows.append({"edges": counts["edges"], "latency": latency(edges, kb), **on_milvus(edges, kb)})
         env.finish()
         report(rows, args, env, built=False)
         return
@@ -519,7 +581,7 @@ def main() -> None:
                          "build_s": build_s, "bulk_s": bulk_s, "stages": build["stages"],
                          "build_rss": max(r for _, r in builds), "bulk_rss": max(r for _, r in bulks),
                          "disk": disk, "latency": latency(edges, kb), "vectors": vectors,
-                         "exported": exported["triples"]})
+                         "exported": exported["triples"], **on_milvus(edges, kb)})
             shutil.rmtree(store, ignore_errors=True)
             nt.unlink()
     finally:
@@ -569,9 +631,43 @@ def stage_tables(rows: list[dict]) -> str:
     return "\n\n".join(out)
 
 
+def milvus_table(rows: list[dict]) -> str:
+    """``--milvus``: BM25 and dense p50 / p95 with the indexes in this process and in Milvus, the ratio, and how
+    much of each request's top 10 they share; what loading Milvus took."""
+    lines = []
+    for r in rows:
+        m = r["milvus"]
+        for method, engine in (("bm25", "Tantivy"), ("dense", "usearch" if r["milvus"]["loaded"]["index"] == "HNSW"
+                                                      else "exact")):
+            here, there = m["in-process"][method], m["milvus"][method]
+            lines.append([f"{r['edges']:,}", method, f"{engine} {ms(here['p50'])} / {ms(here['p95'])}",
+                          f"{ms(there['p50'])} / {ms(there['p95'])}", ratio(there["p50"], here["p50"]),
+                          f"{there['top10 overlap']:.3f}"])
+    loaded = [f"{r['edges']:,} edges: {r['milvus']['loaded']['documents']:,} documents in {r['milvus']['loaded']['text s']:.0f} s, "
+              f"{r['milvus']['loaded']['vectors']:,} vectors ({r['milvus']['loaded']['index']}) in "
+              f"{r['milvus']['loaded']['vectors s']:.0f} s" for r in rows]
+    return table(["edges", "method", "in process p50 / p95 ms", "Milvus (milvus-lite) p50 / p95 ms",
+                  "Milvus vs in process (p50)", "top-10 overlap"], lines) + "\n\nLoading milvus-lite: " + "; ".join(loaded)
+
+
 def report(rows: list[dict], args, env, built: bool) -> None:
     """Print the tables (and write the doc's section): everything after a full run; the latency (and stage)
     tables after a --reuse run, into a section of their own."""
+    if args.milvus:
+        milvus = milvus_table(rows)
+        print(milvus, "", sep="\n")
+        if args.doc:  # a --milvus run writes its own section only (the other sections keep their full runs)
+            harness.update_doc("scale-milvus", "BM25 and dense on Milvus beside Tantivy and usearch (`bench/scale.py "
+                               "--milvus`)", f"""{env.markdown(harness.command_line())}
+- The generated KB of the scale section (same generator, seeds and requests); its documents and generated vectors
+  loaded into a milvus-lite file ({harness.versions(["pymilvus", "milvus-lite"])}), then the same 200 BM25
+  and 100 dense requests timed in one child process with the indexes in this process, then in Milvus (whole
+  requests through the `bm25` and `dense` pipelines, top 10, one warm-up request each).
+
+{milvus}
+""")
+            print(f"\nwrote the scale-milvus section of {harness.DOC}")
+            return
     latency_table, latency_growth = latency_tables(rows)
     stages = stage_tables(rows) if args.stages else ""
     requests_text = """Query latency on each KB, in a fresh process after one warm-up request (query-vector cache cleared before each

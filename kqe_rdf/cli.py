@@ -28,6 +28,14 @@ HALF_OPTION = click.option(
          "`kb tune-fusion --half 1`, measure on the other with `eval --half 2`).")
 
 
+VECTORS_OPTION = click.option(
+    "--vectors", "index_vectors", default=None, metavar="URI",
+    help="Where the vectors are searched: milvus://HOST:PORT/COLLECTION, milvus-lite (a file in the KB folder) or "
+         "milvus-lite:PATH [default: in this process, usearch] (docs/scale.md).")
+WORKERS_OPTION = click.option(
+    "--workers", default=None, metavar="local|ray://HOST:PORT",
+    help="Encode in shards on Ray: 'local' (Ray's local mode, this machine's cores) or a Ray cluster "
+         "[default: this process] (needs pip install 'kqe-rdf[scale]').")
 #: What `search` and `eval` name in their help: the methods of the registry (which imports nothing heavy).
 METHOD_NAMES = method_help()
 
@@ -132,8 +140,13 @@ def _importer_help() -> str:
 @click.option("--embed-type", "embed_types", multiple=True, help="Embed only nodes of this class (repeatable).")
 @click.option("--force", is_flag=True,
               help="Replace a KB of another source (another importer or other files) in the --kb folder.")
+@click.option("--text", "index_text", default=None, metavar="URI",
+              help="Where the BM25 index goes: milvus://HOST:PORT/COLLECTION, milvus-lite (a file in the KB folder) "
+                   "or milvus-lite:PATH [default: Tantivy, in the KB folder] (docs/scale.md).")
+@VECTORS_OPTION
+@WORKERS_OPTION
 def kb_build(importer, sources, kb_path, limit, options, text_properties, base, on_unknown_edge, embed, embed_types,
-             force):
+             force, index_text, index_vectors, workers):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
 
     Importers: jsonl, triples (head<TAB>relation<TAB>tail lines), rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
@@ -142,7 +155,8 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, base, 
     from .kb.build import build_kb, embed_kb
     from .kb.importers import get_importer
 
-    settings = _settings(kb=kb_path, on_unknown_edge=on_unknown_edge)
+    settings = _settings(kb=kb_path, on_unknown_edge=on_unknown_edge, index_text=index_text,
+                         index_vectors=index_vectors, embedding_workers=workers)
     default = type(settings)().kb
     if kb_path is None and settings.kb == default and importer != "bio" and not force:
         from .core.errors import KqeError
@@ -185,11 +199,13 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, base, 
 @KB_OPTION
 @click.option("--type", "types", multiple=True, help="Embed only nodes of this class (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (counts, model, index).")
-def kb_embed(kb_path, types, as_json):
+@VECTORS_OPTION
+@WORKERS_OPTION
+def kb_embed(kb_path, types, as_json, index_vectors, workers):
     """Embed node documents for dense search (resumable: interrupt and run again)."""
     from .kb.build import embed_kb
 
-    settings = _settings(kb=kb_path)
+    settings = _settings(kb=kb_path, index_vectors=index_vectors, embedding_workers=workers)
     try:
         info = embed_kb(settings.kb, settings, types or None, _progress())
     except KeyboardInterrupt:
@@ -199,8 +215,11 @@ def kb_embed(kb_path, types, as_json):
         click.echo(json.dumps(info, indent=2))
         return
     ann = info.get("ann") or {}
+    held = info.get("vectors") or {}
     click.echo(f"embedded {settings.kb}: {info['count']:,} documents ({info['new']:,} new, {info['reused']:,} "
-               f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else ""))
+               f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else "")
+               + (f"; searched in Milvus ({held.get('uri') or held.get('file')}, collection {held['collection']})"
+                  if held.get("backend") == "milvus" else ""))
 
 
 @kb.command("tune-fusion")
@@ -285,8 +304,16 @@ def kb_info(kb_path, as_json):
                                     "none yet (run `kqe-rdf kb embed`)")
                   + (f", approximate index ({emb['ann']['library']})" if emb and emb.get("ann") else ""))
     bm25 = info["bm25"]
-    console.print(f"BM25: analyzer {bm25['analyzer']} ({bm25['analysis']}); {bm25['documents']:,} documents in "
-                  f"{bm25['segments']} segment(s)", highlight=False)
+    where = (f"in Milvus ({bm25['where']})" if bm25.get("backend") == "milvus"
+             else f"in Tantivy, {bm25['segments']} segment(s)")
+    console.print(f"BM25: analyzer {bm25['analyzer']} ({bm25['analysis']}); {bm25['documents']:,} documents "
+                  f"{where}", highlight=False)
+    vectors = info["indexes"]["vectors"]
+    if vectors:
+        console.print("vectors: " + (f"searched in Milvus ({vectors.get('uri') or vectors.get('file')}, collection "
+                                     f"{vectors['collection']}, {vectors['index']} index)"
+                                     if vectors["backend"] == "milvus" else "searched in this process (usearch)"),
+                      highlight=False)
     for table in tables:
         console.print(table)
 

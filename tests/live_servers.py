@@ -102,6 +102,16 @@ def oxigraph_server(folder, data: str | bytes = WIKIDATA_SAMPLE, name: str = "sa
         yield url
 
 
+def stop(process: subprocess.Popen) -> None:
+    """End a server the tests started: politely, then by force after 30 s."""
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
 @contextlib.contextmanager
 def sparql_process(command: list, url: str, name: str, seconds: float, log: Path | None = None) -> Iterator[str]:
     """Run a SPARQL server's ``command`` until it answers ``ASK {}`` at ``url``; yield the URL, then stop it.
@@ -126,12 +136,7 @@ def sparql_process(command: list, url: str, name: str, seconds: float, log: Path
             time.sleep(0.1)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
 
 
 @pytest.fixture(scope="session")
@@ -215,3 +220,27 @@ def virtuoso_server(folder: Path, data: bytes, name: str = "kb.nq") -> Iterator[
         if out.returncode or "0 Rows." not in out.stdout:
             raise RuntimeError(f"Virtuoso's bulk loader failed on {name}: {(out.stdout + out.stderr)[-800:]}")
         yield url
+
+
+@contextlib.contextmanager
+def milvus_server(folder: Path, seconds: float = 60) -> Iterator[str]:
+    """`milvus-lite server` (the [scale] extra's milvus-lite, serving the Milvus gRPC protocol) on a free loopback
+    port with its data in ``folder``; yields ``milvus://127.0.0.1:PORT``, to which a collection name is added."""
+    binary = Path(sys.executable).with_name("milvus-lite")
+    if not binary.exists():
+        pytest.fail(f"`milvus-lite` is missing beside {sys.executable}: pip install -e '.[test,scale]' installs it")
+    port = free_port()
+    process = subprocess.Popen([binary, "server", "--data-dir", str(folder / "milvus"), "--host", "127.0.0.1",
+                                "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + seconds
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"milvus-lite server did not start: {process.stderr.read().decode()[-500:]}")
+            time.sleep(0.1)
+        yield f"milvus://127.0.0.1:{port}"
+    finally:
+        stop(process)

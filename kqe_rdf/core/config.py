@@ -78,6 +78,25 @@ def _http_url(value: str, _group) -> str | None:
     return None
 
 
+#: An index URI: a Milvus server's collection, or a milvus-lite file (kqe_rdf/kb/milvus.py); empty: the in-process engine.
+INDEX_URI = "milvus://HOST:PORT/COLLECTION, milvus-lite (a file in the KB folder) or milvus-lite:PATH"
+
+
+def index_uri_problem(value: str, _group) -> str | None:
+    import re
+
+    if not value or value == "milvus-lite" or value.startswith("milvus-lite:") \
+            or re.fullmatch(r"milvus://[^/:]+:\d+/[A-Za-z_][A-Za-z0-9_]*", value):
+        return None
+    return f"must be empty (the in-process engine) or {INDEX_URI}"
+
+
+def _workers(value: str, _group) -> str | None:
+    if value in ("", "local") or value.startswith("ray://"):
+        return None
+    return "must be empty (this process), 'local' (Ray's local mode) or ray://HOST:PORT (a Ray cluster)"
+
+
 def _qa_sources(value: str, group: QASettings) -> str | None:
     unknown = set(group.source_list) - {"kg", "text", "tables"}
     return "must name some of kg, text, tables" if unknown or not group.source_list else None
@@ -132,6 +151,9 @@ class EmbeddingSettings(SettingsGroup, prefix="embedding"):
     max_tokens: int = setting(256, min=1)
     #: Texts per encoder batch (batches are formed from texts of similar length).
     batch_size: int = setting(32, min=1)
+    #: Who encodes in `kb embed`: empty, this process; "local", Ray's local mode (shards on this machine's cores);
+    #: "ray://HOST:PORT", a Ray cluster (needs `pip install 'kqe-rdf[scale]'`).
+    workers: str = setting("", check=_workers)
 
 
 class LLMSettings(SettingsGroup, prefix="llm"):
@@ -454,6 +476,15 @@ class StoreSettings(SettingsGroup, prefix="store"):
     timeout: float = setting(60.0)
 
 
+class IndexSettings(SettingsGroup, prefix="index"):
+    """Which engine holds the BM25 index (`kb build --text`) and the searchable vectors (`kb embed --vectors`):
+    empty, the in-process one (Tantivy, usearch); else a Milvus URI (kqe_rdf/kb/milvus.py, docs/scale.md). A KB
+    records where its indexes are: these settings are read when it is built or embedded, not when opened."""
+
+    text: str = setting("", check=index_uri_problem)
+    vectors: str = setting("", check=index_uri_problem)
+
+
 def group() -> Any:
     """A group of settings: its class is the field's type, its defaults the group's defaults."""
     return field(default=None, metadata={"group": True})
@@ -483,6 +514,7 @@ class Settings:
     server: ServerSettings = group()
     link: LinkSettings = group()
     store: StoreSettings = group()
+    index: IndexSettings = group()
 
     def __init__(self, **values: Any) -> None:
         """Settings from flat names (``kar_hops=2``) and whole groups (``kar=KARSettings(hops=2)``); a flat name

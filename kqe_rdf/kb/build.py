@@ -422,6 +422,7 @@ def _manifest(importer: Importer, report: ImportReport, counted: int, documents:
         "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
         "seconds": seconds,
         "embeddings": None,
+        "text_index": text_backend(settings),
         "hierarchies": hierarchies,
     }
 
@@ -477,11 +478,30 @@ class Feed:
         self.queue.put(None)
 
 
+def text_backend(settings: Settings) -> dict:
+    """Where a build puts the BM25 index, as the manifest records it: Tantivy in the KB folder, or a Milvus
+    collection (setting index_text, ``kb build --text``)."""
+    if not settings.index_text:
+        return {"backend": "tantivy"}
+    from .milvus import Location
+
+    return Location.parse(settings.index_text, "text").record()
+
+
+def _text_feed(settings: Settings, work: Path) -> tuple:
+    """What the BM25 feed of a build calls, and with which folder."""
+    record = text_backend(settings)
+    if record["backend"] == "tantivy":
+        return build_text_index, work / "bm25"
+    from .milvus import Location, text_builder
+
+    return text_builder(Location.from_record(record), work), work / "bm25"
+
+
 def _documents(importer: Importer, report: ImportReport, tables: GraphTables, schema: Schema, settings: Settings,
                work: Path, progress: Progress) -> tuple[list[NodeDocument], list[Background]]:
     """The node documents, rendered from the tables, and the threads that index them and write them out."""
-    feeds = [Feed("kqe-bm25", build_text_index, work / "bm25"), Feed("kqe-documents", write_documents,
-                                                                      work / DOCUMENTS)]
+    feeds = [Feed("kqe-bm25", *_text_feed(settings, work)), Feed("kqe-documents", write_documents, work / DOCUMENTS)]
     documents: list[NodeDocument] = []
     try:
         with progress.task("rendering documents", total=len(tables.nodes), unit="documents") as tick:
@@ -576,9 +596,19 @@ def embed_kb(
         started = time.perf_counter()
         with progress.task("embedding", total=len(todo), unit="docs") as tick:
             existing = len(list(partial.glob("chunk-*.npz")))
-            for number, start in enumerate(range(0, len(todo), chunk_size), start=existing):
-                chunk = todo[start : start + chunk_size]
-                vectors = encoder.encode([d.text for d in chunk], progress=tick)
+            chunks = {number: todo[start : start + chunk_size]
+                      for number, start in enumerate(range(0, len(todo), chunk_size), start=existing)}
+            if settings.embedding_workers:  # shards encoded by Ray's workers, written here as they finish
+                from .ray_embedding import encode_shards
+
+                encoded = encode_shards(settings.embedding_workers, settings,
+                                        [(number, [d.text for d in chunk]) for number, chunk in chunks.items()],
+                                        tick=tick)
+            else:
+                encoded = ((number, encoder.encode([d.text for d in chunk], progress=tick))
+                           for number, chunk in chunks.items())
+            for number, vectors in encoded:
+                chunk = chunks[number]
                 tmp = partial / f".chunk-{number:06d}.npz"
                 with open(tmp, "wb") as out:
                     np.savez(out, hashes=np.array([d.digest for d in chunk]), vectors=vectors,
@@ -591,15 +621,26 @@ def embed_kb(
         if missing:
             return {"complete": False, "embedded": len(documents) - len(missing), "remaining": len(missing)}
         vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
+        held = {"backend": "usearch"}
+        if settings.index_vectors:  # Milvus holds the searchable copy; usearch's index is not built
+            from . import ann as usearch
+            from .milvus import Location, write_vectors
+
+            held = write_vectors(Location.parse(settings.index_vectors, "vectors"), path, vectors,
+                                 [d.types for d in documents], settings.dense_ann_threshold, usearch.CONNECTIVITY,
+                                 usearch.EXPANSION_ADD)
         ann = write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
                                 encoder.model_id, [d.types for d in documents], sorted(wanted) if wanted else None,
-                                settings.dense_ann_threshold, encoder.fingerprint, settings.dense_ann_build_threads)
+                                None if settings.index_vectors else settings.dense_ann_threshold, encoder.fingerprint,
+                                settings.dense_ann_build_threads)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
         info = {"model_id": encoder.model_id, "encoder": encoder.fingerprint, "count": len(documents), "types": sorted(wanted) if wanted else None,
                 "new": len(todo), "reused": len(documents) - len(todo), "seconds": round(seconds, 2),
                 "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None,
-                "ann": ann and {k: ann[k] for k in ("library", "added", "reused", "removed", "seconds")}}
+                "ann": ann and {k: ann[k] for k in ("library", "added", "reused", "removed", "seconds")},
+                "workers": settings.embedding_workers or "this process",
+                "vectors": held}
         manifest = json.loads((path / MANIFEST).read_text())
         manifest["embeddings"] = info
         write_json_atomic(path / MANIFEST, manifest)

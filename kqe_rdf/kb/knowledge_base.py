@@ -98,17 +98,30 @@ class KnowledgeBase:
 
     @functools.cached_property
     def text_index(self):
+        """The BM25 index where the build put it (the manifest's ``text_index``): Tantivy here, or Milvus."""
+        record = self.manifest.get("text_index") or {"backend": "tantivy"}
+        if record["backend"] == "milvus":
+            from .milvus import Location, MilvusTextIndex
+
+            return MilvusTextIndex(Location.from_record(record), self.path)
         from .text_index import TextIndex
 
         return TextIndex(self.path / "bm25")
 
     @functools.cached_property
     def dense(self):
+        """The dense index; its searches run where `kb embed` put the vectors (the manifest's ``vectors``)."""
+        s = self.settings
+        options = {"ann_threshold": s.dense_ann_threshold, "ef_search": s.dense_ann_ef_search,
+                   "writable": not self.read_only, "build_threads": s.dense_ann_build_threads}
+        record = (self.manifest.get("embeddings") or {}).get("vectors") or {"backend": "usearch"}
+        if record["backend"] == "milvus":
+            from .milvus import Location, MilvusDenseIndex
+
+            return MilvusDenseIndex(self.path / "embeddings", Location.from_record(record), self.path, **options)
         from .embeddings import DenseIndex
 
-        s = self.settings
-        return DenseIndex(self.path / "embeddings", s.dense_ann_threshold, s.dense_ann_ef_search,
-                          writable=not self.read_only, build_threads=s.dense_ann_build_threads)
+        return DenseIndex(self.path / "embeddings", **options)
 
     @functools.cached_property
     def encoder(self):
@@ -271,8 +284,11 @@ class KnowledgeBase:
         kept = {iri: n for iri, n in self.relation_counts.items() if iri in self.schema.relations}
         named = shown_names(kept, self.prefixes)
         relations = sorted(((named[iri], n) for iri, n in kept.items()), key=lambda x: -x[1])
+        embedded = self.manifest.get("embeddings")
+        held = {"text": self.manifest.get("text_index") or {"backend": "tantivy"},
+                "vectors": (embedded.get("vectors") or {"backend": "usearch"}) if embedded else None}
         return {"path": str(self.path), "manifest": self.manifest, "types": types, "relations": relations,
-                "bm25": self.text_index.describe()}
+                "bm25": self.text_index.describe(), "indexes": held}
 
 
 def _missing(path: Path) -> str:

@@ -45,7 +45,7 @@ AFTER_FILTER_SHARE = 0.5
 _WORKERS: dict[int, ThreadPoolExecutor] = {}
 
 
-def _in_background(work: Callable, *args) -> Future:
+def in_background(work: Callable, *args) -> Future:
     """``work(*args)`` in this process's worker thread (a forked child gets its own). One thread: a process
     serves one request at a time (the server's workers are processes), and a server worker's threads get its
     64 MiB job stack, which counts against its memory limit."""
@@ -293,7 +293,7 @@ class TextIndex:
     def search_later(self, text: str, k: int = 10, types: Sequence[str] | None = None) -> Future:
         """:meth:`search` in the worker thread: Tantivy lets go of the GIL, so a caller can encode and search the
         dense index meanwhile (a hybrid's two retrievers side by side); ``.result()`` gives the pairs."""
-        return _in_background(self.search, text, k, types)
+        return in_background(self.search, text, k, types)
 
     def _top(self, query, k: int, types: Sequence[str] | None, ahead: tuple[int, Future] | None = None) -> list:
         """The (score, address) hits of the top ``k`` nodes of ``types`` (any type without them).
@@ -351,7 +351,7 @@ class TextIndex:
         query = self.parse(text)
         if query is not None:
             limit = first_fetch(depth, 1.0)
-            self._ahead = (text, limit, _in_background(self._top, query, limit, None))
+            self._ahead = (text, limit, in_background(self._top, query, limit, None))
 
     def scores_among_later(self, text: str, depth: int, types: Sequence[str] | None = None, now: bool = False
                            ) -> Callable[[Sequence[str]], tuple[dict[str, float], float]]:
@@ -366,7 +366,7 @@ class TextIndex:
             return lambda _iris: ({}, 0.0)
         if self.nodes is None:
             return lambda iris: self._among_top(query, iris, depth, types)
-        top = self._top(query, depth, types, ahead) if now else _in_background(self._top, query, depth, types, ahead)
+        top = self._top(query, depth, types, ahead) if now else in_background(self._top, query, depth, types, ahead)
         return lambda iris: self._numbered_among(top, iris)
 
     def _numbered_among(self, top: list | Future, iris: Sequence[str]) -> tuple[dict[str, float], float]:

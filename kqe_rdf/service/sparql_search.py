@@ -6,7 +6,7 @@ text, GraphDB connectors and Stardog's ``textMatch`` do. Here a query can
 * *score* nodes it already has with two functions, usable in ``BIND``,
   ``FILTER`` and ``ORDER BY``::
 
-      kqe:bm25(?node, "text")        # Tantivy BM25 of the node's document (0.0 when it does not match)
+      kqe:bm25(?node, "text")        # BM25 of the node's document (Tantivy or Milvus) (0.0 when it does not match)
       kqe:similarity(?node, "text")  # cosine of the node's embedding and the text's (unbound if not embedded)
 
 * *generate* candidates with any retrieval method and join them with graph
@@ -273,15 +273,7 @@ class SearchFunctions:
         top, complete = self._top_bm25(text)
         if iri in top or complete:
             return top.get(iri, 0.0)
-        index = self.kb.text_index
-        query = index.parse(text)
-        if query is None:
-            return 0.0
-        tantivy = index._tantivy
-        only = tantivy.Query.const_score_query(tantivy.Query.term_query(index.index.schema, "iri", iri), 0.0)
-        restricted = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, only)])
-        hits = index.searcher.search(restricted, limit=1, count=False).hits
-        return float(hits[0][0]) if hits else 0.0
+        return self.kb.text_index.scores_of(text, [iri]).get(iri, 0.0)  # a search restricted to the node
 
     def bm25(self, node, text):
         if not isinstance(node, NamedNode) or not isinstance(text, Literal):
