@@ -110,8 +110,16 @@ def tables(run_dir: Path) -> str:
                        + "; ".join(f"{name} better on {w}, worse on {lo}" for name, (w, lo) in count.items()) + ".")
         better = 1 if side == "bm25" else 2
         if len(rows) > 60:  # the 15 queries the fitted hybrid loses most on against the better side
-            rows = sorted((row for row in rows if row[5] < row[better]), key=lambda row: row[5] - row[better])[:15]
-            details.append(f"The {len(rows)} queries of half 2 where the fitted hybrid falls furthest below {side}:")
+            below = sorted((row for row in rows if row[5] < row[better]), key=lambda row: row[5] - row[better])[:15]
+            if below:
+                details.append(f"The {len(below)} queries of half 2 where the fitted hybrid falls furthest below "
+                               f"{side}:")
+            else:  # then the queries any hybrid ranks otherwise than the better side, so the table still says why
+                below = sorted((row for row in rows if any(row[c] != row[better] for c in (3, 4, 5))),
+                               key=lambda row: (row[5] == row[better], row[4] == row[better]))[:15]
+                details.append(f"The fitted hybrid is below {side} on no query of half 2; {len(below)} queries where "
+                               f"a hybrid differs from {side}:")
+            rows = below
         details.append("\n| query | bm25 | dense | hybrid-rrf | hybrid (per request) | hybrid (fitted) |\n"
                        "|---|---:|---:|---:|---:|---:|")
         details += [f"| {q} | {b:.3f} | {d:.3f} | {f:.3f} | {h:.3f} | {t:.3f} |" for q, b, d, f, h, t in rows]

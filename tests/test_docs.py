@@ -189,3 +189,37 @@ def test_the_results_page_opens_with_a_run_and_its_commit():
     first = re.search(r"^## .*$", text, re.M).group(0)
     assert re.search(r"commit `[0-9a-f]{7,40}`", first), first
     assert "python bench/results.py --run $RUN" in text and "4step-offline ≥ bm25" in text
+
+
+def test_fusion_tables_say_why_when_the_fitted_hybrid_loses_nowhere(tmp_path):
+    """bench/fusion.py --table on a large set where the fitted hybrid (BM25 alone) is never below BM25: instead of
+    an empty table, the queries where a hybrid differs from BM25, those the per-request hybrid loses first."""
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))  # bench/fusion.py imports bench/devsets.py as its neighbour
+    try:
+        spec = importlib.util.spec_from_file_location("bench_fusion", ROOT / "bench" / "fusion.py")
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    qids = [f"q{i}" for i in range(80)]
+    hit = {"bm25": {q: 1.0 for q in qids}, "dense": {q: 0.0 for q in qids}, "hybrid-rrf": {q: 1.0 for q in qids},
+           "hybrid": {q: 1.0 for q in qids}}
+    hit["hybrid-rrf"]["q3"] = 0.0
+    hit["hybrid"]["q7"] = 0.0
+    name = "phenopackets-template"
+    (tmp_path / f"{name}.json").write_text(json.dumps({
+        "queries": 80, "means": {"bm25": 100.0, "dense": 0.0, "hybrid-rrf": 98.75, "hybrid": 98.75, "fitted": 100.0},
+        "weight": 1.0, "normalisation": "minmax", "fit_queries": 80}))
+    (tmp_path / f"{name}.request.jsonl").write_text("".join(
+        json.dumps({"method": m, "qid": q, "Hit@1": v}) + "\n" for m, by in hit.items() for q, v in by.items()))
+    (tmp_path / f"{name}.fitted.jsonl").write_text("".join(
+        json.dumps({"method": "hybrid", "qid": q, "Hit@1": 1.0}) + "\n" for q in qids))
+    text = script.tables(tmp_path)
+    assert "| phenopackets-template | Hit@1 | 80 | 100.00 | 0.00 | 98.75 | 98.75 | 1.00 (minmax, 80 queries) | " \
+           "100.00 | 99.50 | yes |" in text
+    assert "below bm25 on no query of half 2; 2 queries where a hybrid differs from bm25" in text
+    rows = [line for line in text.splitlines() if re.match(r"\| q\d", line)]
+    assert rows == ["| q7 | 1.000 | 0.000 | 1.000 | 0.000 | 1.000 |", "| q3 | 1.000 | 0.000 | 0.000 | 1.000 | 1.000 |"]
