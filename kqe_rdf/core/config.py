@@ -116,10 +116,12 @@ class DocumentSettings(SettingsGroup, prefix="doc"):
 class EmbeddingSettings(SettingsGroup, prefix="embedding"):
     """The encoder of dense retrieval."""
 
-    #: Embedding model: "minilm-int8" for the default all-MiniLM-L6-v2 (int8; its bytes are verified), or a path
-    #: to a sentence-transformers-style ONNX export (inputs input_ids, attention_mask[, token_type_ids]; output
-    #: the token vectors), e.g. a biomedical or multilingual encoder. A KB records the encoder of its vectors.
-    model: str = setting("minilm-int8")
+    #: Embedding model: "minilm-int8-matmul" for the default all-MiniLM-L6-v2 with int8 matrix products (made from
+    #: the pinned export; its bytes are verified), "minilm-int8" for that export itself (the encoder before issue
+    #: 52), or a path to a sentence-transformers-style ONNX export (inputs input_ids, attention_mask[,
+    #: token_type_ids]; output the token vectors), e.g. a biomedical or multilingual encoder. A KB records the
+    #: encoder of its vectors; a KB embedded with one packaged encoder keeps it until `kqe-rdf kb embed`.
+    model: str = setting("minilm-int8-matmul")
     #: Its tokenizer.json ("" for the one beside the model file).
     tokenizer: str = setting("")
     #: How token vectors become one: "mean" over the attention mask (sentence-transformers' default) or "cls".
