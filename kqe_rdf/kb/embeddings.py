@@ -53,6 +53,10 @@ PACKAGED = {
         "model_sha256": MODEL_SHA256,
         "tokenizer_sha256": _TOKENIZER_SHA256,
         "made_from": "minilm-int8",
+        # Its activations are quantized at run time with one scale per call: texts batched together would change
+        # each other's vectors, so it encodes one text per call (no padding either: faster than batches of 32,
+        # 10.8 against 24.8 s for 160 MS MARCO passages, issue 52).
+        "one_text_per_call": True,
     },
 }
 POOLINGS = ("mean", "cls")
@@ -120,10 +124,10 @@ def made_model(setting: str) -> Path:
     from ..core.resources import cache_dir
 
     entry = PACKAGED[setting]
-    source, _tokenizer = _packaged_files(entry["made_from"])
     target = cache_dir() / "models" / f"{entry['name']}-{entry['model_sha256'][:16]}.onnx"
     if target.is_file() and file_sha256(target) == entry["model_sha256"]:
         return target
+    source, _tokenizer = _packaged_files(entry["made_from"])
     try:
         requantize(source, target)
     except OSError:  # a cache folder that cannot be written: made for this process only
@@ -195,6 +199,8 @@ class OnnxEncoder:
     def packaged(cls, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
                  setting: str = PACKAGED_MODEL) -> OnnxEncoder:
         model, tokenizer = _packaged_files(setting)
+        if PACKAGED[setting].get("one_text_per_call"):
+            batch_size = 1
         return cls(model, tokenizer, max_tokens, batch_size, model_id=f"{PACKAGED[setting]['name']}@{max_tokens}",
                    threads=threads)
 
