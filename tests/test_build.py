@@ -525,7 +525,7 @@ def test_embedding_only_some_types(built, encoder):
 
 def test_a_kb_embedded_with_another_model_setting_is_refused(kb):
     other = KnowledgeBase.open(kb.path, Settings(embedding_max_tokens=128))
-    with pytest.raises(KqeError, match=r"another encoder.*all-MiniLM-L6-v2-onnx-int8-matmul@256 \(now all-MiniLM-L6-v2-onnx-int8-matmul@128\)"):
+    with pytest.raises(KqeError, match=r"another encoder.*all-MiniLM-L6-v2-onnx-int8@256 \(now all-MiniLM-L6-v2-onnx-int8@128\)"):
         other.encoder
 
 

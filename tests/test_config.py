@@ -27,7 +27,7 @@ def toml(text: str, name: str = "kqe-rdf.toml") -> Path:
 def test_defaults():
     settings = Settings.load(env={})
     assert settings == Settings()
-    assert (settings.k, settings.embedding_model, settings.on_unknown_edge) == (10, "minilm-int8-matmul", "skip")
+    assert (settings.k, settings.embedding_model, settings.on_unknown_edge) == (10, "minilm-int8", "skip")
 
 
 def test_environment_variables_are_typed():

@@ -17,7 +17,7 @@ import pytest
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.build import build_kb, embed_kb
-from kqe_rdf.kb.embeddings import (PACKAGED, PACKAGED_MODEL, OnnxEncoder, _packaged_files, file_sha256, made_model,
+from kqe_rdf.kb.embeddings import (PACKAGED, PACKAGED_MODEL, REQUANTIZED_MODEL, OnnxEncoder, _packaged_files, file_sha256, made_model,
                                   verified)
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
@@ -66,33 +66,33 @@ def tiny_kb(tmp_path_factory) -> Path:
     return folder
 
 
-DEFAULT, OLD = PACKAGED[PACKAGED_MODEL], PACKAGED["minilm-int8"]
+DEFAULT, MATMUL = PACKAGED[PACKAGED_MODEL], PACKAGED[REQUANTIZED_MODEL]
 
 
 def test_the_default_encoder_is_the_verified_packaged_one():
     model, tokenizer = _packaged_files()
     assert tokenizer.parent.name == "all-MiniLM-L6-v2" and "kqe_rdf" in tokenizer.parts
     assert (tokenizer.parent / "LICENSE").read_text().lstrip().startswith("Apache License")
-    assert Settings().embedding_model == PACKAGED_MODEL == "minilm-int8-matmul"
-    assert file_sha256(model) == DEFAULT["model_sha256"] != OLD["model_sha256"]
+    assert Settings().embedding_model == PACKAGED_MODEL == "minilm-int8"
+    assert file_sha256(model) == DEFAULT["model_sha256"] != MATMUL["model_sha256"]
     encoder = OnnxEncoder.packaged()
     assert encoder.fingerprint["tokenizer_sha256"] == DEFAULT["tokenizer_sha256"] and encoder.dimension == 384
-    assert encoder.model_id == "all-MiniLM-L6-v2-onnx-int8-matmul@256"
+    assert encoder.model_id == "all-MiniLM-L6-v2-onnx-int8@256"
 
 
-def test_the_default_model_is_made_from_the_pinned_export_by_a_script_anyone_can_run(tmp_path):
-    # The script writes the same bytes the default encoder loads, and says they are the pinned ones.
+def test_the_requantized_model_is_made_from_the_pinned_export_by_a_script_anyone_can_run(tmp_path):
+    # The script writes the same bytes the minilm-int8-matmul encoder loads, and says they are the pinned ones.
     import subprocess
     import sys
 
     done = subprocess.run([sys.executable, "-m", "kqe_rdf.kb.requantize", str(tmp_path / "model.onnx")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert f"sha256 {DEFAULT['model_sha256']} (the pinned one)" in done.stdout
-    assert file_sha256(tmp_path / "model.onnx") == DEFAULT["model_sha256"]
+    assert f"sha256 {MATMUL['model_sha256']} (the pinned one)" in done.stdout
+    assert file_sha256(tmp_path / "model.onnx") == MATMUL["model_sha256"] == file_sha256(made_model(REQUANTIZED_MODEL))
     # Its vectors are near the export's (the same model, its products quantized), but not the same.
     texts = ["seizures and microcephaly", "who directed the film Alien"]
-    near = (OnnxEncoder.packaged().encode(texts) * OnnxEncoder.packaged(setting="minilm-int8").encode(texts)).sum(1)
+    near = (OnnxEncoder.packaged().encode(texts) * OnnxEncoder.packaged(setting=REQUANTIZED_MODEL).encode(texts)).sum(1)
     assert (near > 0.95).all() and (near < 0.9999).all()
 
 
@@ -100,13 +100,13 @@ def test_a_damaged_copy_of_the_made_model_is_made_again(tmp_path, monkeypatch):
     monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
     made_model.cache_clear()
     try:
-        model = made_model(PACKAGED_MODEL)
+        model = made_model(REQUANTIZED_MODEL)
         assert tmp_path in model.parents
         data = bytearray(model.read_bytes())
         data[len(data) // 2] ^= 0xFF
         model.write_bytes(bytes(data))
         made_model.cache_clear()
-        assert file_sha256(made_model(PACKAGED_MODEL)) == DEFAULT["model_sha256"]
+        assert file_sha256(made_model(REQUANTIZED_MODEL)) == MATMUL["model_sha256"]
     finally:
         made_model.cache_clear()
 
@@ -124,27 +124,28 @@ def test_a_corrupted_copy_of_the_model_is_refused_naming_the_file_and_both_hashe
     assert str(copy) in message and DEFAULT["model_sha256"] in message and file_sha256(copy) in message
 
 
-def test_a_kb_embedded_with_the_old_encoder_keeps_it_until_it_is_embedded_again(tmp_path):
-    # A KB built and embedded before the default changed: its vectors and relation phrases are the export's.
+def test_a_kb_keeps_the_packaged_encoder_of_its_vectors_until_it_is_embedded_again(tmp_path):
+    # A KB built and embedded with the export: its vectors and relation phrases are the export's.
     lines = [{"kind": "node", "id": "p1", "type": "Product", "name": "Seizure alarm", "fields": {"description": "a "
               "watch that calls for help when its wearer has an epileptic fit"}},
              {"kind": "node", "id": "p2", "type": "Product", "name": "Heart rate strap"},
              {"kind": "node", "id": "acme", "type": "Brand", "name": "Acme"},
              {"kind": "edge", "head": "p1", "relation": "hasBrand", "tail": "acme"}]
     (tmp_path / "kb.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    old = Settings(embedding_model="minilm-int8")
-    build_kb(JsonlImporter([tmp_path / "kb.jsonl"]), tmp_path / "kb", old)
-    kb = KnowledgeBase.open(tmp_path / "kb")  # the default settings: the new encoder
-    assert kb.encoder_settings.embedding_model == "minilm-int8"  # relation phrases were made by the old one ...
+    export, matmul = Settings(embedding_model="minilm-int8"), Settings(embedding_model=REQUANTIZED_MODEL)
+    build_kb(JsonlImporter([tmp_path / "kb.jsonl"]), tmp_path / "kb", export)
+    kb = KnowledgeBase.open(tmp_path / "kb", matmul)  # the other packaged encoder configured
+    assert kb.encoder_settings.embedding_model == "minilm-int8"  # relation phrases were made by the export ...
     assert kb.encoder.model_id == "all-MiniLM-L6-v2-onnx-int8@256" and stored_phrase_vectors(kb)  # ... and are read
-    embed_kb(tmp_path / "kb", old)
-    kb = KnowledgeBase.open(tmp_path / "kb")
-    assert kb.encoder.fingerprint["model_sha256"] == OLD["model_sha256"]
+    embed_kb(tmp_path / "kb", export)
+    kb = KnowledgeBase.open(tmp_path / "kb", matmul)
+    assert kb.encoder.fingerprint["model_sha256"] == PACKAGED["minilm-int8"]["model_sha256"]
     assert kb.document(Dense(kb, 3).search("pulse monitor")[0].iri).name == "Heart rate strap"
-    # `kqe-rdf kb embed` with the default encoder moves the KB, vectors and relation phrases, to it.
-    done = embed_kb(tmp_path / "kb", Settings())
-    assert done["new"] == 3 and done["encoder"]["model_sha256"] == DEFAULT["model_sha256"]
-    kb = KnowledgeBase.open(tmp_path / "kb")
+    # `kqe-rdf kb embed` with the other encoder configured moves the KB, vectors and relation phrases, to it ...
+    done = embed_kb(tmp_path / "kb", matmul)
+    assert done["new"] == 3 and done["encoder"]["model_sha256"] == MATMUL["model_sha256"]
+    # ... which then reads it whatever packaged encoder is configured.
+    kb = KnowledgeBase.open(tmp_path / "kb", export)
     assert kb.encoder.model_id == "all-MiniLM-L6-v2-onnx-int8-matmul@256" and stored_phrase_vectors(kb)
     assert kb.document(Dense(kb, 3).search("pulse monitor")[0].iri).name == "Heart rate strap"
     # A user's own encoder configured on it is still refused (only packaged encoders follow the KB).

