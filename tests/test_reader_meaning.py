@@ -9,6 +9,7 @@ lexical resource; a developer's machine without it skips, CI fails.
 from __future__ import annotations
 
 import json
+import weakref
 
 import pytest
 
@@ -166,11 +167,14 @@ def test_an_irregular_form_comes_only_with_its_part_of_speech():
 
 def test_a_new_process_reads_the_phrases_an_earlier_one_encoded(people_kb, tmp_path, monkeypatch):
     from kqe_rdf.kb.phrases import remembered_phrase_vectors
+    from kqe_rdf.methods.fourstep.reading import words
     from kqe_rdf.methods.fourstep.reading.words import RelationWords
 
     monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
     first = RelationWords(people_kb)
+    monkeypatch.setattr(words, "_UNWRITTEN", weakref.WeakSet())  # (this process's readers only)
     encoded = first.vectors(["parents place of birth", "children"])
+    words._write_unwritten()  # (what the process runs as it exits)
     # The two-hop phrase is not stored with the KB: it is encoded, and kept for the next process ...
     assert set(remembered_phrase_vectors(people_kb)) == {"parents place of birth"}
     # ... which reads it instead of encoding it (its vectors are those the encoder gave).
@@ -179,27 +183,29 @@ def test_a_new_process_reads_the_phrases_an_earlier_one_encoded(people_kb, tmp_p
     assert (later._phrase_vectors["parents place of birth"] == encoded[0]).all()
 
 
-def test_phrases_are_written_as_they_grow_by_a_quarter_and_the_rest_at_exit(people_kb, tmp_path, monkeypatch):
-    # A long-running server meets new paths for a while: the cache file is rewritten when what is new is a quarter
-    # of what was written, and what is left when the process exits, not after every request.
+def test_request_time_phrases_are_written_once_when_the_process_exits(people_kb, tmp_path, monkeypatch):
+    # A long-running server meets new paths request after request: none of them rewrites the cache file (up to
+    # 3 MB); the process writes what it encoded once, as it exits.
     from kqe_rdf.kb.phrases import remembered_phrase_vectors
     from kqe_rdf.methods.fourstep.reading import words
     from kqe_rdf.methods.fourstep.reading.words import RelationWords
 
     monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
-    earlier = RelationWords(people_kb)
-    earlier.vectors([f"{who} {what}" for who in ("parents", "spouse") for what in ("place of birth", "gender",
-                                                                                  "name", "children")])
-    assert len(remembered_phrase_vectors(people_kb)) == 8
+    monkeypatch.setattr(words, "_UNWRITTEN", weakref.WeakSet())  # (this process's readers only)
     server = RelationWords(people_kb)
-    server.vectors(["children place of birth", "children name"])  # 2 new beside the 8 written: a quarter, written
-    assert len(remembered_phrase_vectors(people_kb)) == 10
-    server.vectors(["children gender"])  # 1 beside 10: kept for later
-    assert len(remembered_phrase_vectors(people_kb)) == 10
-    words._write_unwritten()  # (what the process runs as it exits)
-    assert "children gender" in remembered_phrase_vectors(people_kb)
+    for who in ("parents", "spouse", "children"):
+        for what in ("place of birth", "gender", "name"):
+            server.vectors([f"{who} {what}"])  # one request, one new two-hop phrase
+            assert remembered_phrase_vectors(people_kb) == {}
+    words._write_unwritten()
+    written = list(tmp_path.glob("phrases-*"))
+    assert len(written) == 1 and len(remembered_phrase_vectors(people_kb)) == 9
+    stamp = written[0].stat().st_mtime_ns
+    words._write_unwritten()  # nothing new since: not written again
+    assert written[0].stat().st_mtime_ns == stamp
     # Another reader of the KB writing its own phrases later keeps these.
     other = RelationWords(people_kb)
     other._remembered, other._written = {}, 0
     other.vectors(["spouse spouse"])
+    words._write_unwritten()
     assert {"children gender", "spouse spouse", "parents name"} <= set(remembered_phrase_vectors(people_kb))

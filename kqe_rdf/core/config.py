@@ -135,9 +135,12 @@ class DocumentSettings(SettingsGroup, prefix="doc"):
 class EmbeddingSettings(SettingsGroup, prefix="embedding"):
     """The encoder of dense retrieval."""
 
-    #: Embedding model: "minilm-int8" for the default all-MiniLM-L6-v2 (int8; its bytes are verified), or a path
-    #: to a sentence-transformers-style ONNX export (inputs input_ids, attention_mask[, token_type_ids]; output
-    #: the token vectors), e.g. a biomedical or multilingual encoder. A KB records the encoder of its vectors.
+    #: Embedding model: "minilm-int8" for the default all-MiniLM-L6-v2 (int8 weights; its bytes are verified),
+    #: "minilm-int8-matmul" for the same model with int8 matrix products (made from it on first use, verified;
+    #: faster, not the default: issue 52), or a path to a sentence-transformers-style ONNX export (inputs
+    #: input_ids, attention_mask[, token_type_ids]; output the token vectors), e.g. a biomedical or multilingual
+    #: encoder. A KB records the encoder of its vectors; a KB embedded with one packaged encoder keeps it until
+    #: `kqe-rdf kb embed` re-embeds it with the configured one.
     model: str = setting("minilm-int8")
     #: Its tokenizer.json ("" for the one beside the model file).
     tokenizer: str = setting("")

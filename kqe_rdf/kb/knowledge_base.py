@@ -127,10 +127,43 @@ class KnowledgeBase:
     def encoder(self):
         from .embeddings import OnnxEncoder, check_encoder
 
-        encoder = OnnxEncoder.from_settings(self.settings)
+        encoder = OnnxEncoder.from_settings(self.encoder_settings)
         if self.has_embeddings:
             check_encoder(self.dense.encoder, encoder)
         return encoder
+
+    @functools.cached_property
+    def encoder_settings(self) -> Settings:
+        """The settings this KB's requests are encoded with: the configured encoder, except that a KB whose vectors
+        (or, without dense vectors, relation phrase vectors) another packaged encoder made keeps that one until
+        ``kqe-rdf kb embed`` re-embeds it (the packaged encoders' vectors do not mix: issue 52).
+
+        >>> KnowledgeBase(Path("kb"), {"embeddings": {"model_id": "all-MiniLM-L6-v2-onnx-int8-matmul@256"}},
+        ...               Settings()).encoder_settings.embedding_model
+        'minilm-int8-matmul'
+        """
+        import dataclasses
+
+        from .embeddings import PACKAGED, packaged_setting
+
+        made_by = packaged_setting(self.recorded_encoder)
+        if self.settings.embedding_model not in PACKAGED or made_by in (None, self.settings.embedding_model):
+            return self.settings
+        return dataclasses.replace(self.settings, embedding=dataclasses.replace(self.settings.embedding, model=made_by))
+
+    @property
+    def recorded_encoder(self) -> dict | None:
+        """What the KB records of the encoder of its vectors: the dense vectors' (the manifest says when they are
+        done), else the relation phrase vectors' (their model id), else None."""
+        embedded = self.manifest.get("embeddings") or {}
+        if embedded:
+            return embedded.get("encoder") or {"model_id": embedded.get("model_id")}
+        if self.has_embeddings:
+            return self.dense.encoder
+        from .phrases import phrase_encoder
+
+        made_by = phrase_encoder(self.path)
+        return {"model_id": made_by} if made_by else None
 
     @functools.lru_cache(maxsize=4096)
     def embed_query(self, text: str):

@@ -8,6 +8,8 @@ for them.
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -28,7 +30,19 @@ def write_phrase_vectors(schema, encoder, path) -> None:
     """The one-hop phrases' vectors, computed with the KB so that a first request does not encode them."""
     phrases = relation_phrases(schema)
     vectors = encoder.encode(phrases) if phrases else np.zeros((0, 1), dtype=np.float32)
-    np.savez(path, phrases=np.array(phrases), vectors=vectors, model_id=np.array(encoder.model_id))
+    aside = Path(path).with_name(Path(path).name + ".part")  # (a KB re-embedded while it is read: never half a file)
+    with open(aside, "wb") as out:
+        np.savez(out, phrases=np.array(phrases), vectors=vectors, model_id=np.array(encoder.model_id))
+    os.replace(aside, path)
+
+
+def phrase_encoder(kb_path) -> str | None:
+    """The model id of the encoder that made the relation phrase vectors stored in a KB (None: it has none)."""
+    path = Path(kb_path) / PHRASES
+    if not path.is_file():
+        return None
+    with np.load(path) as stored:
+        return str(stored["model_id"])
 
 
 def stored_phrase_vectors(kb) -> dict[str, np.ndarray]:
@@ -37,7 +51,7 @@ def stored_phrase_vectors(kb) -> dict[str, np.ndarray]:
     if not path.is_file():
         return {}
     with np.load(path) as stored:
-        if str(stored["model_id"]) != kb.encoder.model_id:
+        if str(stored["model_id"]) != kb.encoder.model_id:  # (not the encoder its requests are encoded with)
             return {}
         return dict(zip((str(p) for p in stored["phrases"]), stored["vectors"]))
 

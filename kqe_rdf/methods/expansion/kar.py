@@ -99,7 +99,7 @@ class NodeScorer:
     @property
     def encoder(self):
         if self._encoder is None:
-            self._encoder = _encoder(self.kb.settings, self.encode_tokens)
+            self._encoder = _encoder(self.kb.encoder_settings, self.encode_tokens)
         return self._encoder
 
     def _stored(self, iris: Sequence[str]) -> dict[str, np.ndarray]:

@@ -165,12 +165,9 @@ class RelationWords:
         if missing:
             for p, v in zip(missing, self.kb.encoder.encode(missing)):
                 self._phrase_vectors[p] = self._remembered[p] = v
-            # Written when what is new is at least a quarter of what was written, the rest when the process ends:
-            # a long-running server rewrites the file a few dozen times, not after every request that met a new path.
-            if len(self._remembered) - self._written >= max(1, self._written // 4):
-                self.write_remembered()
-            else:
-                _UNWRITTEN.add(self)
+            # Written once, when the process exits: a long-running server rewrote the whole file (up to 3 MB) after
+            # requests that met new paths (issue 52), and a later process needs them only once this one is done.
+            _UNWRITTEN.add(self)
         return np.stack([self._phrase_vectors[p] for p in phrases])
 
     def write_remembered(self) -> None:
