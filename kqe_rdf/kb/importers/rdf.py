@@ -148,8 +148,8 @@ class RdfImporter(Importer):
     def triples(self, report: ImportReport, writer_factory) -> Iterator[Triple]:
         text_props = {NamedNode(p) for p in self.text_properties}
         label = NamedNode(queries.PREFIXES["rdfs"] + "label")
-        # Pairs of IRIs said to be the same, and the IRIs that have a statement of their own (not a name, a type
-        # or a same-as link): a stub has none.
+        # Pairs of IRIs said to be the same, and the IRIs that have a statement of their own (a name, a type, an
+        # edge: anything but a same-as link): a stub has none.
         same: list[tuple] = []
         described: set = set()
         mended: dict[str, int] = {}
@@ -182,6 +182,7 @@ class RdfImporter(Importer):
                     if isinstance(obj, NamedNode):
                         schema.add(obj)
                 elif predicate == RDF_TYPE:
+                    described.add(subject)
                     schema.add(obj)
                     if obj in SCHEMA_TYPES or obj.value.startswith(DESCRIPTION_NAMESPACES):
                         schema.add(subject)
@@ -194,10 +195,9 @@ class RdfImporter(Importer):
                         things.setdefault(term, str(path))
                     if predicate in text_props and isinstance(obj, Literal):
                         texted.add(subject)
-                    elif predicate != label:
-                        described.add(subject)
-                        if isinstance(obj, NamedNode):
-                            described.add(obj)
+                    described.add(subject)
+                    if isinstance(obj, NamedNode):
+                        described.add(obj)
                 yield Triple(subject, predicate, obj)
         for iri, count in sorted(mended.items()):
             report.warn(f"{count:,} statements use <{iri}> (the file's prefix lacks the namespace's '#'): read as "
@@ -234,7 +234,7 @@ class RdfImporter(Importer):
     @staticmethod
     def _stubs(same: list[tuple], things: dict, described: set, schema: set, report) -> dict:
         """Of each pair of IRIs said to be the same, one with no statement of its own beside the link (a stub: a
-        DBpedia IRI only named by its link) when the other has some: the stub is no node (``schema`` takes it) and
+        DBpedia IRI the file only names in the link; one with its own type or label is a node) when the other has some: the stub is no node (``schema`` takes it) and
         its IRI's name is an alias of the other. Returns the aliases per node."""
         aliases: dict = {}
         stubs = set()
