@@ -26,16 +26,22 @@ def _ray(address: str):
     except ImportError:
         raise KqeError("kb embed --workers needs Ray: pip install 'kqe-rdf[scale]'") from None
     if not ray.is_initialized():
-        try:
-            if address == "local":
-                # A small object store: a shard's vectors are under a megabyte (512 × 384 floats), and Ray's default
-                # (30% of the machine's memory) is memory a shared machine may not have.
-                ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
-                         _node_ip_address="127.0.0.1", configure_logging=False, object_store_memory=256 << 20)
-            else:
-                ray.init(address=address, log_to_driver=False)
-        except Exception as exc:  # noqa: BLE001 - Ray raises many kinds of errors when it cannot start or connect
-            raise KqeError(f"cannot start Ray at {address}: {exc}") from None
+        # Ray's local node may miss its own start-up deadline on a busy machine ("Timed out waiting for file
+        # …/gcs_server_port_…"): a second start, after clearing the first, is what a user would do.
+        for attempt in (1, 2):
+            try:
+                if address == "local":
+                    # A small object store: a shard's vectors are under a megabyte (512 × 384 floats), and Ray's
+                    # default (30% of the machine's memory) is memory a shared machine may not have.
+                    ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                             _node_ip_address="127.0.0.1", configure_logging=False, object_store_memory=256 << 20)
+                else:
+                    ray.init(address=address, log_to_driver=False)
+                break
+            except Exception as exc:  # noqa: BLE001 - Ray raises many kinds of errors when it cannot start or connect
+                ray.shutdown()
+                if attempt == 2:
+                    raise KqeError(f"cannot start Ray at {address}: {exc}") from None
     return ray
 
 
