@@ -131,13 +131,12 @@ class GroundedReading:
             evidence.append(Evidence("path-0", "kg", f"{len(nodes)} answers: " + ", ".join(names[:20]),
                                      tuple(EntityRef(name, (n,)) for name, n in zip(names[:20], nodes)),
                                      {"counted": nodes, "method": METHOD}, 1))
-            answered = answered[:0]
-        for n, h in enumerate(answered[:MAX_PATHS]):
+        # Each stored value is cited by the fact that holds it (a count has no such fact).
+        for n, h in enumerate([] if "counted" in shown else answered[:MAX_PATHS]):
             node = values[h.iri]["of"]
             name = self.name(node)
-            evidence.append(Evidence(f"path-{n}", "kg", f"{name} {shown['phrase']} {h.name}", (EntityRef(name, (node,)),),
-                                     {"head": node, "relation": relation, "tail": h.iri, "method": METHOD}, 1))
-        answered = [h for h in hits if round(h.score, 9) == round(hits[0].score, 9)]
+            evidence.append(Evidence(f"path-{n}", "kg", f"{name} {shown['phrase']} {h.name}",
+                                     (EntityRef(name, (node,)),), {"head": node, "relation": relation, "tail": h.iri, "method": METHOD}, 1))
         candidates = [CandidateAnswer(h.name, (), h.score, [e.id for e in evidence] if not rank else [], None,
                                       {"lexical": h.name, "datatype": values[h.iri]["datatype"], "term": h.iri,
                                        "of": values[h.iri]["of"]})

@@ -29,7 +29,6 @@ from pyoxigraph import Literal, NamedNode
 
 from ....kb import queries
 from ....kb.linking import english_word, singular
-from ....kb.ontology import CORE
 from .paths import Path, retraces
 from .ranking import PREPOSITIONS, Scored
 from .values import ValueAsk, ValueRelations, asked_kind
@@ -538,10 +537,8 @@ class ChainReader:
             text = queries.with_values(queries.load("reader_neighbours"), c=start)
             start = start + [row["n"] for row in store.query(text, use_default_graph_as_union=True)]
         text = queries.with_values(queries.load("reader_value_relations_near"), n=start)
-        relations = self.kb.schema.relations
         return {rel for row in store.query(text, use_default_graph_as_union=True)
-                if (rel := row["relation"].value) not in relations and rel not in self.values.shown
-                and not rel.startswith(CORE)}
+                if self.values.is_value_relation(rel := row["relation"].value)}
 
     def _value_phrases(self, nodes: Sequence[str]) -> frozenset:
         """The multi-word phrases (as word tuples) of the value relations that leave ``nodes`` or the nodes one

@@ -120,10 +120,14 @@ class ValueRelations:
         self.shown = set(text_properties(kb.schema, kb.manifest.get("text_properties") or ())) | NAMING
         self._phrases: dict[str, str] = {}
 
+    def is_value_relation(self, relation: str) -> bool:
+        """Whether a predicate with literal objects may be asked for: not a relation between nodes, not what
+        documents show, not the store's bookkeeping."""
+        return relation not in self.kb.schema.relations and relation not in self.shown and not relation.startswith(CORE)
+
     def is_value(self, relation: str, value) -> bool:
         """Whether an edge's object is a value a question may ask for."""
-        return (isinstance(value, Literal) and relation not in self.kb.schema.relations
-                and relation not in self.shown and not relation.startswith(CORE)
+        return (isinstance(value, Literal) and self.is_value_relation(relation)
                 and 0 < len(value.value) <= MAX_VALUE_CHARS)
 
     def phrase(self, relation: str) -> str:
