@@ -2,8 +2,9 @@
 
 For each dev case, in each wording, the reader's mentions (``OfflineTriplets.mentions``, what 4step-offline reads
 before any path) are taken, and an observed term counts as linked when one of its mentions' candidates is that
-term's node. The share is over all observed terms of the cases read, per wording; the approximate links (list items
-no name matches whole, linked by BM25 within the list's class) are counted apart.
+term's node. The share is over all observed terms of the cases read, per wording; the links not made by a name are
+counted apart: approximate (list items no name matches whole, linked by BM25 within the list's class), broader names
+(OBO BROAD synonyms) and links by meaning (the encoder's clearly nearest name).
 
     python bench/linked_share.py --kb $KBS/bio --sample 300            # prints the table
 """
@@ -35,10 +36,12 @@ def main() -> None:
     cases = [c for c in cases if c.get("observed") and c.get("diseases")]
     if args.sample:
         cases = random.Random(0).sample(cases, min(args.sample, len(cases)))
-    print("| wording | cases | observed terms | linked | share | of them approximate |")
+    kinds = ("approximate", "broader name", "meaning")
+    print("| wording | cases | observed terms | linked | share | of them " + " / ".join(kinds) + " |")
     print("|---|---:|---:|---:|---:|---:|")
     for wording in WORDINGS:
-        terms = linked = approximate = 0
+        terms = linked = 0
+        made = dict.fromkeys(kinds, 0)
         for case in cases:
             observed = [label for _id, label in case["observed"]]
             excluded = [label for _id, label in case.get("excluded") or []]
@@ -50,8 +53,10 @@ def main() -> None:
                 terms += 1
                 if iri in found:
                     linked += 1
-                    approximate += found[iri] == "approximate"
-        print(f"| {wording} | {len(cases)} | {terms} | {linked} | {100 * linked / max(terms, 1):.2f} | {approximate} |")
+                    if found[iri] in made:
+                        made[found[iri]] += 1
+        print(f"| {wording} | {len(cases)} | {terms} | {linked} | {100 * linked / max(terms, 1):.2f} | "
+              + " / ".join(str(made[k]) for k in kinds) + " |")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from . import queries
 from .ontology import CORE, RDFS_LABEL, Schema, local_name
 
 ALIAS = CORE + "alias"
+#: A broader name (an OBO BROAD synonym): shown in the document, linked below names (:mod:`~kqe_rdf.kb.linking`).
+BROAD_ALIAS = CORE + "broadAlias"
 IDENTIFIER = CORE + "identifier"
 #: Up to this many text properties are named in the query's VALUES; Oxigraph joins a longer VALUES list in
 #: quadratic time (8,000 fields: 10 s), so beyond it every literal is read and the wanted ones kept here.

@@ -105,7 +105,8 @@ class WordNet:
     a sense's lemmas and pointers, and the base form of an inflected word (WordNet's ``morphy``: its
     exception lists, then its detachment rules). The format is WordNet's ``wndb(5)``."""
 
-    POINTERS = {"@": "hypernym", "@i": "hypernym", "~": "hyponym", "~i": "hyponym", "+": "derived", "=": "attribute"}
+    POINTERS = {"@": "hypernym", "@i": "hypernym", "~": "hyponym", "~i": "hyponym", "+": "derived", "=": "attribute",
+                "!": "antonym"}
     POS = {"n": "noun", "v": "verb", "a": "adj", "s": "adj"}
     _RULES = {"n": (("s", ""), ("ses", "s"), ("xes", "x"), ("zes", "z"), ("ches", "ch"), ("shes", "sh"),
                     ("men", "man"), ("ies", "y")),
@@ -129,6 +130,7 @@ class WordNet:
             self.exceptions[pos] = exceptions
         #: Words WordNet knows as adjectives ("primary", "main"), for telling a modifier from a name.
         self.adjectives = SortedLines((folder / "index.adj").read_bytes())
+        self.index["a"] = self.adjectives
 
     def morphy(self, word: str, pos: str) -> str | None:
         """The lemma of ``word`` as a ``pos`` (``n`` or ``v``), or None when WordNet has none."""
@@ -538,3 +540,26 @@ def qualities(noun: str, wn: WordNet | None = None) -> set[str]:
         for lemma in wn.sense(p, o)[0]:
             out.add(lemma.split("_")[0])
     return out
+
+
+#: Prefixes of opposite sense ("hypertelorism" / "hypotelorism", "macrocephaly" / "microcephaly").
+OPPOSITE_PREFIXES = (("hyper", "hypo"), ("macro", "micro"), ("over", "under"), ("increas", "decreas"))
+
+
+@lru_cache(maxsize=20_000)
+def opposites(word: str) -> frozenset[str]:
+    """Words of the opposite sense: WordNet's antonyms of the word as an adjective, noun or verb ("increased" →
+    "decreased", "tall" → "short"), and the word with an opposite prefix ("hypertelorism" → "hypotelorism"). Two
+    phrases that differ so mean opposite things however near an encoder places them."""
+    pairs = (*OPPOSITE_PREFIXES, *((b, a) for a, b in OPPOSITE_PREFIXES))
+    out = {b + word[len(a):] for a, b in pairs if word.startswith(a)}
+    wn = wordnet()
+    if wn is not None:
+        for pos in ("a", "n", "v"):
+            base = word if pos == "a" else wn.morphy(word, pos)
+            for sense in wn.senses(base, pos) if base else ():
+                for kind, p, o, _source, target in wn.sense(*sense)[1]:
+                    if kind == "antonym":
+                        lemmas = wn.sense(p, o)[0]
+                        out.add(lemmas[target - 1] if 0 < target <= len(lemmas) else lemmas[0])
+    return frozenset(out)

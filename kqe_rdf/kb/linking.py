@@ -20,7 +20,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from . import queries
+from .documents import BROAD_ALIAS
+from .lexicon import opposites
+from .phrases import term_name_vectors
 from .words import STOPWORDS
 
 # A possessive "'s" is a token of its own ("Ann's dad": "Ann", "'s", "dad"); names keep their apostrophes'
@@ -183,12 +188,18 @@ class NameIndex:
                 _add_name(by_name, inverted, name, number)
                 for sub in sub_names(name):
                     short[normalise_name(sub)].add(number)
+        broad: dict[str, set[int]] = defaultdict(set)
+        for number, handle in enumerate(handles):
+            for name in tables.text.get(handle, {}).get(BROAD_ALIAS, ()):
+                if key := normalise_name(name):
+                    broad[key].add(number)
         kinds, leaving = tables.hop_table()
         data = {"iris": iris, "labels": [d.name for d in documents], "types": types,
                 "node_types": [[type_number[t] for t in sorted(d.types)] for d in documents],  # (numbered in order)
                 "names": {k: sorted(v) for k, v in by_name.items()},
                 "inverted": {k: sorted(v) for k, v in inverted.items()},
                 "short": {k: sorted(v) for k, v in short.items() if k not in by_name},
+                "broad": {k: sorted(v) for k, v in broad.items() if k not in by_name and k not in inverted},
                 "hop_kinds": [list(k) for k in kinds],
                 "hops": [leaving.get(h, []) for h in handles]}
         last_words, lengths = _name_shapes(by_name, inverted)
@@ -212,7 +223,7 @@ class NameIndex:
         self.iris = list(numbers)
         self.by_name = {k: sorted(v) for k, v in by_name.items()}
         self.inverted = {k: sorted(v) for k, v in inverted.items()}
-        self.short = {}
+        self.short, self.broad = {}, {}
         self.types: dict[str, frozenset[str]] = {}
         for iri, type_iri in types:
             self.types[iri] = self.types.get(iri, frozenset()) | {type_iri}
@@ -232,6 +243,9 @@ class NameIndex:
         #: People's names as people write them short (:func:`sub_names`), for nodes whose full name no request
         #: writes ("Niels Bohr" for "Niels Henrik David Bohr"); an index written before has none.
         self.short = data.get("short", {})
+        #: Broader names people use (``kqe:broadAlias``: "big head" for Macrocephaly) that are no node's name; an
+        #: index written before has none.
+        self.broad = data.get("broad", {})
         self._kinds = [tuple(k) for k in data.get("hop_kinds", ())]
         self._hop_numbers = data.get("hops") if self._kinds else None
         self._number = {iri: n for n, iri in enumerate(self.iris)}
@@ -251,8 +265,15 @@ class NameIndex:
         """The nodes a short form of a person's name names (:attr:`short`)."""
         return sorted(self.iris[n] for n in self.short.get(key, ()))
 
+    def broad_nodes(self, key: str) -> list[str]:
+        """The nodes a broader name names (:attr:`broad`), as a plural too ("big heads")."""
+        numbers = self.broad.get(key) or self.broad.get(singular(key), ())
+        return sorted(self.iris[n] for n in numbers)
+
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
         numbers = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())
+        if not numbers and (bare := without_articles(key)) != key:  # "blood in the urine": Blood in urine
+            numbers = self.by_name.get(bare) or self.by_name.get(singular(bare), ())
         iris = (self.iris[n] for n in numbers)
         return sorted(i for i in iris if types is None or self.types.get(i, frozenset()) & types)
 
@@ -262,6 +283,11 @@ class Linker:
         self.kb = kb
         self.alternatives = alternatives
         self.fuzzy_cutoff = fuzzy_cutoff
+        #: Each class's nodes and the vectors of their names, for links by meaning (:meth:`meant`).
+        self._terms: dict[str, tuple[list[str], np.ndarray | None]] = {}
+        #: The links :meth:`phrases` made of a request's words by their words or meaning: a constant read from those
+        #: words is linked as they were (:meth:`link`), not searched again.
+        self.made: dict[str, tuple[Candidate, ...]] = {}
 
     @property
     def index(self) -> NameIndex:
@@ -279,6 +305,12 @@ class Linker:
         exact = self.index.nodes(key, wanted)
         if exact:
             return [Candidate(i, self._name(i), 1.0, "exact") for i in exact[: self.alternatives]]
+        made = [c for c in self.made.get(key, ()) if wanted is None or self.index.types.get(c.iri, frozenset()) & wanted]
+        if made:
+            return made
+        broad = [i for i in self.index.broad_nodes(key) if wanted is None or self.index.types.get(i, frozenset()) & wanted]
+        if broad:  # a broader name people use ("big head"): before names that are merely near in spelling
+            return [Candidate(i, self._name(i), BROADER, "broader name") for i in broad[: self.alternatives]]
         from rapidfuzz import fuzz, process
 
         out: list[Candidate] = []
@@ -374,6 +406,18 @@ class Linker:
                 if all(_titled(t[0]) for t in tokens[i : i + n]) and (key := free(i, n)) \
                         and (iris := index.short_nodes(key)):
                     take(i, n, iris, "short name", 0.9)
+        if index.broad:
+            # A broader name people use ("my baby has a big head": Macrocephaly's BROAD synonym), where no name took
+            # the words, longest first: below names, never a lone stopword.
+            size = len(tokens)
+            for i, n in sorted(((i, n) for i in range(size) for n in range(1, min(PHRASE_WORDS, size - i) + 1)),
+                               key=lambda span: (-span[1], span[0])):
+                if not all(plain[i : i + n]) and (key := free(i, n)) and (iris := index.broad_nodes(key)):
+                    take(i, n, iris, "broader name", BROADER)
+        # A name written with an article it lacks ("blood in the urine" for Blood in urine), as a name.
+        for i, n in spans(exact=False, shortest=3):
+            if (key := free(i, n)) and without_articles(key) != key and (iris := index.nodes(key)):
+                take(i, n, iris, "exact", 1.0)
         if not found:
             from rapidfuzz import fuzz, process
 
@@ -402,10 +446,11 @@ class Linker:
         """``found`` with the items of a list of terms that no name matches whole ("calf pseudohypertrophy" where the
         KB says "Calf muscle pseudohypertrophy"; "progressive proximal weakness", of which only "weakness" is a
         name) linked approximately: BM25 over the names of the class the list's other items name (a class with a
-        hierarchy, of which two items at least are named: phenotypes, not films), kept where the best name is one
-        word apart from the item at most (one word missing or one more) and holds more of its words than the names
-        found inside it, which it then replaces. Marked ``approximate``, scored below exact names by the share of the
-        item's words the name holds."""
+        hierarchy: phenotypes, not films), kept where the best name is one word apart from the item at most (one word
+        missing or one more) and holds more of its words than the names found inside it, which it then replaces.
+        Marked ``approximate``, scored below exact names by the share of the item's words the name holds. An item
+        of two words or more with no name inside it that no name is near in words is linked by meaning where the
+        encoder is clear (:meth:`meant`: "tall man" → Tall stature; one word alone is too little to go by)."""
         types: dict[str, int] = {}
         for m in found:
             for t in self.index.types.get(m.candidates[0].iri, ()) if m.candidates else ():
@@ -413,8 +458,8 @@ class Linker:
         if not types:
             return found
         cls = max(sorted(types), key=types.get)
-        if types[cls] < 2 or self.kb.schema.hierarchy_relation(cls) is None:
-            return found  # terms of a vocabulary (a hierarchy), two named at least; never a name of a thing
+        if self.kb.schema.hierarchy_relation(cls) is None or (types[cls] < 2 and len(item_spans(query)) < 2):
+            return found  # terms of a vocabulary (a hierarchy), in a list; never a name of a thing
         out = list(found)
         for start, end in item_spans(query):
             inside = [m for m in found if m.start < end and start < m.end]
@@ -427,6 +472,8 @@ class Linker:
                 continue
             hits = self.kb.text_index.search_names(" ".join(words), 1, [cls])
             if not hits:
+                if not inside and len(words) > 1 and (meant := self.meant(text, cls, None)):
+                    out.append(Mention(text, start, end, (meant,), _negated(query, start)))
                 continue
             iri = hits[0][0]
             name = self._name(iri)
@@ -436,12 +483,43 @@ class Linker:
             # One word apart at most: one of the item's missing from the name or one more in it ("calf
             # pseudohypertrophy" → Calf muscle pseudohypertrophy), and two words in common at least.
             if len(held) < 2 or len(words) - len(held) + len(extra) > 1 or len(held) <= len(named & set(words)):
+                if not inside and len(words) > 1 and (meant := self.meant(text, cls, iri)):
+                    out.append(Mention(text, start, end, (meant,), _negated(query, start)))
                 continue
             out = [m for m in out if m not in inside]
             out.append(Mention(text, start, end,
                                (Candidate(iri, name, round(0.8 * len(held) / len(words), 3), "approximate"),),
                                _negated(query, start)))
+        if len(self.made) > 10_000:  # (a long-running server: the links of recent requests only)
+            self.made.clear()
+        self.made.update((normalise_name(m.text), m.candidates) for m in out
+                         if m.candidates and m.candidates[0].how in ("approximate", "meaning"))
         return sorted(out, key=lambda m: m.start)
+
+    def meant(self, text: str, cls: str, first: str | None) -> Candidate | None:
+        """The node of ``cls`` whose name the encoder places nearest a phrase no name matches ("tall man" → Tall
+        stature), when it is near enough and clear of the next (:data:`MEANT`); ``first`` is BM25's first node over
+        the class's names, whose agreement lets a less clear one through. Chosen on HPO's synonyms, each taken as a
+        phrase to link to its term by the names alone (``bench/term_links.py``): the most links at 80% right."""
+        if cls not in self._terms:
+            iris = [iri for iri in self.index.iris if cls in self.index.types.get(iri, ())]
+            vectors = term_name_vectors(self.kb, iris, [self._name(i) for i in iris], cls) if len(iris) > 1 else None
+            self._terms[cls] = (iris, None if vectors is None else vectors.astype(np.float32))
+        iris, vectors = self._terms[cls]
+        if vectors is None:
+            return None
+        scores = vectors @ self.kb.encoder.encode([text])[0]
+        second, best = np.argsort(scores)[-2:]
+        near, clear = float(scores[best]), float(scores[best] - scores[second])
+        alone, agreeing = MEANT
+        name = self._name(iris[best])
+        if not ((near >= alone[0] and clear >= alone[1]) or (iris[best] == first and near >= agreeing[0]
+                                                             and clear >= agreeing[1])):
+            return None
+        said, named = set(_WORD.findall(text.lower())), set(_WORD.findall(name.lower()))
+        if any(opposites(w) & said for w in named - said):
+            return None  # "decreased T cell count" is not near Increased T cell count, whatever the encoder says
+        return Candidate(iris[best], name, round(0.7 * near, 3), "meaning")
 
     def _as_written(self, tokens: list, i: int, n: int, iris: list[str]) -> list[str]:
         """Of the nodes a span names, those it may mean as written: a common English word in lower case ("my son
@@ -491,6 +569,11 @@ class Linker:
 _SEPARATORS = re.compile(r"[,;:.!?]|\b(?:and|with|plus)\b", re.I)
 #: Longest list item (content words) linked approximately.
 PHRASE_WORDS = 6
+#: A broader name's link score: below a name (1.0) and a person's short name (0.9).
+BROADER = 0.8
+#: When the encoder's nearest name links a phrase no name matches (:meth:`Linker.meant`): (cosine, lead over the
+#: second nearest) on its own, and where BM25's first name agrees.
+MEANT = ((0.87, 0.03), (0.75, 0.10))
 
 
 def item_spans(query: str) -> list[tuple[int, int]]:
@@ -513,6 +596,18 @@ def list_items(query: str) -> list[str]:
     ['boy', 'progressive proximal weakness', 'calf pseudohypertrophy', 'elevated CK']
     """
     return [query[a:b] for a, b in item_spans(query)]
+
+
+_ARTICLES = re.compile(r" (?:the|a|an)(?= )")
+
+
+def without_articles(key: str) -> str:
+    """A folded name without the articles inside it, which requests add to names that lack them.
+
+    >>> without_articles("blood in the urine"), without_articles("the matrix")
+    ('blood in urine', 'the matrix')
+    """
+    return _ARTICLES.sub("", key)
 
 
 def _same_word(a: str, b: str) -> bool:

@@ -73,3 +73,20 @@ def remember_phrase_vectors(kb, vectors: dict[str, np.ndarray]) -> None:
     merged = {**remembered_phrase_vectors(kb), **vectors}
     if len(merged) <= REMEMBERED:
         keep(_remembered_name(kb), merged)
+
+
+def term_name_vectors(kb, iris: list[str], names: list[str], cls: str) -> np.ndarray:
+    """The vectors of the names of one class's nodes (``iris``, in that order), for linking a phrase no name matches
+    by meaning ("tall man" → Tall stature): encoded once per KB and encoder, on first need, and kept for later
+    processes (HPO's 19,034 phenotype names: about 35 s on two cores)."""
+    made_from = repr((str(kb.path.resolve()), kb.manifest.get("created"), kb.encoder.model_id, cls, len(iris)))
+    name = f"terms-{hashlib.sha256(made_from.encode()).hexdigest()[:24]}.pickle"
+
+    def make() -> np.ndarray:
+        import logging
+
+        logging.getLogger(__name__).warning("encoding the names of %d %s nodes once for links by meaning",
+                                            len(names), cls.rsplit("#", 1)[-1])
+        return kb.encoder.encode(names).astype(np.float16)
+
+    return cached(name, make)

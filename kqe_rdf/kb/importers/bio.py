@@ -67,8 +67,11 @@ FREQUENCY_TERMS = {
 #: Annotation aspect of phenotype.hpoa → relation (aspects M and H are not imported).
 ASPECT_RELATION = {"P": "hasPhenotype", "I": "hasInheritance", "C": "hasClinicalCourse"}
 
-#: Synonym scopes that become aliases; BROAD synonyms would link a general mention to a specific term.
+#: Synonym scopes that become aliases. BROAD synonyms (often layperson's words: "big head" for Macrocephaly) would
+#: link a general mention to a specific term as surely as its name: they are kept as ``kqe:broadAlias``, which the
+#: linker reads below names and only where no name matches.
 ALIAS_SCOPES = ("EXACT", "RELATED", "NARROW")
+BROAD_SCOPE = "BROAD"
 
 
 # --------------------------------------------------------------------- OBO
@@ -691,6 +694,8 @@ def _phenotype_nodes(phenotype_ids: list[str], ids: _HpoIds) -> Iterator[Node]:
         term = ids.terms[hpo_id]
         aliases = tuple(dict.fromkeys(s for s, scope in term.synonyms if scope in ALIAS_SCOPES and s != term.name))
         fields = tuple((k, v) for k, v in (("definition", term.definition), ("comment", term.comment)) if v)
+        fields += tuple(("broadAlias", s) for s in dict.fromkeys(s for s, scope in term.synonyms if scope == BROAD_SCOPE)
+                        if s not in aliases and s != term.name)
         yield Node(
             id=hpo_id,
             type="Phenotype",
