@@ -7,8 +7,8 @@ import json
 import sys
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.methods.registry import pipeline
-from kqe_rdf.methods.fourstep.reading import OfflineTriplets
-from kqe_rdf.methods.fourstep.reading.chains import tokens
+from kqe_rdf.methods.reading import OfflineTriplets
+from kqe_rdf.methods.reading.chains import tokens
 run, kbp = sys.argv[1], sys.argv[2]
 kb = KnowledgeBase.open(kbp)
 stage = pipeline("4step-offline", kb, kb.settings, 1, None)

@@ -266,7 +266,7 @@ def stage_clock() -> StageClock:
     from kqe_rdf.methods.answering import grounded
     from kqe_rdf.methods.expansion import kar
     from kqe_rdf.methods.fourstep import pipeline
-    from kqe_rdf.methods.fourstep.reading import offline, paths
+    from kqe_rdf.methods.reading import offline, paths
 
     clock = StageClock()
     for owner, attribute, stage in (

@@ -7,7 +7,7 @@ import is still a dependency). The layers, bottom up (docs/architecture.md draws
 
 and inside ``methods/``:
 
-    retrieval, registry  ←  fourstep  ←  answering  ←  expansion
+    retrieval, registry  ←  reading  ←  fourstep  ←  answering  ←  expansion
 
 (the registry names methods by strings and imports them only when one is asked for). No module imports
 another module's ``_private`` name: what two modules share is public where it belongs.
@@ -26,7 +26,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "kqe_rdf"
 LAYERS = {"core": 0, "kb": 1, "llm": 1, "methods": 2, "service": 3, "evaluation": 3}
 TOP = 4  # kqe_rdf/cli.py, demo.py, __main__.py
 #: Part of ``methods/`` → rank, the same way: a part never imports a higher one.
-METHOD_LAYERS = {"": 0, "retrieval": 0, "registry": 0, "fourstep": 1, "answering": 2, "expansion": 3}
+METHOD_LAYERS = {"": 0, "retrieval": 0, "registry": 0, "reading": 1, "fourstep": 2, "answering": 3,
+                 "expansion": 4}
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)

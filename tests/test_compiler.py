@@ -16,7 +16,7 @@ from fixtures_kb import bio_kb, movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.methods.fourstep.compiler import Compiled, compile_query, relation_path, run
 from kqe_rdf.core.errors import SparqlError
 from kqe_rdf.kb.ontology import Schema
-from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery, normalise
+from kqe_rdf.methods.reading.triplets import End, Triplet, TripletQuery, normalise
 
 M = "https://w3id.org/kqe/metaqa#"
 CORE = "https://w3id.org/kqe/core#"

@@ -15,11 +15,12 @@ import pytest
 from fixtures_kb import bio_kb, movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
-from kqe_rdf.methods.fourstep.pipeline import FourStep, OfflineTriplets
+from kqe_rdf.methods.fourstep.pipeline import FourStep
+from kqe_rdf.methods.reading import OfflineTriplets
 from kqe_rdf.kb.ontology import local_name
 from kqe_rdf.methods.retrieval import BM25
 from kqe_rdf.methods.registry import pipeline
-from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery
+from kqe_rdf.methods.reading.triplets import End, Triplet, TripletQuery
 
 M = "https://w3id.org/kqe/metaqa#"
 K = 5

@@ -18,10 +18,11 @@ from chat_server import ChatServer, Reply, chat_server, delay, error, malformed 
 from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
 from kqe_rdf.evaluation.runner import evaluate
-from kqe_rdf.methods.fourstep.pipeline import FourStep, LLMReranker, LLMTriplets, OfflineTriplets
+from kqe_rdf.methods.fourstep.pipeline import FourStep, LLMReranker, LLMTriplets
+from kqe_rdf.methods.reading import OfflineTriplets
 from kqe_rdf.evaluation.querysets import EvalQuery, QuerySet
 from kqe_rdf.methods.registry import pipeline
-from kqe_rdf.methods.fourstep.triplets import TRIPLETS_SCHEMA
+from kqe_rdf.methods.reading.triplets import TRIPLETS_SCHEMA
 
 M = "https://w3id.org/kqe/metaqa#"
 K = 5

@@ -157,7 +157,7 @@ def test_a_rebuild_keeps_the_hierarchy_in_step_with_the_data(tmp_path):
 
 
 def test_the_relations_below_a_term_are_read_from_the_arrays_as_the_walk_finds_them(shop):
-    from kqe_rdf.methods.fourstep.reading import PathReader
+    from kqe_rdf.methods.reading import PathReader
 
     reader = PathReader(shop)
     walk = "^" + f"<{SHOP}subCategoryOf>" + "*"

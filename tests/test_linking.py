@@ -415,3 +415,11 @@ def test_a_list_item_no_name_matches_whole_is_linked_approximately_within_the_li
     # not a list: the words are read as they are
     mentions, _conditions = reader.mentions("which disease has focal seizures")
     assert [(m.text, m.candidates[0].how) for m in mentions] == [("seizures", "exact")]
+
+
+def test_a_sentence_ending_in_an_exclamation_mark_keeps_its_words_out_of_the_next_ones_negation(symbols):
+    mentions = symbols.mentions("Seizures! Hypotonia was not observed.")
+    assert [(m.text, m.negated) for m in mentions] == [("Seizures", False), ("Hypotonia", True)]
+    # typed in lower case, a full stop still ends the sentence the negation is in
+    mentions = symbols.mentions("seizures. no hypotonia")
+    assert [(m.text, m.negated) for m in mentions] == [("seizures", False), ("hypotonia", True)]

@@ -14,12 +14,13 @@ from fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
 from kqe_rdf.methods.answering.intent import OfflineIntent
 from kqe_rdf.methods.expansion import expand
-from kqe_rdf.methods.fourstep.pipeline import FourStep, OfflineTriplets
+from kqe_rdf.methods.fourstep.pipeline import FourStep
+from kqe_rdf.methods.reading import OfflineTriplets
 from kqe_rdf.kb.ontology import local_name
-from kqe_rdf.methods.fourstep.reading import PathReader, stem
+from kqe_rdf.methods.reading import PathReader, stem
 from kqe_rdf.methods.retrieval import BM25
 from kqe_rdf.methods.registry import pipeline
-from kqe_rdf.methods.fourstep.triplets import End, Triplet, TripletQuery
+from kqe_rdf.methods.reading.triplets import End, Triplet, TripletQuery
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.kb.importers.metaqa import MetaQAImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
@@ -157,7 +158,7 @@ def test_a_walk_is_typed_by_the_name_index_as_the_store_types_it(movie_kb):
     # walk with its type pattern (queries/reader_reached.rq) gives, however few are kept.
     from string import Template
 
-    from kqe_rdf.methods.fourstep.reading.paths import _body
+    from kqe_rdf.methods.reading.paths import _body
 
     constants = [node(movie_kb, "Clint Eastwood"), node(movie_kb, "Martin Scorsese")]
     walks = [(f"?c ^<{M}directed_by> ?n", M + "Movie"), (f"?c ^<{M}starred_actors> ?n", M + "Movie"),

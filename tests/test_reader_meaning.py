@@ -17,8 +17,8 @@ from kqe_rdf.kb.build import build_kb
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.kb.lexicon import build_lexicon, related_words, wh_words
-from kqe_rdf.methods.fourstep.pipeline import OfflineTriplets
-from kqe_rdf.methods.fourstep.reading import FUNCTION_WORDS, stem
+from kqe_rdf.methods.reading import OfflineTriplets
+from kqe_rdf.methods.reading import FUNCTION_WORDS, stem
 from kqe_rdf.methods.registry import pipeline
 
 
@@ -137,7 +137,7 @@ def test_the_explanation_shows_each_phrase_the_relation_it_was_read_as_how_and_w
 
 
 def test_each_ranking_rule_reads_what_its_docstring_says():
-    from kqe_rdf.methods.fourstep.reading.ranking import REUSED, further_hop_cost, hop_support, unread_words
+    from kqe_rdf.methods.reading.ranking import REUSED, further_hop_cost, hop_support, unread_words
 
     words = [(0, "who"), (1, "is"), (3, "dad"), (4, "play")]
     related = {"dad": ["narrower", 0.7, "dad (narrower of parents)"], "who": ["wh", 0.6, "who (wh of parents)"]}
@@ -167,8 +167,8 @@ def test_an_irregular_form_comes_only_with_its_part_of_speech():
 
 def test_a_new_process_reads_the_phrases_an_earlier_one_encoded(people_kb, tmp_path, monkeypatch):
     from kqe_rdf.kb.phrases import remembered_phrase_vectors
-    from kqe_rdf.methods.fourstep.reading import words
-    from kqe_rdf.methods.fourstep.reading.words import RelationWords
+    from kqe_rdf.methods.reading import words
+    from kqe_rdf.methods.reading.words import RelationWords
 
     monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
     first = RelationWords(people_kb)
@@ -187,8 +187,8 @@ def test_request_time_phrases_are_written_once_when_the_process_exits(people_kb,
     # A long-running server meets new paths request after request: none of them rewrites the cache file (up to
     # 3 MB); the process writes what it encoded once, as it exits.
     from kqe_rdf.kb.phrases import remembered_phrase_vectors
-    from kqe_rdf.methods.fourstep.reading import words
-    from kqe_rdf.methods.fourstep.reading.words import RelationWords
+    from kqe_rdf.methods.reading import words
+    from kqe_rdf.methods.reading.words import RelationWords
 
     monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(words, "_UNWRITTEN", weakref.WeakSet())  # (this process's readers only)

@@ -148,7 +148,7 @@ PLAIN = """<http://ex.org/ann> <http://www.w3.org/2000/01/rdf-schema#label> "Ann
 def test_plain_rdf_without_classes_has_relations_and_is_read(tmp_path):
     """Issue 23, item 2: nodes with labels and object properties but no rdf:type get the default class."""
     from kqe_rdf.kb.importers.rdf import RdfImporter
-    from kqe_rdf.methods.fourstep.reading import OfflineTriplets
+    from kqe_rdf.methods.reading import OfflineTriplets
 
     (tmp_path / "people.nt").write_text(PLAIN)
     manifest = build_kb(RdfImporter([tmp_path / "people.nt"]), tmp_path / "kb")

@@ -26,6 +26,7 @@ from . import queries
 from .documents import BROAD_ALIAS
 from .lexicon import opposites
 from .phrases import term_name_vectors
+from .sentences import sentence_at
 from .words import STOPWORDS
 
 # A possessive "'s" is a token of its own ("Ann's dad": "Ann", "'s", "dad"); names keep their apostrophes'
@@ -645,7 +646,4 @@ NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|ab
 
 def _negated(query: str, position: int) -> bool:
     """A mention is negated when its sentence has a negation cue ("... were not observed")."""
-    start = max(query.rfind(".", 0, position), query.rfind("?", 0, position), query.rfind("!", 0, position)) + 1
-    end_candidates = [i for i in (query.find(".", position), query.find("?", position)) if i != -1]
-    end = min(end_candidates) if end_candidates else len(query)
-    return bool(NEGATION.search(query[start:end]))
+    return bool(NEGATION.search(sentence_at(query, position)))

@@ -1,6 +1,6 @@
 """The relation phrases of a KB's ontology and their vectors, stored with the KB.
 
-The offline reader (:mod:`kqe_rdf.methods.fourstep.reading`) ranks relation paths partly by how their phrases
+The offline reader (:mod:`kqe_rdf.methods.reading`) ranks relation paths partly by how their phrases
 embed near the request; the build encodes every phrase once, so a first request does not load the encoder
 for them.
 """

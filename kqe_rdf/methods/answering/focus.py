@@ -18,7 +18,7 @@ and the offline reader counts it as that many facts (``qa_focus_weight``), so th
 reader can pick the best-supported answer, while hits tied with many others (every
 actor at the end of a 3-hop path) add nothing.
 
-The triplets are read offline (:class:`~kqe_rdf.methods.fourstep.pipeline.OfflineTriplets`) even when an
+The triplets are read offline (:class:`~kqe_rdf.methods.reading.OfflineTriplets`) even when an
 LLM is configured: the LLM already reads the intent, and one more call per question
 would double its cost. If 4StepFocus fails on a question, the pool simply has no
 structural pieces and a note says why; the other evidence stands.
@@ -29,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...core.errors import KqeError
-from ..fourstep.pipeline import FourStep, OfflineTriplets
+from ..fourstep.pipeline import FourStep
+from ..reading import OfflineTriplets
 from ...kb.linking import Linker
 from ..retrieval import Batch, Query
 from .evidence import EntityRef, Evidence

@@ -1,6 +1,6 @@
 """Answers from the structural reader's grounded reading: 4StepFocus's ranked answers, cited with their KG path.
 
-The offline reader (:mod:`kqe_rdf.methods.fourstep.reading`) reads a question as relation paths that really
+The offline reader (:mod:`kqe_rdf.methods.reading`) reads a question as relation paths that really
 leave the nodes it names ("who directed the films starring John Krasinski": *starred in / directed by*), and
 4StepFocus compiles them to SPARQL and ranks the nodes at their ends. When the reader has such a *grounded
 reading* and it finds answers, they are the answers ``ask`` gives — its first answer is ``4step-offline``'s
@@ -29,8 +29,8 @@ from ...kb import queries
 from ...kb.linking import Linker
 from ..fourstep.compiler import relation_path, sparql_variable, stored_direction
 from ..fourstep.pipeline import Attempt, FourStep
-from ..fourstep.reading import OfflineTriplets
-from ..fourstep.triplets import Triplet
+from ..reading import OfflineTriplets
+from ..reading.triplets import Triplet
 from .answer import CandidateAnswer, Reading
 from .evidence import EntityRef, Evidence
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from ...core.errors import SchemaError
-from ..fourstep.pipeline import OfflineTriplets
+from ..reading import OfflineTriplets
 from ...kb.linking import Linker, normalise_name, singular
 from ...kb.ontology import local_name
 

@@ -8,7 +8,7 @@ read as *directed by / directed / release year*: the release years of the direct
 sentences are asked, the way the graph would have been:
 
 1. the relations the question names: words of their labels and alternative labels (the structural reader's
-   own vocabulary, :class:`~kqe_rdf.methods.fourstep.reading.words.RelationWords`), outside its entities' names;
+   own vocabulary, :class:`~kqe_rdf.methods.reading.words.RelationWords`), outside its entities' names;
 2. sentences that may state such a relation of a question entity: those of the entity's own document ("Nadine
    directed by Robert Benton.", the edge read from its head) and those of other documents that name the
    entity (best BM25 sentences for its name and the relation's words: "Kismet directed by William Dieterle."
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from ...core.errors import KqeError
 from ...kb.linking import NameIndex, normalise_name
 from ..fourstep.compiler import stored_direction
-from ..fourstep.reading import OfflineTriplets
-from ..fourstep.reading.words import RelationWords, phrase_stems
+from ..reading import OfflineTriplets
+from ..reading.words import RelationWords, phrase_stems
 from .answer import CandidateAnswer, Reading
 from .evidence import EntityRef, Evidence, NameFinder, TextSentences, document_sentences
 from .intent import Intent

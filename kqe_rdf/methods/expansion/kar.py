@@ -49,7 +49,7 @@ from ...kb.linking import NEGATION, Candidate, Linker, singular
 from ...kb.ontology import negates
 from ...kb.words import terms
 from ..answering.grounded import Grounded, GroundedReading
-from ..fourstep.reading import OfflineTriplets
+from ..reading import OfflineTriplets
 from ..retrieval import Batch, Query, ranking, reciprocal_rank
 from .base import Expander, Expansion, final_retriever
 from .prompts import ENTITIES_SCHEMA, EXPANSIONS_SCHEMA, entity_messages, kar_messages

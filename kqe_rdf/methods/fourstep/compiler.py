@@ -29,7 +29,7 @@ from pyoxigraph import NamedNode
 from ...kb import queries
 from ...core.errors import SparqlError
 from ...kb.ontology import Schema
-from .triplets import Triplet, TripletQuery
+from ..reading.triplets import Triplet, TripletQuery
 
 
 @dataclass

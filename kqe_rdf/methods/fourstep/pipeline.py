@@ -27,10 +27,10 @@ from ...kb.hierarchy import hierarchical_scores
 from ...kb.linking import Linker
 from ...kb.ontology import local_name
 from ...core.progress import StepClock
-from .reading import OfflineTriplets
-from .reading.values import valued
+from ..reading import OfflineTriplets
+from ..reading.values import valued
 from ..retrieval import Batch, Hit, Stage
-from .triplets import End, TripletQuery, normalise
+from ..reading.triplets import End, TripletQuery, normalise
 
 
 def _constants(compiled: Compiled | None, returning: bool = True) -> set[str]:
@@ -69,7 +69,7 @@ class LLMTriplets:
     def __call__(self, query: str) -> TripletQuery:
         from ...llm.client import LLMError
         from ...llm.prompts import triplet_messages
-        from .triplets import TRIPLETS_SCHEMA, from_json
+        from ..reading.triplets import TRIPLETS_SCHEMA, from_json
 
         try:
             with self.llm.budget():

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 from pyoxigraph import Literal, NamedNode
 
-from ....kb import queries
-from ....kb.documents import text_properties
-from ....kb.ontology import CORE, RDFS_LABEL, local_name, readable
+from ...kb import queries
+from ...kb.documents import text_properties
+from ...kb.ontology import CORE, RDFS_LABEL, local_name, readable
 from .words import phrase_stems
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -181,7 +181,7 @@ def valued(kb, qid: str, value: ValueAsk, nodes: Sequence[str], scores: dict[str
     """The hits of a request that asks for a value: each value the ``nodes`` (best first) hold by the relation, as a
     hit whose ``iri`` is the literal in N-Triples syntax (``"2019"^^<…#gYear>``: value and datatype) and whose
     ``name`` is its lexical form, scored as its node; a value two nodes share comes once. With what to explain."""
-    from ...retrieval import Hit
+    from ..retrieval import Hit
 
     if value.count:
         best = max((scores.get(n, 0.0) for n in nodes), default=0.0)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ....kb.ontology import NEGATION_WORDS
+from ...kb.ontology import NEGATION_WORDS
 from .words import FUNCTION_WORDS, RelationWords, stem
 
 #: What a word supports a hop with when a hop of another relation has read it already.
@@ -444,7 +444,7 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
 @functools.lru_cache(maxsize=65536)
 def _is_noun(word: str) -> bool:
     """Whether WordNet knows the word as a noun (true without WordNet: nouns are what relations are named by)."""
-    from ....kb.lexicon import wordnet
+    from ...kb.lexicon import wordnet
 
     wn = wordnet()
     return wn is None or wn.morphy(word, "n") is not None

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from pyoxigraph import Literal, NamedNode
 
-from ....kb import queries
-from ....kb.linking import english_word, singular
+from ...kb import queries
+from ...kb.linking import english_word, singular
 from .paths import Path, retraces
 from .ranking import PREPOSITIONS, Scored
 from .values import ValueAsk, ValueRelations, asked_kind
@@ -106,7 +106,7 @@ class Chain:
 def _names(word: str) -> bool:
     """Whether a word can name a link: WordNet knows it as a noun, verb or adjective ("living", "died", "religious";
     not an adverb such as "strangely"); true without WordNet."""
-    from ....kb.lexicon import wordnet
+    from ...kb.lexicon import wordnet
 
     return wordnet() is None or english_word(word)
 
@@ -157,7 +157,7 @@ class ChainReader:
         """A multi-word noun: a relation's phrase ("country of origin"; ``extra``: value relations' phrases,
         "release year"), a WordNet compound ("line of work", "line of business") or an adjective before a noun
         ("best friend")."""
-        from ....kb.lexicon import wordnet
+        from ...kb.lexicon import wordnet
 
         words = tuple(words)
         if words in self.compounds or words in extra:
@@ -340,7 +340,7 @@ class ChainReader:
                     values = role.values if k == len(role.chain) - 1 else ()
                     links.append((Slot((part,), slot.positions, slot.asked), names, values, slot.text))
                 return links
-            from ....kb.lexicon import wh_words
+            from ...kb.lexicon import wh_words
 
             if role is not None and not lexical and len(role.chain) == 1 and "who" in wh_words(slot.words[0]):
                 # A person WordNet defines by another ("heir": "a person who inherits … issue") names what that one

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from pyoxigraph import NamedNode
 
-from ....kb import queries
-from ....kb.linking import normalise_name
+from ...kb import queries
+from ...kb.linking import normalise_name
 from .words import FUNCTION_WORDS, RelationWords, stem
 
 #: How a related word may name a relation in a role's chain: said otherwise, not a broader word or a kind.
@@ -64,7 +64,7 @@ class RoleReader:
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 - one reader per KB, for the process
     def role(self, word: str) -> Role | None:
-        from ....kb.lexicon import role
+        from ...kb.lexicon import role
 
         found = role(word, self.names)
         if found is None:

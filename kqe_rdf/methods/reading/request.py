@@ -17,8 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ....kb.linking import NEGATION, Mention, singular
-from ...retrieval import STOPWORDS
+from ...kb.linking import NEGATION, Mention, singular
+from ...kb.sentences import split_sentences
+from ..retrieval import STOPWORDS
 from .ranking import Request
 from .roles import RoleReader
 from .words import FUNCTION_WORDS, RelationWords, stem
@@ -123,7 +124,7 @@ def modifies_a_noun(query: str, mention: Mention) -> bool:
 
 
 def _lemmas(word: str) -> list[str]:
-    from ....kb.lexicon import wordnet
+    from ...kb.lexicon import wordnet
 
     wn = wordnet()
     return [] if wn is None else [b for pos in ("n", "v") if (b := wn.morphy(word, pos))]
@@ -131,21 +132,21 @@ def _lemmas(word: str) -> list[str]:
 
 def _is_inflected_verb(word: str) -> bool:
     """A verb's inflected form ("born", "directed", "stars"), which a noun may also spell (Max Born)."""
-    from ....kb.lexicon import wordnet
+    from ...kb.lexicon import wordnet
 
     wn = wordnet()
     return wn is not None and wn.morphy(word, "v") not in (None, word)
 
 
 def _is_adjective(word: str) -> bool:
-    from ....kb.lexicon import wordnet
+    from ...kb.lexicon import wordnet
 
     wn = wordnet()
     return wn is not None and word in wn.adjectives
 
 
 def _is_noun(word: str) -> bool:
-    from ....kb.lexicon import wordnet
+    from ...kb.lexicon import wordnet
 
     wn = wordnet()
     return wn is not None and wn.morphy(word, "n") is not None
@@ -162,7 +163,7 @@ class RequestReader:
         #: The classes a wh-word asks for by WordNet ("whom" → the class labelled "person"), where no cue says;
         #: read from class labels only (an alt label such as "type" has a sense that is a person).
         self.wh_classes: dict[str, set[str]] = {}
-        from ....kb.lexicon import wh_words
+        from ...kb.lexicon import wh_words
 
         for cls, term in kb.schema.classes.items():
             for wh in wh_words(term.label.lower()) if " " not in term.label.strip() else ():
@@ -177,9 +178,9 @@ class RequestReader:
         marked = stripped
         # A list of mentions leaves one gap: requests that differ only in what they list read (and embed) alike.
         stripped = " ".join(_LIST_GAP.sub("", stripped).split())
-        # Cut at every sentence end, not by kb.sentences.split_sentences: with its mentions taken out, a sentence
-        # of the request may start with a gap or in lower case ("High forehead. Seizure was not observed.").
-        positive = " ".join(s for s in re.split(r"(?<=[.!?])\s+", stripped) if not NEGATION.search(s)) or stripped
+        # With its mentions taken out, a sentence of the request may start with a gap or in lower case ("High
+        # forehead. Seizure was not observed."): cut as a typed request is.
+        positive = " ".join(s for s in split_sentences(stripped, typed=True) if not NEGATION.search(s)) or stripped
         # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
         # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
         # does not.
@@ -301,7 +302,7 @@ class RequestReader:
         """Runs of two or more words between the mentions and the words that name relations, with a word that
         is neither a function word nor a class cue ("is X's mother a man or a woman", "what does X's dad do for a
         living"), each mapped to its last such word: the encoder reads them whole (:meth:`.RelationWords.similar`)."""
-        from ....kb.lexicon import LIGHT_WORDS
+        from ...kb.lexicon import LIGHT_WORDS
 
         vocabulary = self.words
         out: dict[str, str] = {}

@@ -17,9 +17,9 @@ from string import Template
 
 from pyoxigraph import Literal, NamedNode
 
-from ....kb import queries
-from ....kb.ontology import local_name
-from ....kb.rdfize import RDF_TYPE
+from ...kb import queries
+from ...kb.ontology import local_name
+from ...kb.rdfize import RDF_TYPE
 from . import ranking
 from .ranking import Request, Scored
 from .words import RelationWords, phrase_stems

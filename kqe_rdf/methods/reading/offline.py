@@ -21,10 +21,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ....kb.linking import Linker, Mention, list_items
-from ....kb.ontology import local_name
-from ...retrieval import STOPWORDS
-from ..triplets import End, Triplet, TripletQuery
+from ...kb.linking import Linker, Mention, list_items
+from ...kb.ontology import local_name
+from ..retrieval import STOPWORDS
+from .triplets import End, Triplet, TripletQuery
 from .chains import ChainReader
 from .values import ValueAsk, counting
 from .paths import Path, PathReader

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ....kb.lexicon import WEIGHTS
-from ....kb.ontology import negates
-from ....kb.phrases import remember_phrase_vectors, remembered_phrase_vectors, stored_phrase_vectors
+from ...kb.lexicon import WEIGHTS
+from ...kb.ontology import negates
+from ...kb.phrases import remember_phrase_vectors, remembered_phrase_vectors, stored_phrase_vectors
 
 #: Words of relation phrases and requests that say nothing about which relation is meant.
 FUNCTION_WORDS = frozenset("a an the of by in on at to for with from has have had is are was were be been "
@@ -94,8 +94,8 @@ def wordnet_words(named: dict[str, set[str]]) -> dict[str, dict[str, list]]:
     process): ``{relation: {stem: [how, weight, text]}}``."""
     key = tuple(sorted((iri, tuple(sorted(ps))) for iri, ps in named.items()))
     if key not in _LEXICONS:
-        from ....core.resources import cached
-        from ....kb.lexicon import LEXICON_VERSION, build_lexicon, wordnet_dir
+        from ...core.resources import cached
+        from ...kb.lexicon import LEXICON_VERSION, build_lexicon, wordnet_dir
 
         # Made once per machine for these phrases (about half a second a process otherwise).
         made_from = hashlib.sha256(repr((key, sorted(FUNCTION_WORDS), LEXICON_VERSION, str(wordnet_dir()))).encode()
