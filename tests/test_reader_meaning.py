@@ -18,7 +18,8 @@ from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.kb.lexicon import build_lexicon, related_words, wh_words
 from kqe_rdf.methods.reading import OfflineTriplets
-from kqe_rdf.methods.reading import FUNCTION_WORDS, stem
+from kqe_rdf.kb.words import FUNCTION_WORDS
+from kqe_rdf.methods.reading import stem
 from kqe_rdf.methods.registry import pipeline
 
 

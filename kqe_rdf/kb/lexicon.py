@@ -31,15 +31,14 @@ from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 
+from .words import LIGHT_WORDS
+
 #: Where Debian's ``wordnet-base`` puts the WordNet 3.0 database (``$KQE_WORDNET`` overrides it).
 WORDNET_DIRS = ("/usr/share/wordnet",)
 #: Changes with the rules of :func:`build_lexicon` and :func:`related_words`: a table cached by an older version is
 #: made again.
 LEXICON_VERSION = 2
 WEIGHTS = {"synonym": 0.8, "derived": 0.8, "pertainym": 0.8, "narrower": 0.7, "attribute": 0.7, "broader": 0.7, "wh": 0.6, "kind": 0.5}
-#: Verbs so general that their senses reach half the dictionary: never read as naming a relation.
-LIGHT_WORDS = frozenset("be is are was were been have has had do does did get make take give go put set come "
-                        "let keep seem become use one thing entity object whole".split())
 #: Words above and below a word are read from its commonest senses only ("retirement" is a kind of the fifth
 #: sense of "position", status, not of a place or a post).
 BROAD_SENSES = 3
@@ -563,3 +562,30 @@ def opposites(word: str) -> frozenset[str]:
                         lemmas = wn.sense(p, o)[0]
                         out.add(lemmas[target - 1] if 0 < target <= len(lemmas) else lemmas[0])
     return frozenset(out)
+
+
+@lru_cache(maxsize=65536)
+def is_noun(word: str, unknown: bool = False) -> bool:
+    """Whether WordNet knows the word as a noun (in any form: "seizures"); ``unknown`` is the answer without WordNet,
+    which each caller chooses for itself (a relation's word is a noun unless known otherwise; a common word that
+    may be a name is not)."""
+    wn = wordnet()
+    return unknown if wn is None else wn.morphy(word, "n") is not None
+
+
+def is_adjective(word: str) -> bool:
+    """Whether WordNet knows the word as an adjective (False without WordNet)."""
+    wn = wordnet()
+    return wn is not None and word in wn.adjectives
+
+
+def is_inflected_verb(word: str) -> bool:
+    """A verb's inflected form ("born", "directed", "stars"), which a noun may also spell (Max Born)."""
+    wn = wordnet()
+    return wn is not None and wn.morphy(word, "v") not in (None, word)
+
+
+def base_forms(word: str) -> list[str]:
+    """The word's lemmas as a noun and as a verb ("stars" → star, star), none without WordNet."""
+    wn = wordnet()
+    return [] if wn is None else [b for pos in ("n", "v") if (b := wn.morphy(word, pos))]

@@ -27,7 +27,7 @@ from .documents import BROAD_ALIAS
 from .lexicon import opposites
 from .phrases import term_name_vectors
 from .sentences import sentence_at
-from .words import STOPWORDS
+from .words import HONORIFICS, NAME_PARTICLES, STOPWORDS
 
 # A possessive "'s" is a token of its own ("Ann's dad": "Ann", "'s", "dad"); names keep their apostrophes'
 # place because names are matched on their folded form, where an apostrophe is a space ("ocean s eleven").
@@ -62,10 +62,6 @@ def _add_name(by_name: dict, inverted: dict, name: str, node) -> None:
             inverted[normalise_name(f"{tail} {head}")].add(node)
 
 
-#: Titles written before a person's name ("Sir Alexander Fleming"): people write the name without them.
-HONORIFICS = frozenset("sir dame lord lady dr prof professor mr mrs ms miss saint st".split())
-#: Particles inside a person's name ("Ludwig van Beethoven", "Charles de Gaulle").
-_PARTICLES = frozenset("van von de der den da di du del della la le ten ter bin ibn".split())
 
 
 def sub_names(name: str) -> set[str]:
@@ -87,7 +83,7 @@ def sub_names(name: str) -> set[str]:
     words = base.split()
     while words and words[0].lower().rstrip(".") in HONORIFICS and len(words) > 2:
         words = words[1:]
-    if not 2 <= len(words) <= 6 or not all(_titled(w) or w.lower() in _PARTICLES for w in words) \
+    if not 2 <= len(words) <= 6 or not all(_titled(w) or w.lower() in NAME_PARTICLES for w in words) \
             or not (_titled(words[0]) and _titled(words[-1])):
         return set()
     out = {" ".join(words)}

@@ -23,6 +23,7 @@ from urllib.parse import unquote
 from pyoxigraph import NamedNode, RdfFormat, Store
 
 from . import queries
+from .words import NEGATION_WORDS
 from ..core.errors import SchemaError
 from ..core.resources import ontology_path
 
@@ -52,9 +53,6 @@ def shown_names(iris: Iterable[str], prefixes: dict[str, str]) -> dict[str, str]
     return out
 
 
-#: Words that make a relation a negation ("lacks phenotype", "absent in", "not associated with"): general
-#: English, read from the relation's label.
-NEGATION_WORDS = frozenset("lacks lack lacking absent absence not no without excluded excludes never negative non".split())
 
 
 def negates(label: str) -> bool:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import re
 
+from .words import ABBREVIATIONS
+
 #: A sentence ends at ., ! or ? followed by space and a capital, a digit, an opening bracket or a quote.
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[\"'“‘])")
 #: A request typed in lower case ends a sentence at ., ! or ? and space whatever follows ("seizures. no fever").
 TYPED_END = re.compile(r"(?<=[.!?])\s+")
 
-#: Words after which a full stop ends no sentence ("Dr. Ehrlich's Magic Bullet", "Mr. Smith Goes to Washington").
-ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr mt vs prof gen col lt sgt capt fr rev no vol fig al etc ca".split())
 
 
 def sentence_spans(text: str, typed: bool = False) -> list[tuple[int, int]]:

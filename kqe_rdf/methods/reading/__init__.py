@@ -8,7 +8,7 @@ paths) and :mod:`.ranking` (the rules that rank them).
 from .offline import OfflineTriplets
 from .paths import Path, PathReader, property_path, walk
 from .ranking import Request, Scored
-from .words import FUNCTION_WORDS, RelationWords, phrase_stems, stem
+from .words import RelationWords, phrase_stems, stem
 
-__all__ = ["FUNCTION_WORDS", "OfflineTriplets", "Path", "PathReader", "RelationWords", "Request", "Scored",
+__all__ = ["OfflineTriplets", "Path", "PathReader", "RelationWords", "Request", "Scored",
            "phrase_stems", "property_path", "stem", "walk"]

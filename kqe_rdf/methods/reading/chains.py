@@ -29,23 +29,13 @@ from pyoxigraph import Literal, NamedNode
 
 from ...kb import queries
 from ...kb.linking import english_word, singular
+from ...kb.words import (ARTICLES, ASKING_WH, CLASSIFIERS, FRAME_WORDS, FUNCTION_WORDS, PREPOSITIONS,
+                         QUESTION_PARTICLES, TELLING_WH)
 from .paths import Path, retraces
-from .ranking import PREPOSITIONS, Scored
+from .ranking import Scored
 from .values import ValueAsk, ValueRelations, asked_kind
-from .words import FUNCTION_WORDS, phrase_stems, stem
+from .words import phrase_stems, stem
 
-#: Nouns that introduce the noun after them ("the name of the spouse of X", "the type of religion of X"): no hop.
-CLASSIFIERS = frozenset("name names type types kind kinds sort sorts".split())
-#: Wh-words that say something about the relation asked for ("where" a place, "why" a cause); "what", "which" and
-#: "who" only ask.
-TELLING_WH = frozenset("where when why how".split())
-ASKING_WH = frozenset("what which who whom whose".split())
-#: Words that may end a question without naming a link ("what is X's child's ethnicity about / like").
-_PARTICLES = PREPOSITIONS | {"like", "up", "out", "off", "down", "away", "back"}
-#: Words around a question's slots that name nothing: auxiliaries, copulas, articles.
-_FRAME = FUNCTION_WORDS | frozenset("be been being am can could would will shall should may might must please "
-                                    "tell me us give list show".split())
-_ARTICLES = frozenset({"the", "a", "an"})
 #: How many nodes a hop's frontier keeps (a hub's neighbours are enough to say which relations leave it).
 FRONTIER = 300
 #: Partial chains kept after each slot.
@@ -169,7 +159,7 @@ class ChainReader:
             return True
         # An adjective before a noun, each nothing else ("best friend"; not "sweetheart come", a noun and a verb).
         return len(words) == 2 and words[0] in wn.adjectives and wn.morphy(words[0], "n") is None \
-            and wn.morphy(words[1], "n") is not None and wn.morphy(words[1], "v") is None and words[0] not in _FRAME
+            and wn.morphy(words[1], "n") is not None and wn.morphy(words[1], "v") is None and words[0] not in FRAME_WORDS
 
     def _noun_phrase(self, words: Sequence[str], extra: frozenset = frozenset()) -> int:
         """How many of ``words`` (from the start) form the noun phrase a possessive names: the longest compound of
@@ -206,8 +196,8 @@ class ChainReader:
             if not segment:
                 return None
             if k < len(words):  # another possessive follows: the whole segment names one link
-                phrase = [p for p in segment if words[p] not in _ARTICLES]
-                if not phrase or len(phrase) > 4 or any(words[p] in _FRAME for p in phrase[1:-1]) \
+                phrase = [p for p in segment if words[p] not in ARTICLES]
+                if not phrase or len(phrase) > 4 or any(words[p] in FRAME_WORDS for p in phrase[1:-1]) \
                         or (len(phrase) > 1 and not self._is_compound([words[p] for p in phrase], extra)):
                     return None
             else:
@@ -221,7 +211,7 @@ class ChainReader:
         before = list(range(a))
         of_slots: list[Slot] = []
         lead = before
-        if before and words[before[-1]] == "of" or (len(before) > 1 and words[before[-1]] in _ARTICLES
+        if before and words[before[-1]] == "of" or (len(before) > 1 and words[before[-1]] in ARTICLES
                                                      and words[before[-2]] == "of"):
             segments: list[list[int]] = [[]]
             for p in before:
@@ -229,7 +219,7 @@ class ChainReader:
                     segments.append([])
                 else:
                     segments[-1].append(p)
-            segments = [[p for p in s if words[p] not in _ARTICLES] for s in segments]
+            segments = [[p for p in s if words[p] not in ARTICLES] for s in segments]
             if segments[-1]:
                 return None  # "of the X" only: an article may stand between "of" and the constant
             segments.pop()
@@ -244,7 +234,7 @@ class ChainReader:
             lead, *rest = merged
             # The first segment holds the question's frame too ("what is the name", "who is the spouse").
             at = 0  # the frame comes first: "what is the" / "where is the"; a compound keeps its "of"
-            while at < len(lead) and (words[lead[at]] in _FRAME or words[lead[at]] in ASKING_WH
+            while at < len(lead) and (words[lead[at]] in FRAME_WORDS or words[lead[at]] in ASKING_WH
                                       or words[lead[at]] in TELLING_WH):
                 at += 1
             telling = [p for p in lead[:at] if words[p] in TELLING_WH]
@@ -267,9 +257,9 @@ class ChainReader:
         chain = self._joined(chain)
         # What the question asks of the last node: its wh-noun ("what sex is X's dad") and its predicate ("… do for
         # a living", "why … died"), read together.
-        asked = [p for p in lead if words[p] not in _FRAME and words[p] not in ASKING_WH] + predicate
+        asked = [p for p in lead if words[p] not in FRAME_WORDS and words[p] not in ASKING_WH] + predicate
         kinds = getattr(self, "class_words", set())
-        content = [p for p in asked if words[p] not in _FRAME and words[p] not in _PARTICLES and _names(words[p])
+        content = [p for p in asked if words[p] not in FRAME_WORDS and words[p] not in QUESTION_PARTICLES and _names(words[p])
                    and words[p] not in kinds and singular(words[p]) not in kinds]
         if not content and [words[p] for p in predicate] == ["do"] and any(w in ASKING_WH for w in words[:a]):
             # "what does X's dad do": the last "do" is the main verb, asking what the node does.
@@ -323,7 +313,7 @@ class ChainReader:
         a role word may name several ("grandmother": parent, parent, and female on the second)."""
         lexical: dict[str, tuple[float, str]] = {}
         for w in slot.words:
-            if w in FUNCTION_WORDS or w in _FRAME:
+            if w in FUNCTION_WORDS or w in FRAME_WORDS:
                 continue
             for rel, (weight, how) in self.lexical(w).items():
                 if weight > lexical.get(rel, (0.0, ""))[0]:
@@ -553,7 +543,7 @@ class ChainReader:
         toks = tokens(query)
         words = [w for w, _a, _b in toks]
         a, b = span
-        picked = tuple(p for p in range(len(words)) if not a <= p < b and words[p] not in _FRAME
+        picked = tuple(p for p in range(len(words)) if not a <= p < b and words[p] not in FRAME_WORDS
                        and words[p] not in ASKING_WH and words[p] not in TELLING_WH
                        and words[p] not in ("many", "much") and not is_possessive(query, toks, p))
         return [Slot(tuple(words[p] for p in picked), picked, asked=True)] if picked else None

@@ -23,15 +23,16 @@ from dataclasses import replace
 
 from ...kb.linking import Linker, Mention, list_items
 from ...kb.ontology import local_name
+from ...kb.words import FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS
 from ..retrieval import STOPWORDS
 from .triplets import End, Triplet, TripletQuery
 from .chains import ChainReader
 from .values import ValueAsk, counting
 from .paths import Path, PathReader
 from .ranking import Request, Scored
-from .request import (QUESTION_WORDS, WH_WORDS, RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
+from .request import (RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
                       names_the_asked_kind)
-from .words import FUNCTION_WORDS, stem
+from .words import stem
 
 
 #: What stands between two conditions on one answer: a coordinating word, then the second condition's own words

@@ -30,31 +30,22 @@ request names one. Nothing here names a relation or a class of a particular KB.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...kb.ontology import NEGATION_WORDS
-from .words import FUNCTION_WORDS, RelationWords, stem
+from ...kb.lexicon import is_noun
+from ...kb.words import DETERMINERS, FUNCTION_WORDS, NEGATION_WORDS, PERSON_WH, PREPOSITIONS
+from .words import RelationWords, stem
 
 #: What a word supports a hop with when a hop of another relation has read it already.
 REUSED = 0.5
 #: What the preposition before a constant supports a hop with: below every word that names the relation.
 PREPOSITION = 0.4
-#: Prepositions that say how the answer stands to the constant after them. Not "of": the genitive says nothing
-#: of which relation ("the director of X", "the language of X").
-PREPOSITIONS = frozenset("in on at by for with from to into about under over after before during against among "
-                         "between through within without".split())
 #: What a hop walked against a relation that has no phrase for that direction costs ("X's parents" reads
 #: ``parents`` from X; ``parents (inverse)`` from X is X's children): a tie-breaker between directions.
 AGAINST_LABEL = 0.1
-#: Wh-words that ask for a person: a path that walks back to a holder answers them ("who was born in X" is the
-#: one born there, "who are painters" those whose profession it is).
-PERSON_WH = frozenset({"who", "whom"})
-#: Words that may stand between a preposition and its constant ("in the X").
-_DETERMINERS = frozenset("the a an this that these those".split())
 
 
 @dataclass
@@ -140,7 +131,7 @@ def preposition_cue(spans: Sequence[tuple[int, int]], surface: dict[int, str], k
     out = {}
     for start, _end in spans:
         at = start - 1
-        while at >= 0 and (surface.get(at) in _DETERMINERS or at in kinds):
+        while at >= 0 and (surface.get(at) in DETERMINERS or at in kinds):
             at -= 1
         if surface.get(at) in PREPOSITIONS:
             out[at] = surface[at]
@@ -398,7 +389,7 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
             extra += further_hop_cost(reader.hop_penalty, reading, used)
         hops.append(reading.shown)
         if not forward and reader.phrase(rel, False).endswith("(inverse)") \
-                and all(_is_noun(request.surface.get(p, "")) for p in reading.hits):
+                and all(is_noun(request.surface.get(p, ""), unknown=True) for p in reading.hits):
             extra += AGAINST_LABEL  # a verb reads either way ("who was born in X"), a noun from its holder
         used.update((p, pair) for p in reading.hits if p not in used)
         if reading.hits:
@@ -439,15 +430,6 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
         why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words
                                            if st in evidence - covered))
     return PathReading(unsupported, uncovered, inversions, extra, similarity, why)
-
-
-@functools.lru_cache(maxsize=65536)
-def _is_noun(word: str) -> bool:
-    """Whether WordNet knows the word as a noun (true without WordNet: nouns are what relations are named by)."""
-    from ...kb.lexicon import wordnet
-
-    wn = wordnet()
-    return wn is None or wn.morphy(word, "n") is not None
 
 
 def _distance(position: int, spans: Sequence[tuple[int, int]]) -> int:

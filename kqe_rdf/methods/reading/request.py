@@ -17,16 +17,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ...kb.lexicon import base_forms, is_adjective, is_inflected_verb, is_noun
 from ...kb.linking import NEGATION, Mention, singular
 from ...kb.sentences import split_sentences
+from ...kb.words import ARTICLES, FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS
 from ..retrieval import STOPWORDS
 from .ranking import Request
 from .roles import RoleReader
-from .words import FUNCTION_WORDS, RelationWords, stem
+from .words import RelationWords, stem
 
-_ARTICLES = ("the", "a", "an")
 _LIST_GAP = re.compile(r"\x00(?:(?:\s*(?:,|;|\band\b|\bor\b))+\s*\x00)*")
-WH_WORDS = ("what", "which", "who", "whom", "whose", "when", "where", "how")
 #: A request that opens with one of these verbs asks for what follows, as a wh-word does ("can you name a film
 #: directed by X", "you can name a film by X", "list the players of C"): the verb frames the request, it names
 #: no relation.
@@ -35,8 +35,6 @@ _FRAME = re.compile(r"^\W*(?:(?:can|could|would|will)\s+you\s+|you\s+(?:can|coul
 #: How strongly a related word must name a relation to be read as one rather than as a name (a synonym: "players"
 #: for actors; not "neck", a narrower word of "part").
 RELATED_NAME = 0.8
-#: Words that may stand between a wh-word and the class it asks for ("what are the films").
-QUESTION_WORDS = STOPWORDS | {"do", "does", "did", "been", "being", "some", "all", "many", "much"}
 
 
 def is_name(query: str, mention: Mention) -> bool:
@@ -78,7 +76,7 @@ def names_the_asked_kind(query: str, mention: Mention) -> bool:
     False
     """
     word = mention.text.strip()
-    if mention.text != mention.text.lower() or " " in word or word in STOPWORDS or not _is_noun(word):
+    if mention.text != mention.text.lower() or " " in word or word in STOPWORDS or not is_noun(word):
         return False  # "in" is a noun too (an inch), but "in Heat" names no kind
     if _BEFORE_NAME.match(query[mention.end:]):
         return True
@@ -87,8 +85,8 @@ def names_the_asked_kind(query: str, mention: Mention) -> bool:
     # "what is the primary language": a word before a noun modifies it; the noun is what is asked for. Before an
     # inflected verb ("which people born in X", "which person directed X") it is the kind asked for.
     following = re.match(r"\s*([a-z]+)", query[mention.end:])
-    return (following is None or following.group(1) in QUESTION_WORDS or not _is_noun(following.group(1))
-            or _is_inflected_verb(following.group(1)))
+    return (following is None or following.group(1) in QUESTION_WORDS or not is_noun(following.group(1))
+            or is_inflected_verb(following.group(1)))
 
 
 _COPULA = re.compile(r"\b(?:is|are|was|were)\s+(?:an?\s+|the\s+)?$", re.I)
@@ -117,39 +115,10 @@ def modifies_a_noun(query: str, mention: Mention) -> bool:
     >>> modifies_a_noun("films about heat starring Al Pacino", Mention("heat", 12, 16, ()))
     False
     """
-    if not is_common_word(mention) or not _is_adjective(mention.text.strip()):
+    if not is_common_word(mention) or not is_adjective(mention.text.strip()):
         return False
     following = re.match(r"\s*([a-z]+)\b", query[mention.end:])
-    return following is not None and following.group(1) not in STOPWORDS and _is_noun(following.group(1))
-
-
-def _lemmas(word: str) -> list[str]:
-    from ...kb.lexicon import wordnet
-
-    wn = wordnet()
-    return [] if wn is None else [b for pos in ("n", "v") if (b := wn.morphy(word, pos))]
-
-
-def _is_inflected_verb(word: str) -> bool:
-    """A verb's inflected form ("born", "directed", "stars"), which a noun may also spell (Max Born)."""
-    from ...kb.lexicon import wordnet
-
-    wn = wordnet()
-    return wn is not None and wn.morphy(word, "v") not in (None, word)
-
-
-def _is_adjective(word: str) -> bool:
-    from ...kb.lexicon import wordnet
-
-    wn = wordnet()
-    return wn is not None and word in wn.adjectives
-
-
-def _is_noun(word: str) -> bool:
-    from ...kb.lexicon import wordnet
-
-    wn = wordnet()
-    return wn is not None and wn.morphy(word, "n") is not None
+    return following is not None and following.group(1) not in STOPWORDS and is_noun(following.group(1))
 
 
 class RequestReader:
@@ -206,7 +175,7 @@ class RequestReader:
 
         def adjective_before_cue(j: int) -> bool:
             """An adjective right before a class cue modifies it ("the primary language", "the main actor")."""
-            return _is_adjective(words[j]) and bool(cue_at(j + 1)[0])
+            return is_adjective(words[j]) and bool(cue_at(j + 1)[0])
 
         def classes_at(i: int, span: int = 3) -> set[str]:
             """The classes of the last cue in the first run of cue words within ``span`` words of ``i``
@@ -214,7 +183,7 @@ class RequestReader:
             found, j, end = set(), i, i + span
             while j < len(words) and (found or j < end):
                 here, n = cue_at(j)
-                if here and 0 < j and words[j - 1] in _ARTICLES and words[j + n :] == ["of"]:
+                if here and 0 < j and words[j - 1] in ARTICLES and words[j + n :] == ["of"]:
                     # A relation's noun before a stranded "of" names the relation, not the class asked for
                     # ("what was E the director of" asks for films; "the genres of the films ..." for genres).
                     break
@@ -242,7 +211,7 @@ class RequestReader:
                 here, n = cue_at(j)
                 if here:
                     return here if words[j + n : j + n + 1] == ["of"] else set()
-                if words[j] not in QUESTION_WORDS and not _is_adjective(words[j]):
+                if words[j] not in QUESTION_WORDS and not is_adjective(words[j]):
                     break
             return set()
 
@@ -288,7 +257,7 @@ class RequestReader:
                 out.add(w)
             elif vocabulary.related_weight.get(s, 0.0) >= RELATED_NAME:
                 # the related word or a form of it ("players", "observed"), not another that stems alike
-                lemmas = {w, singular(w)} | set(_lemmas(w))
+                lemmas = {w, singular(w)} | set(base_forms(w))
                 for table in vocabulary.related.values():
                     related = table.get(s, (None, 0.0, ""))
                     word = related[2].split(" (", 1)[0]
@@ -339,9 +308,9 @@ class RequestReader:
         ``marked`` has its mentions replaced by NUL, so "X film was written by whom" starts with no class."""
         words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
         start = 0  # "the principal language of X": an adjective (and articles) before the class
-        while start < len(words) - 1 and (words[start] in _ARTICLES or _is_adjective(words[start])):
+        while start < len(words) - 1 and (words[start] in ARTICLES or is_adjective(words[start])):
             start += 1
-        modified = any(_is_adjective(w) for w in words[:start])
+        modified = any(is_adjective(w) for w in words[:start])
         return self._class_at_edge(words, last=False) or (
             self._class_at_edge(words[start:], last=False) if modified else set())
 

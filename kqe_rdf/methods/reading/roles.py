@@ -22,7 +22,8 @@ from pyoxigraph import NamedNode
 
 from ...kb import queries
 from ...kb.linking import normalise_name
-from .words import FUNCTION_WORDS, RelationWords, stem
+from ...kb.words import FUNCTION_WORDS
+from .words import RelationWords, stem
 
 #: How a related word may name a relation in a role's chain: said otherwise, not a broader word or a kind.
 CHAIN_KINDS = frozenset({"synonym", "derived", "narrower", "form", "similarity"})

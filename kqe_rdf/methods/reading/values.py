@@ -24,6 +24,7 @@ from pyoxigraph import Literal, NamedNode
 from ...kb import queries
 from ...kb.documents import text_properties
 from ...kb.ontology import CORE, RDFS_LABEL, local_name, readable
+from ...kb.words import HOW_MUCH, WHEN_NOUNS
 from .words import phrase_stems
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -35,10 +36,6 @@ KINDS = {
                                            "positiveInteger negativeInteger nonPositiveInteger unsignedInt "
                                            "unsignedLong unsignedShort unsignedByte".split()),
 }
-#: Words after "how" that ask for a number ("how many", "how long", "how tall").
-_HOW_MUCH = frozenset("many much long tall old big large far high heavy wide deep often short small".split())
-#: Nouns after "what"/"which" that ask for a date or time ("what year", "which day").
-_WHEN_NOUNS = frozenset("year years date dates day days month months time".split())
 #: What a relation whose values are of the kind the question asks for adds to its link.
 KIND = 0.3
 #: How surely a slot's words must name a value relation (label words or the encoder) for it to fill the slot: a
@@ -86,9 +83,9 @@ def asked_kind(words: Sequence[str]) -> str | None:
         nxt = words[i + 1] if i + 1 < len(words) else ""
         if w == "when":
             return "time"
-        if w == "how" and nxt in _HOW_MUCH:
+        if w == "how" and nxt in HOW_MUCH:
             return "number"
-        if w in ("what", "which") and nxt in _WHEN_NOUNS:
+        if w in ("what", "which") and nxt in WHEN_NOUNS:
             return "time"
     return None
 

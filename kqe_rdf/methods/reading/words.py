@@ -27,10 +27,8 @@ import numpy as np
 from ...kb.lexicon import WEIGHTS
 from ...kb.ontology import negates
 from ...kb.phrases import remember_phrase_vectors, remembered_phrase_vectors, stored_phrase_vectors
+from ...kb.words import FUNCTION_WORDS
 
-#: Words of relation phrases and requests that say nothing about which relation is meant.
-FUNCTION_WORDS = frozenset("a an the of by in on at to for with from has have had is are was were be been "
-                           "its it this that which who what s do does did doe".split())
 #: How near a request's word must be to a relation's phrases, and how much nearer than to any other relation's,
 #: to mean it by the encoder alone (all-MiniLM-L6-v2 cosines: unrelated words sit at 0.25-0.45).
 SIMILAR = 0.55
