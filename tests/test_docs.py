@@ -223,3 +223,55 @@ def test_fusion_tables_say_why_when_the_fitted_hybrid_loses_nowhere(tmp_path):
     assert "below bm25 on no query of half 2; 2 queries where a hybrid differs from bm25" in text
     rows = [line for line in text.splitlines() if re.match(r"\| q\d", line)]
     assert rows == ["| q7 | 1.000 | 0.000 | 1.000 | 0.000 | 1.000 |", "| q3 | 1.000 | 0.000 | 0.000 | 1.000 | 1.000 |"]
+
+
+# ------------------------------------------------------------- the code docs/architecture.md cites
+CODE = ROOT / "kqe_rdf"
+#: A file or folder cited in backticks (`kb/linking.py`, `methods/reading/`, `service/jobs.py:search_job`).
+CITED_FILE = re.compile(r"^((?:[\w-]+/)*[\w-]+\.py|(?:[\w-]+/)+)(?::(\w+))?$")
+#: A name cited in backticks: a module's (`ranking.read_path`, `base.Expander.weigh`), a class's
+#: (`OfflineTriplets.mentions`), or a private function's (`_guessed`).
+CITED_NAME = re.compile(r"^(?:[\w/]+/)?([A-Za-z_]\w*)((?:\.\w+)+)(?:\(\w*\))?$|^(_[a-z]\w*)$")
+
+
+def cited(text: str) -> list[str]:
+    """The code a page cites: every backticked file, folder or dotted name that is no command, URL or pattern."""
+    return [t for t in re.findall(r"`([^`\n]+)`", text)
+            if not re.search(r"[\s*<>?=$\[{]|^\.|^kqe-rdf|^/", t) and (CITED_FILE.match(t) or CITED_NAME.match(t))]
+
+
+def missing_code(token: str) -> str | None:
+    """Why a cited file or name does not exist in the code, or None when it does."""
+    files = [str(p.relative_to(ROOT)) for p in (*CODE.rglob("*.py"), *ROOT.glob("tests/*.py"))]
+    folders = {str(p.relative_to(ROOT)) + "/" for p in (*CODE.rglob("*"), *ROOT.glob("*")) if p.is_dir()}
+    if match := CITED_FILE.match(token):
+        path, name = match.groups()
+        found = [f for f in (files if path.endswith(".py") else folders) if f == path or f.endswith("/" + path)]
+        if not found:
+            return f"no file or folder {path}"
+        if name and not any(re.search(rf"^(?:def|class)? ?{name}\b", (ROOT / f).read_text(), re.M) for f in found):
+            return f"{path} defines no {name}"
+        return None
+    module, attributes, private = CITED_NAME.match(token).groups()
+    if private:
+        return None if any(re.search(rf"def {private}\b", (ROOT / f).read_text()) for f in files) else \
+            f"no function {private}"
+    for f in files:
+        source = (ROOT / f).read_text()
+        if Path(f).stem == module or re.search(rf"^class {module}\b", source, re.M):
+            last = attributes.rsplit(".", 1)[-1]
+            if re.search(rf"\b(?:def|class) {last}\b|^\s*{last}\s*[:=]|\b{last} = ", source, re.M):
+                return None
+    return f"nothing defines {token}"
+
+
+def test_every_module_and_function_the_architecture_page_cites_exists():
+    tokens = cited((ROOT / "docs" / "architecture.md").read_text())
+    assert len(tokens) > 60  # the page's citations are read, not skipped
+    assert [(t, why) for t in tokens if (why := missing_code(t))] == []
+
+
+@pytest.mark.parametrize("token", ["methods/fourstep/reading/", "ranking.read_paths", "OfflineTriplets._from_wordnet",
+                                   "kb/nowhere.py", "service/jobs.py:search_jobs", "_abstains"])
+def test_a_citation_of_code_that_is_gone_is_found(token):
+    assert cited(f"see `{token}`") == [token] and missing_code(token)
