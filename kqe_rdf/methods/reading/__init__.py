@@ -7,7 +7,8 @@ paths) and :mod:`.ranking` (the rules that rank them).
 
 from .offline import OfflineTriplets
 from .paths import Path, PathReader, property_path, walk
-from .ranking import Request, Scored
+from .ranking import Scored
+from .request import Request
 from .words import RelationWords, phrase_stems, stem
 
 __all__ = ["OfflineTriplets", "Path", "PathReader", "RelationWords", "Request", "Scored",

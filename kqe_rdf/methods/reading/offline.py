@@ -29,7 +29,8 @@ from .triplets import End, Triplet, TripletQuery
 from .chains import ChainReader
 from .values import ValueAsk, counting
 from .paths import Path, PathReader
-from .ranking import Request, Scored
+from .ranking import Scored
+from .request import Request
 from .request import (RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
                       names_the_asked_kind)
 from .words import stem

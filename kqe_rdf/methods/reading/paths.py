@@ -21,7 +21,8 @@ from ...kb import queries
 from ...kb.ontology import local_name
 from ...kb.rdfize import RDF_TYPE
 from . import ranking
-from .ranking import Request, Scored
+from .ranking import Scored
+from .request import Request
 from .words import RelationWords, phrase_stems
 
 

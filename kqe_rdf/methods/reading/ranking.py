@@ -33,10 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ...kb.lexicon import is_noun
 from ...kb.words import DETERMINERS, FUNCTION_WORDS, NEGATION_WORDS, PERSON_WH, PREPOSITIONS
+from .request import Request
 from .words import RelationWords, stem
 
 #: What a word supports a hop with when a hop of another relation has read it already.
@@ -58,29 +57,6 @@ class Scored:
     why: dict = field(default_factory=dict)
     #: How surely the request's words name the path: the mean support of its hops, 0 when no word names any.
     confidence: float = 0.0
-
-
-@dataclass
-class Request:
-    """What the ranking reads from a request: its words (position, stem) outside the mentions, the word
-    positions of the mentions, the wanted answer classes and the request's vector."""
-
-    words: list[tuple[int, str]]
-    mention_positions: list[tuple[int, int]]
-    wanted: set[str]
-    vector: np.ndarray | None
-    #: Word spans of the wh-word that asks for the answer (none when the request has no wh-word).
-    answer_at: list[tuple[int, int]] = field(default_factory=list)
-    #: Words of this request that mean a relation by the encoder alone (:meth:`.RelationWords.similar`), in
-    #: the shape of :attr:`.RelationWords.related`: ``{relation: {stem: [how, weight, word]}}``.
-    similar: dict[str, dict[str, list]] = field(default_factory=dict)
-    #: The request's words as written, by position (for explanations).
-    surface: dict[int, str] = field(default_factory=dict)
-    #: Positions of words that say what kind of thing the answer or a constant is ("which films", "the film X"):
-    #: they may name a hop, and cost nothing when none does.
-    kinds: set[int] = field(default_factory=set)
-    #: Role words by position (:class:`.roles.Role`): "grandfather" names two hops of parents and a male.
-    roles: dict = field(default_factory=dict)
 
 
 @dataclass

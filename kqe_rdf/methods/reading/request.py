@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from ...kb.lexicon import base_forms, is_adjective, is_inflected_verb, is_noun
 from ...kb.linking import NEGATION, Mention, singular
 from ...kb.sentences import split_sentences
 from ...kb.words import ARTICLES, FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS
 from ..retrieval import STOPWORDS
-from .ranking import Request
 from .roles import RoleReader
 from .words import RelationWords, stem
 
@@ -35,6 +37,29 @@ _FRAME = re.compile(r"^\W*(?:(?:can|could|would|will)\s+you\s+|you\s+(?:can|coul
 #: How strongly a related word must name a relation to be read as one rather than as a name (a synonym: "players"
 #: for actors; not "neck", a narrower word of "part").
 RELATED_NAME = 0.8
+
+
+@dataclass
+class Request:
+    """What the ranking reads from a request: its words (position, stem) outside the mentions, the word
+    positions of the mentions, the wanted answer classes and the request's vector."""
+
+    words: list[tuple[int, str]]
+    mention_positions: list[tuple[int, int]]
+    wanted: set[str]
+    vector: np.ndarray | None
+    #: Word spans of the wh-word that asks for the answer (none when the request has no wh-word).
+    answer_at: list[tuple[int, int]] = field(default_factory=list)
+    #: Words of this request that mean a relation by the encoder alone (:meth:`.RelationWords.similar`), in
+    #: the shape of :attr:`.RelationWords.related`: ``{relation: {stem: [how, weight, word]}}``.
+    similar: dict[str, dict[str, list]] = field(default_factory=dict)
+    #: The request's words as written, by position (for explanations).
+    surface: dict[int, str] = field(default_factory=dict)
+    #: Positions of words that say what kind of thing the answer or a constant is ("which films", "the film X"):
+    #: they may name a hop, and cost nothing when none does.
+    kinds: set[int] = field(default_factory=set)
+    #: Role words by position (:class:`.roles.Role`): "grandfather" names two hops of parents and a male.
+    roles: dict = field(default_factory=dict)
 
 
 def is_name(query: str, mention: Mention) -> bool:
