@@ -344,16 +344,12 @@ class OfflineTriplets:
             spans = [request.mention_positions[n] for n in members]
             # A list of constants of one type (phenotypes of a case) reads as one relation each to the answer.
             paths = self.reader.enumerate(nodes, types, request, spans, max_hops=1 if listing else None)
-            ranked[types] = self.reader.rank(paths, request, spans)
             # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,
-            # not the tag "parents") prefers paths from that class.
-            exact = {t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
-                     for t in index.types.get(c.iri, ())}
-            if exact and exact != set(types):
-                for scored in ranked[types]:
-                    if scored.path.start in exact:
-                        scored.score += 0.2
-                ranked[types].sort(key=lambda x: (-x.score, len(x.path.steps), x.phrases))
+            # not the tag "parents") prefers paths from that class (the rule "starts at the class a name is spelt as").
+            exact = frozenset(t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
+                              for t in index.types.get(c.iri, ()))
+            ranked[types] = self.reader.rank(paths, request, spans,
+                                             written=exact if exact and exact != set(types) else frozenset())
         return ranked
 
     def _joins(self, other: Scored, best: Scored, types: frozenset, primary: frozenset, request: Request,

@@ -271,9 +271,9 @@ class PathReader:
         return schema.inverse_label(rel)
 
     def rank(self, paths: Sequence[Path], request: Request, positions: Sequence[tuple[int, int]] = (),
-             prefix: bool = False) -> list[Scored]:
+             prefix: bool = False, written: frozenset[str] = frozenset()) -> list[Scored]:
         """Paths best first (:func:`.ranking.rank`)."""
-        return ranking.rank(self, paths, request, positions, prefix)
+        return ranking.rank(self, paths, request, positions, prefix, written)
 
 
 def retraces(steps: Sequence[tuple[str, bool]]) -> bool:

@@ -229,6 +229,9 @@ class PathReading:
     #: The encoder's similarity of the path with the request (:func:`path_similarity`).
     similarity: float
     why: dict
+    #: 1 when the path starts at the class a constant's name is spelt exactly as ("Parents", the film, not the tag
+    #: "parents"), among the classes of its group's other nodes.
+    written: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -248,6 +251,7 @@ RULES: tuple[Rule, ...] = (
     Rule("hops named out of order", -0.3, "inversions"),
     Rule("further hops, hops against their label", -1.0, "hop_costs"),
     Rule("similarity with the request", 0.5, "similarity"),
+    Rule("starts at the class a name is spelt as", 0.2, "written"),
 )
 
 
@@ -270,13 +274,15 @@ class _Context:
     asking: frozenset[str]
     sims: dict[str, float]
     prefix: bool
+    written: frozenset[str] = frozenset()
 
 
 def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[int, int]] = (),
-         prefix: bool = False) -> list[Scored]:
+         prefix: bool = False, written: frozenset[str] = frozenset()) -> list[Scored]:
     """``paths`` (:class:`.paths.Path`) best first, for ``reader`` (:class:`.paths.PathReader`). ``positions``: the
     word spans of the constant(s) the paths leave (for the hop order); ``prefix``: the paths are beginnings, so
-    neither the answer class nor unread words count."""
+    neither the answer class nor unread words count; ``written``: the classes the constants' names are spelt as
+    exactly, where they are not all of the group's."""
     if not paths:
         return []
     vocabulary: RelationWords = reader.words
@@ -293,7 +299,7 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
             weights[st] = max(weight, weights.get(st, 0.0))
     # The request's wh-words that WordNet relates to some relation's kind ("where" to a relation of places).
     context = _Context(request, spans, preposition_cue(spans, request.surface, request.kinds), weights,
-                       frozenset(s for _p, s in request.words if s in vocabulary.wh_stems), sims, prefix)
+                       frozenset(s for _p, s in request.words if s in vocabulary.wh_stems), sims, prefix, written)
     label_stems: dict[str, set[str]] = {}
     out = []
     for path, phrases in zip(paths, phrase_lists):
@@ -405,7 +411,8 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
         # never reaches a year): where the graph lacks the edge, the best path left reads around them.
         why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words
                                            if st in evidence - covered))
-    return PathReading(unsupported, uncovered, inversions, extra, similarity, why)
+    return PathReading(unsupported, uncovered, inversions, extra, similarity, why,
+                       1.0 if path.start in context.written else 0.0)
 
 
 def _distance(position: int, spans: Sequence[tuple[int, int]]) -> int:
