@@ -190,69 +190,70 @@ class RequestReader:
         "what genre"), or the wh-word itself ("who", "when"); else (unless ``wh_only``) every class it names.
         A mention taken out of ``query`` (NUL) ends the wh-phrase."""
         words = re.findall(r"[a-z0-9]+|\x00", query.lower())
-
-        def cue_at(j: int) -> tuple[set[str], int]:
-            for n in (3, 2, 1):
-                found = self.classes_named(" ".join(words[j : j + n]))
-                if found:
-                    return found, n
-            return set(), 1
-
-        def adjective_before_cue(j: int) -> bool:
-            """An adjective right before a class cue modifies it ("the primary language", "the main actor")."""
-            return is_adjective(words[j]) and bool(cue_at(j + 1)[0])
-
-        def classes_at(i: int, span: int = 3) -> set[str]:
-            """The classes of the last cue in the first run of cue words within ``span`` words of ``i``
-            ("what film genre" → genre, "what kind of film" → genre, "which movies have" → movie)."""
-            found, j, end = set(), i, i + span
-            while j < len(words) and (found or j < end):
-                here, n = cue_at(j)
-                if here and 0 < j and words[j - 1] in ARTICLES and words[j + n :] == ["of"]:
-                    # A relation's noun before a stranded "of" names the relation, not the class asked for
-                    # ("what was E the director of" asks for films; "the genres of the films ..." for genres).
-                    break
-                if here and words[j + n : j + n + 1] == ["\x00"]:
-                    break  # in apposition to a name, the cue says what the constant is: "the genre film X"
-                if not here:
-                    # Only function words may stand between the wh-word and its class ("what are the films");
-                    # another word ends the wh-phrase ("which words describe movie X" asks for no movie).
-                    if found or (j > i and words[j] not in QUESTION_WORDS and not adjective_before_cue(j)):
-                        break
-                    end += words[j] not in QUESTION_WORDS  # "which is the primary language": one more word
-                    j += 1
-                    continue
-                found = here
-                j += n
-            return found
-
-        def complement_class(i: int) -> set[str]:
-            """After a wh-word and a copula, a class noun before "of" is what is asked, whatever the wh-word
-            asks for by itself: "who is the main language of X" asks for a language ("when did the films of X
-            come out" still for a year)."""
-            if words[i + 1 : i + 2] not in (["is"], ["are"], ["was"], ["were"]):
-                return set()
-            for j in range(i + 2, min(len(words), i + 6)):
-                here, n = cue_at(j)
-                if here:
-                    return here if words[j + n : j + n + 1] == ["of"] else set()
-                if words[j] not in QUESTION_WORDS and not is_adjective(words[j]):
-                    break
-            return set()
-
         frame = _FRAME.match(query)
         for i, w in enumerate(words):
             if w in WH_WORDS or (frame and w == frame.group(1).lower()):
                 frame = None
-                found = (cue_at(i)[0] and complement_class(i)) or classes_at(i, 4)
+                found = ((self._cue_at(words, i)[0] and self._complement_class(words, i))
+                         or self._classes_at(words, i, 4))
                 if found:
                     return found
         if wh_only:
             return set()
         everywhere = set()
         for i in range(len(words)):
-            everywhere |= classes_at(i, 1)
+            everywhere |= self._classes_at(words, i, 1)
         return everywhere
+
+    def _cue_at(self, words: list[str], j: int) -> tuple[set[str], int]:
+        """The classes the words at ``j`` name (three, two or one of them) and how many words named them."""
+        for n in (3, 2, 1):
+            found = self.classes_named(" ".join(words[j : j + n]))
+            if found:
+                return found, n
+        return set(), 1
+
+    def _adjective_before_cue(self, words: list[str], j: int) -> bool:
+        """An adjective right before a class cue modifies it ("the primary language", "the main actor")."""
+        return is_adjective(words[j]) and bool(self._cue_at(words, j + 1)[0])
+
+    def _classes_at(self, words: list[str], i: int, span: int = 3) -> set[str]:
+        """The classes of the last cue in the first run of cue words within ``span`` words of ``i``
+        ("what film genre" → genre, "what kind of film" → genre, "which movies have" → movie)."""
+        found, j, end = set(), i, i + span
+        while j < len(words) and (found or j < end):
+            here, n = self._cue_at(words, j)
+            if here and 0 < j and words[j - 1] in ARTICLES and words[j + n :] == ["of"]:
+                # A relation's noun before a stranded "of" names the relation, not the class asked for
+                # ("what was E the director of" asks for films; "the genres of the films ..." for genres).
+                break
+            if here and words[j + n : j + n + 1] == ["\x00"]:
+                break  # in apposition to a name, the cue says what the constant is: "the genre film X"
+            if not here:
+                # Only function words may stand between the wh-word and its class ("what are the films");
+                # another word ends the wh-phrase ("which words describe movie X" asks for no movie).
+                if found or (j > i and words[j] not in QUESTION_WORDS and not self._adjective_before_cue(words, j)):
+                    break
+                end += words[j] not in QUESTION_WORDS  # "which is the primary language": one more word
+                j += 1
+                continue
+            found = here
+            j += n
+        return found
+
+    def _complement_class(self, words: list[str], i: int) -> set[str]:
+        """After a wh-word and a copula, a class noun before "of" is what is asked, whatever the wh-word
+        asks for by itself: "who is the main language of X" asks for a language ("when did the films of X
+        come out" still for a year)."""
+        if words[i + 1 : i + 2] not in (["is"], ["are"], ["was"], ["were"]):
+            return set()
+        for j in range(i + 2, min(len(words), i + 6)):
+            here, n = self._cue_at(words, j)
+            if here:
+                return here if words[j + n : j + n + 1] == ["of"] else set()
+            if words[j] not in QUESTION_WORDS and not is_adjective(words[j]):
+                break
+        return set()
 
     def stranded_range(self, marked: str) -> set[str]:
         """A request that ends on a preposition whose verb spells, with it, a relation's phrase ("what did X
