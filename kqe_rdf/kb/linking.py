@@ -276,6 +276,11 @@ class NameIndex:
 
 
 class Linker:
+    #: The mention rules of :meth:`mentions`, in the order they run, each on the words the rules before it left, and
+    #: whether it runs when those found names (the last two only when nothing else names a node).
+    MENTION_RULES = (("_exact_names", True), ("_short_names", True), ("_broader_names", True),
+                     ("_names_with_articles", True), ("_fuzzy_names", False), ("_common_word_titles", False))
+
     def __init__(self, kb, alternatives: int = 3, fuzzy_cutoff: float = 90.0) -> None:
         self.kb = kb
         self.alternatives = alternatives
@@ -343,101 +348,67 @@ class Linker:
         negation cue in the same sentence ("... were not observed", "no ...")
         are marked negated.
         """
-        skip = STOPWORDS | {w.lower() for w in skip_words}
-        tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(query)]
-        keys = [normalise_name(t[0]) for t in tokens]
-        # a possessive alone names nothing, but ends names well ("McCool's")
-        plain = [w.lower() in skip or w in ("'s", "’s") or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]
-        # A lower-case stopword or schema word at an edge makes a span weak ("in Time").
-        soft = [w.lower() in skip and not w[:1].isupper() for w, _a, _b in tokens]
-        # One capitalised only because it opens the sentence makes a span weak beside an overlapping name, not
-        # beside a name inside it ("The Apartment Zero film" names "Apartment Zero"; "The Apartment was ..." not
-        # "Apartment").
-        opening = [w.lower() in skip and w[:1].isupper() and not query[:a].rstrip()[-1:].strip(".?!")
-                   for w, a, _b in tokens]
-        longest = max_words or self.index.longest
-        taken = [False] * len(tokens)
-        found: list[Mention] = []
+        scan = _Scan(self, query, max_words, skip_words)
+        for rule, after_names in self.MENTION_RULES:
+            if after_names or not scan.found:
+                getattr(self, rule)(scan)
+        return scan.mentions()
 
-        index = self.index
-        # Which words may start or end a name: most spans of a long request are passed over without a lookup.
-        starts = [index.could_start(k.partition(" ")[0]) for k in keys]
-        ends = [index.could_end(k.rpartition(" ")[2]) for k in keys]
-        # Words before each token in the folded text (a token may fold to none, "'s" to one, "don't" to two).
-        before = [0]
-        for k in keys:
-            before.append(before[-1] + (k.count(" ") + 1 if k else 0))
+    def _exact_names(self, scan: _Scan) -> None:
+        """Names and aliases as written (folded), longest first, names with no weak edge before the rest."""
+        for i, n in self._exact_order(scan.exact, scan.tokens, scan.plain, scan.soft, scan.opening, scan.free):
+            if (key := scan.free(i, n)) and (iris := self._as_written(scan.tokens, i, n, self.index.nodes(key))):
+                scan.take(i, n, iris, "exact", 1.0)
 
-        def spans(exact: bool = True, shortest: int = 1) -> list[tuple[int, int]]:
-            """(first word, words) of the spans to try, longest first, then in the order of the request."""
-            size = len(tokens)
-            return sorted(((i, n) for i in range(size) if starts[i] or not exact
-                           for n in range(shortest, min(longest, size - i) + 1)
-                           if not exact or (ends[i + n - 1] and index.could_name(keys[i].partition(" ")[0],
-                                                                                   before[i + n] - before[i]))),
-                          key=lambda span: (-span[1], span[0]))
+    def _short_names(self, scan: _Scan) -> None:
+        """A person's name written short ("Niels Bohr" for "Niels Henrik David Bohr"), as a name is written
+        (capitalised words): below exact names, every node it names kept."""
+        if not self.index.short:
+            return
+        size = len(scan.tokens)
+        for i, n in sorted(((i, n) for i in range(size) for n in (3, 2) if i + n <= size),
+                           key=lambda span: (-span[1], span[0])):
+            if all(_titled(t[0]) for t in scan.tokens[i : i + n]) and (key := scan.free(i, n)) \
+                    and (iris := self.index.short_nodes(key)):
+                scan.take(i, n, iris, "short name", 0.9)
 
-        def free(i: int, n: int) -> str:
-            """The span's folded text when none of its words is taken yet."""
-            return "" if any(taken[i : i + n]) else " ".join(k for k in keys[i : i + n] if k)
+    def _broader_names(self, scan: _Scan) -> None:
+        """A broader name people use ("my baby has a big head": Macrocephaly's BROAD synonym), longest first:
+        below names, never a lone stopword."""
+        if not self.index.broad:
+            return
+        size = len(scan.tokens)
+        for i, n in sorted(((i, n) for i in range(size) for n in range(1, min(PHRASE_WORDS, size - i) + 1)),
+                           key=lambda span: (-span[1], span[0])):
+            if not all(scan.plain[i : i + n]) and (key := scan.free(i, n)) and (iris := self.index.broad_nodes(key)):
+                scan.take(i, n, iris, "broader name", BROADER)
 
-        def take(i: int, n: int, iris: list[str], how: str, score: float) -> None:
-            for j in range(i, i + n):
-                taken[j] = True
-            start, end = tokens[i][1], tokens[i + n - 1][2]
-            iris, end = self._written(query, start, end, iris)
-            cands = tuple(Candidate(iri, self._name(iri), score, how) for iri in iris[: self.alternatives * 2])
-            found.append(Mention(query[start:end], start, end, cands))
+    def _names_with_articles(self, scan: _Scan) -> None:
+        """A name written with an article it lacks ("blood in the urine" for Blood in urine), as a name."""
+        for i, n in scan.spans(exact=False, shortest=3):
+            if (key := scan.free(i, n)) and without_articles(key) != key and (iris := self.index.nodes(key)):
+                scan.take(i, n, iris, "exact", 1.0)
 
-        # Exact names first, names with no weak edge before the rest; fuzzy matching (slow over a large index)
-        # only when nothing matched exactly.
-        exact = spans()
-        for i, n in self._exact_order(exact, tokens, plain, soft, opening, free):
-            if (key := free(i, n)) and (iris := self._as_written(tokens, i, n, index.nodes(key))):
-                take(i, n, iris, "exact", 1.0)
-        if index.short:
-            # A person's name written short ("Niels Bohr" for "Niels Henrik David Bohr"), as a name is written
-            # (capitalised words), where no exact name took the words: below exact names, every node it names kept.
-            for i, n in sorted(((i, n) for i in range(len(tokens)) for n in (3, 2) if i + n <= len(tokens)),
-                               key=lambda span: (-span[1], span[0])):
-                if all(_titled(t[0]) for t in tokens[i : i + n]) and (key := free(i, n)) \
-                        and (iris := index.short_nodes(key)):
-                    take(i, n, iris, "short name", 0.9)
-        if index.broad:
-            # A broader name people use ("my baby has a big head": Macrocephaly's BROAD synonym), where no name took
-            # the words, longest first: below names, never a lone stopword.
-            size = len(tokens)
-            for i, n in sorted(((i, n) for i in range(size) for n in range(1, min(PHRASE_WORDS, size - i) + 1)),
-                               key=lambda span: (-span[1], span[0])):
-                if not all(plain[i : i + n]) and (key := free(i, n)) and (iris := index.broad_nodes(key)):
-                    take(i, n, iris, "broader name", BROADER)
-        # A name written with an article it lacks ("blood in the urine" for Blood in urine), as a name.
-        for i, n in spans(exact=False, shortest=3):
-            if (key := free(i, n)) and without_articles(key) != key and (iris := index.nodes(key)):
-                take(i, n, iris, "exact", 1.0)
-        if not found:
-            from rapidfuzz import fuzz, process
+    def _fuzzy_names(self, scan: _Scan) -> None:
+        """Names misspelt a little (rapidfuzz, slow over a large index: only when nothing matched exactly)."""
+        from rapidfuzz import fuzz, process
 
-            for i, n in spans(exact=False, shortest=2):
-                first, last = tokens[i][0].lower(), tokens[i + n - 1][0].lower()
-                if all(plain[i : i + n]) or first in STOPWORDS or last in STOPWORDS or len(key := free(i, n)) < 8:
-                    continue
-                if match := process.extractOne(key, index.keys, scorer=fuzz.ratio, score_cutoff=92):
-                    take(i, n, index.nodes(match[0]), "fuzzy", match[1] / 100.0)
-        if not found:
-            # Titles made of common words or a number ("who stars in Her", "who directed 360").
-            for i, n in exact:
-                words = [t[0] for t in tokens[i : i + n]]
-                initial = i == 0 or query[: tokens[i][1]].rstrip()[-1:] in ".?!"
-                if (words[0][:1].isupper() and not initial) or all(w.isdigit() for w in words):
-                    if (key := free(i, n)) and (iris := index.nodes(key)):
-                        take(i, n, iris, "exact", 1.0)
-        # Negation cues are read outside the mentions: "absent speech" names a phenotype, it negates nothing.
-        outside = list(query)
-        for m in found:
-            outside[m.start : m.end] = " " * (m.end - m.start)
-        masked = "".join(outside)
-        return sorted((replace(m, negated=_negated(masked, m.start)) for m in found), key=lambda m: m.start)
+        for i, n in scan.spans(exact=False, shortest=2):
+            first, last = scan.tokens[i][0].lower(), scan.tokens[i + n - 1][0].lower()
+            if all(scan.plain[i : i + n]) or first in STOPWORDS or last in STOPWORDS or len(key := scan.free(i, n)) < 8:
+                continue
+            if match := process.extractOne(key, self.index.keys, scorer=fuzz.ratio, score_cutoff=92):
+                scan.take(i, n, self.index.nodes(match[0]), "fuzzy", match[1] / 100.0)
+
+    def _common_word_titles(self, scan: _Scan) -> None:
+        """Titles made of common words or a number ("who stars in Her", "who directed 360"), when nothing else is
+        a name."""
+        for i, n in scan.exact:
+            words = [t[0] for t in scan.tokens[i : i + n]]
+            initial = i == 0 or scan.query[: scan.tokens[i][1]].rstrip()[-1:] in ".?!"
+            if (words[0][:1].isupper() and not initial) or all(w.isdigit() for w in words):
+                if (key := scan.free(i, n)) and (iris := self.index.nodes(key)):
+                    scan.take(i, n, iris, "exact", 1.0)
 
     def phrases(self, query: str, found: list[Mention]) -> list[Mention]:
         """``found`` with the items of a list of terms that no name matches whole ("calf pseudohypertrophy" where the
@@ -561,6 +532,68 @@ class Linker:
         size = max(n for n, _iri in written)
         return [iri for n, iri in written if n == size], start + size
 
+
+
+class _Scan:
+    """A request's words as the mention rules read them: which may start or end a name, which are weak at an edge,
+    which are taken, and the mentions found."""
+
+    def __init__(self, linker: Linker, query: str, max_words: int | None, skip_words: Iterable[str]) -> None:
+        skip = STOPWORDS | {w.lower() for w in skip_words}
+        self.linker, self.query, index = linker, query, linker.index
+        self.tokens = tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(query)]
+        self.keys = keys = [normalise_name(t[0]) for t in tokens]
+        # a possessive alone names nothing, but ends names well ("McCool's")
+        self.plain = [w.lower() in skip or w in ("'s", "’s") or (w.isdigit() and len(w) < 4) for w, _a, _b in tokens]
+        # A lower-case stopword or schema word at an edge makes a span weak ("in Time").
+        self.soft = [w.lower() in skip and not w[:1].isupper() for w, _a, _b in tokens]
+        # One capitalised only because it opens the sentence makes a span weak beside an overlapping name, not
+        # beside a name inside it ("The Apartment Zero film" names "Apartment Zero"; "The Apartment was ..." not
+        # "Apartment").
+        self.opening = [w.lower() in skip and w[:1].isupper() and not query[:a].rstrip()[-1:].strip(".?!")
+                        for w, a, _b in tokens]
+        self.longest = max_words or index.longest
+        self.taken = [False] * len(tokens)
+        self.found: list[Mention] = []
+        # Which words may start or end a name: most spans of a long request are passed over without a lookup.
+        self.starts = [index.could_start(k.partition(" ")[0]) for k in keys]
+        self.ends = [index.could_end(k.rpartition(" ")[2]) for k in keys]
+        # Words before each token in the folded text (a token may fold to none, "'s" to one, "don't" to two).
+        self.before = [0]
+        for k in keys:
+            self.before.append(self.before[-1] + (k.count(" ") + 1 if k else 0))
+        self.exact = self.spans()
+
+    def spans(self, exact: bool = True, shortest: int = 1) -> list[tuple[int, int]]:
+        """(first word, words) of the spans to try, longest first, then in the order of the request."""
+        size, index, keys, before = len(self.tokens), self.linker.index, self.keys, self.before
+        return sorted(((i, n) for i in range(size) if self.starts[i] or not exact
+                       for n in range(shortest, min(self.longest, size - i) + 1)
+                       if not exact or (self.ends[i + n - 1] and index.could_name(keys[i].partition(" ")[0],
+                                                                                    before[i + n] - before[i]))),
+                      key=lambda span: (-span[1], span[0]))
+
+    def free(self, i: int, n: int) -> str:
+        """The span's folded text when none of its words is taken yet."""
+        return "" if any(self.taken[i : i + n]) else " ".join(k for k in self.keys[i : i + n] if k)
+
+    def take(self, i: int, n: int, iris: list[str], how: str, score: float) -> None:
+        for j in range(i, i + n):
+            self.taken[j] = True
+        linker = self.linker
+        start, end = self.tokens[i][1], self.tokens[i + n - 1][2]
+        iris, end = linker._written(self.query, start, end, iris)
+        cands = tuple(Candidate(iri, linker._name(iri), score, how) for iri in iris[: linker.alternatives * 2])
+        self.found.append(Mention(self.query[start:end], start, end, cands))
+
+    def mentions(self) -> list[Mention]:
+        """The mentions found, in the order of the request, negated where a cue outside them negates their sentence
+        ("absent speech" names a phenotype, it negates nothing)."""
+        outside = list(self.query)
+        for m in self.found:
+            outside[m.start : m.end] = " " * (m.end - m.start)
+        masked = "".join(outside)
+        return sorted((replace(m, negated=_negated(masked, m.start)) for m in self.found), key=lambda m: m.start)
 
 #: What separates a list's items: commas, semicolons, sentence ends, "and", "with", "plus".
 _SEPARATORS = re.compile(r"[,;:.!?]|\b(?:and|with|plus)\b", re.I)
