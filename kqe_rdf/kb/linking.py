@@ -307,10 +307,13 @@ class Linker:
         exact = self.index.nodes(key, wanted)
         if exact:
             return [Candidate(i, self._name(i), 1.0, "exact") for i in exact[: self.alternatives]]
-        made = [c for c in self.made.get(key, ()) if wanted is None or self.index.types.get(c.iri, frozenset()) & wanted]
+        def of_type(iri: str) -> bool:
+            return wanted is None or bool(self.index.types.get(iri, frozenset()) & wanted)
+
+        made = [c for c in self.made.get(key, ()) if of_type(c.iri)]
         if made:
             return made
-        broad = [i for i in self.index.broad_nodes(key) if wanted is None or self.index.types.get(i, frozenset()) & wanted]
+        broad = [i for i in self.index.broad_nodes(key) if of_type(i)]
         if broad:  # a broader name people use ("big head"): before names that are merely near in spelling
             return [Candidate(i, self._name(i), BROADER, "broader name") for i in broad[: self.alternatives]]
         from rapidfuzz import fuzz, process

@@ -55,7 +55,8 @@ HOW_MUCH = frozenset("many much long tall old big large far high heavy wide deep
 #: Nouns after "what"/"which" that ask for a date or time ("what year", "which day").
 WHEN_NOUNS = frozenset("year years date dates day days month months time".split())
 #: Words of a relation's label that say it states an absence ("lacks phenotype", "excluded").
-NEGATION_WORDS = frozenset("lacks lack lacking absent absence not no without excluded excludes never negative non".split())
+NEGATION_WORDS = frozenset("lacks lack lacking absent absence not no without excluded excludes never negative "
+                           "non".split())
 #: Verbs so general that their senses reach half the dictionary: never read as naming a relation.
 LIGHT_WORDS = frozenset("be is are was were been have has had do does did get make take give go put set come "
                         "let keep seem become use one thing entity object whole".split())

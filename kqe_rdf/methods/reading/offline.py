@@ -130,6 +130,8 @@ class OfflineTriplets:
         return [m for m in mentions if m not in conditions], conditions
 
     def __call__(self, query: str) -> TripletQuery:
+        """The request read as triplets: its mentions, their groups' relation paths, the primary group's reading
+        (:meth:`_decide`), every group's path to the answer (:meth:`_choose`), the conditions, the alternatives."""
         mentions, conditions = self.mentions(query)
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
@@ -147,8 +149,35 @@ class OfflineTriplets:
             common = {t for t in usable if all(is_common_word(mentions[n]) for n in groups[t])}
         primary = max(usable, key=lambda t: (t not in common, ranked[t][0].score,
                                              sum(len(mentions[n].text) for n in groups[t]), -groups[t][0]))
-        best = ranked[primary][0]
         notes: list[str] = []
+        best = self._decide(query, mentions, conditions, request, groups, ranked, primary, notes)
+        if isinstance(best, TripletQuery):
+            return best
+        choice = self._choose(query, mentions, request, groups, ranked, usable, primary, common, best, notes)
+        triplets = self._triplets(mentions, choice, notes)
+        for condition in conditions:
+            held = self.requests.roles.holders([c.iri for c in condition.candidates])
+            if held:  # "which people born in X are painters": the answer holds the value the complement names
+                triplets.append(Triplet(End("?x"), held[0][0], End(condition.text)))
+                notes.append(f"'{condition.text}' after the copula: a condition on the answer by "
+                             f"'{self.reader.phrase(held[0][0], True)}'")
+        tq = TripletQuery(query, triplets, "?x", best.path.end, "offline", notes,
+                          returning=self._returning(mentions, choice),
+                          revisiting=self._revisiting(mentions, choice), value=best.why.get("value"))
+        tq.reading = self._reading(mentions, choice, groups, ranked)
+        tq.unread = self._unread(request, choice, conditions)
+        if tq.value is None and triplets and counting(query):
+            tq.value = ValueAsk("", "number of answers", "'how many' asks for a count of what the reading answers",
+                                count=True)
+        tq.alternatives = self._alternatives(query, mentions, choice, groups[primary], ranked[primary])
+        return tq
+
+    def _decide(self, query: str, mentions: Sequence[Mention], conditions: list[Mention], request: Request,
+                groups: dict, ranked: dict, primary: frozenset, notes: list[str]) -> Scored | TripletQuery:
+        """The primary group's reading: the chain the request's structure gives, else its best path where a word
+        names it, else one read from the graph or the encoder — or the whole answer (a value of the constant, or
+        an abstention) as a :class:`TripletQuery`. ``ranked[primary]`` is put in that order."""
+        best = ranked[primary][0]
         chained = self._chained(query, mentions, request, best)
         if chained is not None and "value" in chained.why and not chained.path.steps:
             # The value of the request's own constant ("the release year of X", "when was X born").
@@ -159,8 +188,6 @@ class OfflineTriplets:
         if chained is not None:
             # The request's structure gives the chain (its number of hops and their order), the graph each link.
             best = chained
-            ranked[primary] = [best] + [s for s in ranked[primary] if s.path != best.path]
-            notes.append(best.why["read from"])
         elif best.confidence < self.min_confidence:
             # No word names the relation: the reading is evidence, not an order. A list of names, or a name with
             # no other word, is read from the graph (with the class asked for or given), else answered as text; the
@@ -171,8 +198,17 @@ class OfflineTriplets:
                     return self._abstained(query, ranked[primary][0], request.wanted)
             else:
                 best = self._guessed(best)
-            ranked[primary] = [best] + [s for s in ranked[primary] if s.path != best.path]
-            notes.append(best.why["read from"])
+        else:
+            return best
+        ranked[primary] = [best] + [s for s in ranked[primary] if s.path != best.path]
+        notes.append(best.why["read from"])
+        return best
+
+    def _choose(self, query: str, mentions: Sequence[Mention], request: Request, groups: dict, ranked: dict,
+                usable: list, primary: frozenset, common: set, best: Scored, notes: list[str]) -> dict[int, Scored]:
+        """Each mention's path to the answer: a joint reading of several constants (:meth:`_joint`), else each
+        group's best path to the primary reading's answer class where it joins it (:meth:`_joins`, or a
+        coordinated name: :meth:`_conjoined`), a member's own path where two or three share a group."""
         answer_type = best.path.end
         choice = self._joint(usable, groups, mentions, request, best)
         notes.extend(_own_note(mentions[n], scored) for n, scored in choice.items())
@@ -194,31 +230,21 @@ class OfflineTriplets:
                 choice[n] = own.get(n, fitting[0])
                 if n in own:
                     notes.append(_own_note(mentions[n], own[n]))
-        triplets = self._triplets(mentions, choice, notes)
-        for condition in conditions:
-            held = self.requests.roles.holders([c.iri for c in condition.candidates])
-            if held:  # "which people born in X are painters": the answer holds the value the complement names
-                triplets.append(Triplet(End("?x"), held[0][0], End(condition.text)))
-                notes.append(f"'{condition.text}' after the copula: a condition on the answer by "
-                             f"'{self.reader.phrase(held[0][0], True)}'")
-        tq = TripletQuery(query, triplets, "?x", answer_type, "offline", notes,
-                          returning=self._returning(mentions, choice),
-                          revisiting=self._revisiting(mentions, choice), value=best.why.get("value"))
-        tq.reading = self._reading(mentions, choice, groups, ranked)
-        tq.unread = self._unread(request, choice, conditions)
-        if tq.value is None and triplets and counting(query):
-            tq.value = ValueAsk("", "number of answers", "'how many' asks for a count of what the reading answers",
-                                count=True)
-        # The primary group's next paths: tried in turn when a reading finds no candidate.
-        for other in ranked[primary][1 : 1 + self.alternatives]:
-            alt = {n: (other if n in groups[primary] else s) for n, s in choice.items()
-                   if n in groups[primary] or s.path.end == other.path.end}
-            tq.alternatives.append(TripletQuery(query, self._triplets(mentions, alt), "?x", other.path.end, "offline",
-                                                [f"next relation path '{' / '.join(other.phrases)}' → "
-                                                 f"{local_name(other.path.end)} (score {other.score:.2f})"],
-                                                returning=self._returning(mentions, alt),
-                                                revisiting=self._revisiting(mentions, alt)))
-        return tq
+        return choice
+
+    def _alternatives(self, query: str, mentions: Sequence[Mention], choice: dict[int, Scored], members: list[int],
+                      ranked: list[Scored]) -> list[TripletQuery]:
+        """The primary group's next paths, tried in turn when a reading finds no candidate."""
+        out = []
+        for other in ranked[1 : 1 + self.alternatives]:
+            alt = {n: (other if n in members else s) for n, s in choice.items()
+                   if n in members or s.path.end == other.path.end}
+            out.append(TripletQuery(query, self._triplets(mentions, alt), "?x", other.path.end, "offline",
+                                    [f"next relation path '{' / '.join(other.phrases)}' → "
+                                     f"{local_name(other.path.end)} (score {other.score:.2f})"],
+                                    returning=self._returning(mentions, alt),
+                                    revisiting=self._revisiting(mentions, alt)))
+        return out
 
     #: Below this confidence a one-link reading of the words gives way to the request's structure (a chain of two
     #: or more links always does).
