@@ -339,32 +339,20 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
     reading = None
     for hop, (rel, forward) in enumerate(path.steps, 1):
         stems = vocabulary.relation_stems.get(rel, set())
-        related = vocabulary.related.get(rel, {})
-        if rel in request.similar or (len(path.steps) == 1 and prepositions):
-            related = {**related, **request.similar.get(rel, {})}  # a copy: the request's own words join it
-        if len(path.steps) == 1 and prepositions:
-            toward = reader.phrase(rel, not forward).lower().split()  # "?x starred in X"
-            for word in prepositions.values():
-                if word in toward and stem(word) not in related:
-                    related[stem(word)] = ["preposition", PREPOSITION,
-                                           f"{word} (preposition of {' '.join(toward)})"]
-                    soft.setdefault(stem(word), PREPOSITION)
+        related = _related_words(reader, rel, forward, len(path.steps) == 1, request, prepositions, soft)
         covered |= (stems & evidence) | (soft.keys() & related.keys())
         pair = frozenset({rel, relations[rel].inverse or rel}) if rel in relations else frozenset({rel})
-        # A word that says what kind of thing is asked ("which people") names a hop by its own sense only, not
-        # as a broader word ("people" is above "nation").
-        named_by = [(p, w) for p, w in words if p not in request.kinds
-                    or related.get(w, ("",))[0] not in ("broader", "kind")]
-        reading = hop_support(named_by, stems, related, soft, used, pair, hop == len(path.steps),
-                              reader.phrase(rel, forward), request.surface)
+        reading = hop_support(_naming(words, request.kinds, related), stems, related, soft, used, pair,
+                              hop == len(path.steps), reader.phrase(rel, forward), request.surface)
         licensed = licensed and says_absence(rel, vocabulary.negative, reading.hits, request.surface)
         read += [text for text in reading.related if text not in read]
         role = by_role.get(hop - 1)
         if role is not None and role[1] >= reading.support:
             # The role word names this hop as one of its chain: a further hop of it costs no more than it reads.
-            (held, weight), at = role, role[0].position
-            reading = HopReading(weight, [at], {"relation": reader.phrase(rel, forward), "words": [held.word],
-                                                "how": f"role {'/'.join(held.chain)}, {weight:.2f}"})
+            held, weight = role
+            shown = {"relation": reader.phrase(rel, forward), "words": [held.word],
+                     "how": f"role {'/'.join(held.chain)}, {weight:.2f}"}
+            reading = HopReading(weight, [held.position], shown)
             covered.add(stem(held.word))
             extra += reader.hop_penalty * (1.0 - weight) if hop > 1 else 0.0
         elif hop > 1:
@@ -374,31 +362,34 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
                 and all(is_noun(request.surface.get(p, ""), unknown=True) for p in reading.hits):
             extra += AGAINST_LABEL  # a verb reads either way ("who was born in X"), a noun from its holder
         used.update((p, pair) for p in reading.hits if p not in used)
-        if reading.hits:
-            unsupported += 1.0 - reading.support
-            # Where the request names the hop: towards the constant (negative) or the answer's wh-word.
+        unsupported += 1.0 - reading.support if reading.hits else 1
+        if reading.hits:  # where the request names the hop: towards the constant (negative) or the answer's wh-word
             places.append((frozenset(stems) or frozenset([rel]),
                            [_distance(p, context.spans) - _distance(p, request.answer_at) for p in reading.hits]))
-        else:
-            unsupported += 1
     if not licensed:
         return None
-    adjectives = {s for rel, _f in path.steps for s in vocabulary.pertainyms.get(rel, ()) if s in covered}
-    excused = modified_phrase(words, adjectives, vocabulary.all_stems) | prepositions.keys()
-    # "Who was born in X": a named hop walked back to its holder answers who (the one born), no further hop.
-    holder = not path.steps[-1][1] and (len(path.steps) == 1
-                                        or any(request.surface.get(p) not in PERSON_WH for p in reading.hits))
-    if holder:
-        excused |= {p for p, w in words if w in PERSON_WH}
-    uncovered = 0.0
-    if not context.prefix:
-        uncovered = unread_words(words, evidence, soft, covered, excused, context.asking, request.kinds)
-        # A role word not read as its whole chain says what the path does not ("X's grandfather" is no parent).
-        read_as_roles = {held.position for held, _w in by_role.values()}
-        uncovered += sum(1.0 for at, held in request.roles.items() if at not in read_as_roles
-                         and (len(held.chain) > 1 or stem(held.word) not in covered | soft.keys()))
+    uncovered = 0.0 if context.prefix else _uncovered(reader, path, words, evidence, soft, covered, reading, by_role,
+                                                      context)
     inversions = hop_order(places)
     similarity = path_similarity(context.sims, phrases)
+    why = _why(unsupported, uncovered, inversions, similarity, by_role, read, hops)
+    if not context.prefix and evidence - covered:
+        # Words that name a relation exactly which no hop of the path reads ("released" beside a path that never
+        # reaches a year), as written: where the graph lacks the edge, the best path left reads around them.
+        why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words if st in evidence - covered))
+    return PathReading(unsupported, uncovered, inversions, extra, similarity, why,
+                       1.0 if path.start in context.written else 0.0)
+
+
+def _naming(words: list[tuple[int, str]], kinds: set[int], related: dict[str, list]) -> list[tuple[int, str]]:
+    """The words that may name a hop: a word that says what kind of thing is asked ("which people") names one by
+    its own sense only, not as a broader word ("people" is above "nation")."""
+    return [(p, w) for p, w in words if p not in kinds or related.get(w, ("",))[0] not in ("broader", "kind")]
+
+
+def _why(unsupported: float, uncovered: float, inversions: int, similarity: float, by_role: dict, read: list[str],
+         hops: list[dict]) -> dict:
+    """What the explanation shows of a path's reading: its measures, role words, related words and hops."""
     why = {"unsupported": round(unsupported, 2), "uncovered": round(uncovered, 2), "inversions": inversions,
            "similarity": round(similarity, 3)}
     if by_role:
@@ -406,13 +397,42 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
     if read:
         why["related words"] = read
     why["hops"] = hops
-    if not context.prefix and evidence - covered:
-        # Words that name a relation exactly which no hop of the path reads ("released" beside a path that
-        # never reaches a year): where the graph lacks the edge, the best path left reads around them.
-        why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words
-                                           if st in evidence - covered))
-    return PathReading(unsupported, uncovered, inversions, extra, similarity, why,
-                       1.0 if path.start in context.written else 0.0)
+    return why
+
+
+def _related_words(reader, rel: str, forward: bool, one_hop: bool, request: Request, prepositions: dict[int, str],
+                   soft: dict[str, float]) -> dict[str, list]:
+    """The words related to a hop's relation: WordNet's and the encoder's for this request, and on a one-hop path
+    the preposition before the constant where the relation's phrase toward it has it ("?x starred in X"), which
+    joins ``soft`` at :data:`PREPOSITION`."""
+    related = reader.words.related.get(rel, {})
+    if rel in request.similar or (one_hop and prepositions):
+        related = {**related, **request.similar.get(rel, {})}  # a copy: the request's own words join it
+    if one_hop and prepositions:
+        toward = reader.phrase(rel, not forward).lower().split()
+        for word in prepositions.values():
+            if word in toward and stem(word) not in related:
+                related[stem(word)] = ["preposition", PREPOSITION, f"{word} (preposition of {' '.join(toward)})"]
+                soft.setdefault(stem(word), PREPOSITION)
+    return related
+
+
+def _uncovered(reader, path, words: list[tuple[int, str]], evidence: set[str], soft: dict[str, float],
+               covered: set[str], last: HopReading, by_role: dict, context: _Context) -> float:
+    """What the request says that the path does not read (:func:`unread_words`), excusing the words a modifier,
+    a preposition or a wh-word answered by the holder accounts for, and role words not read as their whole chain
+    ("X's grandfather" is no parent)."""
+    request, vocabulary = context.request, reader.words
+    adjectives = {s for rel, _f in path.steps for s in vocabulary.pertainyms.get(rel, ()) if s in covered}
+    excused = modified_phrase(words, adjectives, vocabulary.all_stems) | context.prepositions.keys()
+    # "Who was born in X": a named hop walked back to its holder answers who (the one born), no further hop.
+    if not path.steps[-1][1] and (len(path.steps) == 1
+                                  or any(request.surface.get(p) not in PERSON_WH for p in last.hits)):
+        excused |= {p for p, w in words if w in PERSON_WH}
+    uncovered = unread_words(words, evidence, soft, covered, excused, context.asking, request.kinds)
+    read_as_roles = {held.position for held, _w in by_role.values()}
+    return uncovered + sum(1.0 for at, held in request.roles.items() if at not in read_as_roles
+                           and (len(held.chain) > 1 or stem(held.word) not in covered | soft.keys()))
 
 
 def _distance(position: int, spans: Sequence[tuple[int, int]]) -> int:
