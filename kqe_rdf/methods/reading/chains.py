@@ -159,7 +159,8 @@ class ChainReader:
             return True
         # An adjective before a noun, each nothing else ("best friend"; not "sweetheart come", a noun and a verb).
         return len(words) == 2 and words[0] in wn.adjectives and wn.morphy(words[0], "n") is None \
-            and wn.morphy(words[1], "n") is not None and wn.morphy(words[1], "v") is None and words[0] not in FRAME_WORDS
+            and wn.morphy(words[1], "n") is not None and wn.morphy(words[1], "v") is None \
+            and words[0] not in FRAME_WORDS
 
     def _noun_phrase(self, words: Sequence[str], extra: frozenset = frozenset()) -> int:
         """How many of ``words`` (from the start) form the noun phrase a possessive names: the longest compound of
@@ -187,8 +188,26 @@ class ChainReader:
         toks = tokens(query)
         words = [w for w, _a, _b in toks]
         a, b = span
+        after = self._possessives(query, toks, words, b, extra)
+        if after is None:
+            return None
+        chain, predicate = after
+        before = self._of_phrases(words, a, extra)
+        if before is None or (not before[0] and not chain and before[1] is None):
+            return None  # a broken "of" phrase, or no possessive after the constant and no "of" before it
+        of_slots, lead = before
+        chain = self._joined(chain + of_slots)
+        asked = self._asked(words, list(range(a)) if lead is None else lead, predicate, a)
+        if asked:
+            # The asked slot's words as written, function words kept ("do for a living"): the encoder reads them.
+            chain.append(Slot(tuple(words[p] for p in asked), tuple(asked), asked=True))
+        return chain or None
+
+    def _possessives(self, query: str, toks: list, words: list[str], b: int,
+                     extra: frozenset) -> tuple[list[Slot], list[int]] | None:
+        """After the constant (ending at token ``b``): its possessives' links, nearest first, and the words after the
+        last one (the predicate); None where a possessive's words are not a link's."""
         chain: list[Slot] = []
-        # After the constant: its possessives, nearest first; what follows the last one is the predicate.
         i, predicate = b, []
         while i < len(words) and is_possessive(query, toks, i):
             k = next((j for j in range(i + 1, len(words)) if is_possessive(query, toks, j)), len(words))
@@ -207,67 +226,65 @@ class ChainReader:
             i = k
         if i < len(words) and not chain:
             predicate = list(range(b, len(words)))
-        # Before the constant: "the R2 of (the) R1 of X", read from X outwards.
+        return chain, predicate
+
+    def _of_phrases(self, words: list[str], a: int,
+                    extra: frozenset) -> tuple[list[Slot], list[int] | None] | None:
+        """Before the constant (starting at token ``a``): "the R2 of (the) R1 of X", read from X outwards — the
+        links, and the question's frame words before them (its telling wh-word: "where is the …"); no links and
+        no frame (None) where no "of" comes before the constant; None where the words are not a chain's."""
         before = list(range(a))
-        of_slots: list[Slot] = []
-        lead = before
-        if before and words[before[-1]] == "of" or (len(before) > 1 and words[before[-1]] in ARTICLES
-                                                     and words[before[-2]] == "of"):
-            segments: list[list[int]] = [[]]
-            for p in before:
-                if words[p] == "of":
-                    segments.append([])
-                else:
-                    segments[-1].append(p)
-            segments = [[p for p in s if words[p] not in ARTICLES] for s in segments]
-            if segments[-1]:
-                return None  # "of the X" only: an article may stand between "of" and the constant
-            segments.pop()
-            # "the line of work of X": a compound across an "of" is one link.
-            merged: list[list[int]] = []
-            for s in segments:
-                if merged and merged[-1] and s and self._is_compound(
-                        [words[merged[-1][-1]], "of", words[s[0]]], extra):
-                    merged[-1] = merged[-1] + [p for p in range(merged[-1][-1] + 1, s[0]) if words[p] == "of"] + s
-                else:
-                    merged.append(s)
-            lead, *rest = merged
-            # The first segment holds the question's frame too ("what is the name", "who is the spouse").
-            at = 0  # the frame comes first: "what is the" / "where is the"; a compound keeps its "of"
-            while at < len(lead) and (words[lead[at]] in FRAME_WORDS or words[lead[at]] in ASKING_WH
-                                      or words[lead[at]] in TELLING_WH):
-                at += 1
-            telling = [p for p in lead[:at] if words[p] in TELLING_WH]
-            head = lead[at:]
-            if head:
-                if len(head) > 4 or (len(head) > 1 and not self._is_compound([words[p] for p in head], extra)):
-                    return None
-                rest = [head] + rest
-            for s in rest:
-                if not s or len(s) > 4 or (len(s) > 1 and not self._is_compound([words[p] for p in s], extra)):
-                    return None
-            # A classifier before another link introduces it ("the name of the spouse of X").
-            while len(rest) > 1 and all(words[p] in CLASSIFIERS for p in rest[0]):
-                rest = rest[1:]
-            of_slots = [Slot(tuple(words[p] for p in s), tuple(s)) for s in reversed(rest)]
-            lead = telling
-        elif not chain:
-            return None  # no possessive after the constant, no "of" before it: no chain to read
-        chain += of_slots
-        chain = self._joined(chain)
-        # What the question asks of the last node: its wh-noun ("what sex is X's dad") and its predicate ("… do for
-        # a living", "why … died"), read together.
+        if not (before and words[before[-1]] == "of" or (len(before) > 1 and words[before[-1]] in ARTICLES
+                                                          and words[before[-2]] == "of")):
+            return [], None
+        segments: list[list[int]] = [[]]
+        for p in before:
+            if words[p] == "of":
+                segments.append([])
+            else:
+                segments[-1].append(p)
+        segments = [[p for p in s if words[p] not in ARTICLES] for s in segments]
+        if segments[-1]:
+            return None  # "of the X" only: an article may stand between "of" and the constant
+        segments.pop()
+        # "the line of work of X": a compound across an "of" is one link.
+        merged: list[list[int]] = []
+        for s in segments:
+            if merged and merged[-1] and s and self._is_compound([words[merged[-1][-1]], "of", words[s[0]]], extra):
+                merged[-1] = merged[-1] + [p for p in range(merged[-1][-1] + 1, s[0]) if words[p] == "of"] + s
+            else:
+                merged.append(s)
+        lead, *rest = merged
+        # The first segment holds the question's frame too ("what is the name", "who is the spouse").
+        at = 0  # the frame comes first: "what is the" / "where is the"; a compound keeps its "of"
+        while at < len(lead) and (words[lead[at]] in FRAME_WORDS or words[lead[at]] in ASKING_WH
+                                  or words[lead[at]] in TELLING_WH):
+            at += 1
+        head = lead[at:]
+        if head:
+            if len(head) > 4 or (len(head) > 1 and not self._is_compound([words[p] for p in head], extra)):
+                return None
+            rest = [head] + rest
+        for s in rest:
+            if not s or len(s) > 4 or (len(s) > 1 and not self._is_compound([words[p] for p in s], extra)):
+                return None
+        # A classifier before another link introduces it ("the name of the spouse of X").
+        while len(rest) > 1 and all(words[p] in CLASSIFIERS for p in rest[0]):
+            rest = rest[1:]
+        return [Slot(tuple(words[p] for p in s), tuple(s)) for s in reversed(rest)], \
+            [p for p in lead[:at] if words[p] in TELLING_WH]
+
+    def _asked(self, words: list[str], lead: list[int], predicate: list[int], a: int) -> list[int]:
+        """What the question asks of the last node: its wh-noun ("what sex is X's dad") and its predicate ("… do for
+        a living", "why … died"), read together; none where they name nothing (or only the answer's class)."""
         asked = [p for p in lead if words[p] not in FRAME_WORDS and words[p] not in ASKING_WH] + predicate
         kinds = getattr(self, "class_words", set())
-        content = [p for p in asked if words[p] not in FRAME_WORDS and words[p] not in QUESTION_PARTICLES and _names(words[p])
-                   and words[p] not in kinds and singular(words[p]) not in kinds]
+        content = [p for p in asked if words[p] not in FRAME_WORDS and words[p] not in QUESTION_PARTICLES
+                   and _names(words[p]) and words[p] not in kinds and singular(words[p]) not in kinds]
         if not content and [words[p] for p in predicate] == ["do"] and any(w in ASKING_WH for w in words[:a]):
             # "what does X's dad do": the last "do" is the main verb, asking what the node does.
-            asked = content = [p for p in lead if words[p] in ASKING_WH][:1] + predicate
-        if content:
-            # The asked slot's words as written, function words kept ("do for a living"): the encoder reads them.
-            chain.append(Slot(tuple(words[p] for p in asked), tuple(asked), asked=True))
-        return chain or None
+            return [p for p in lead if words[p] in ASKING_WH][:1] + predicate
+        return asked if content else []
 
     def _joined(self, chain: list[Slot]) -> list[Slot]:
         """Neighbouring links whose words together are one relation's phrase, as one link."""
