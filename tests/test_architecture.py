@@ -225,3 +225,30 @@ def test_no_module_imports_a_private_name_of_another():
 ])
 def test_an_import_of_a_private_name_is_found(name, source, expected):
     assert private_imports(name, source, is_package=name == "kqe_rdf.kb") == expected
+
+
+#: The longest function the reader and the linker may hold (issue 54): a rule is read in one screen.
+LONGEST_FUNCTION = 60
+
+
+def long_functions(paths) -> list[tuple[str, str, int]]:
+    """(file, function, lines) of every function longer than :data:`LONGEST_FUNCTION` lines in ``paths``."""
+    out = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONGEST_FUNCTION:
+                    out.append((path.name, node.name, lines))
+    return out
+
+
+def test_no_function_of_the_reader_or_the_linker_is_over_sixty_lines():
+    reader = sorted((PACKAGE / "methods" / "reading").glob("*.py")) + [PACKAGE / "kb" / "linking.py"]
+    assert long_functions(reader) == []
+
+
+def test_a_long_function_is_found(tmp_path):
+    source = tmp_path / "long.py"
+    source.write_text("def f():\n" + "    x = 1\n" * 61)
+    assert long_functions([source]) == [("long.py", "f", 62)]
