@@ -287,6 +287,8 @@ class Linker:
         self.fuzzy_cutoff = fuzzy_cutoff
         #: Each class's nodes and the vectors of their names, for links by meaning (:meth:`meant`).
         self._terms: dict[str, tuple[list[str], np.ndarray | None]] = {}
+        #: The nearest name of a class to a phrase, by the encoder: (node number, cosine, lead over the next).
+        self._nearest: dict[tuple[str, str], tuple[int, float, float]] = {}
         #: The links :meth:`phrases` made of a request's words by their words or meaning: a constant read from those
         #: words is linked as they were (:meth:`link`), not searched again.
         self.made: dict[str, tuple[Candidate, ...]] = {}
@@ -388,8 +390,13 @@ class Linker:
 
     def _names_with_articles(self, scan: _Scan) -> None:
         """A name written with an article it lacks ("blood in the urine" for Blood in urine), as a name."""
-        for i, n in scan.spans(exact=False, shortest=3):
-            if (key := scan.free(i, n)) and without_articles(key) != key and (iris := self.index.nodes(key)):
+        inner, size = [k in _ARTICLE_WORDS for k in scan.keys], len(scan.tokens)
+        if not any(inner):
+            return
+        spans = [(i, n) for i in range(size) if scan.starts[i] for n in range(3, min(scan.longest, size - i) + 1)
+                 if scan.ends[i + n - 1] and any(inner[i + 1 : i + n - 1])]
+        for i, n in sorted(spans, key=lambda span: (-span[1], span[0])):
+            if (key := scan.free(i, n)) and (iris := self.index.nodes(key)):
                 scan.take(i, n, iris, "exact", 1.0)
 
     def _fuzzy_names(self, scan: _Scan) -> None:
@@ -479,9 +486,14 @@ class Linker:
         iris, vectors = self._terms[cls]
         if vectors is None:
             return None
-        scores = vectors @ self.kb.encoder.encode([text])[0]
-        second, best = np.argsort(scores)[-2:]
-        near, clear = float(scores[best]), float(scores[best] - scores[second])
+        if (text, cls) not in self._nearest:  # (a request's frame, "which disease explains this", recurs)
+            if len(self._nearest) > 10_000:
+                self._nearest.clear()
+            scores = vectors @ self.kb.encoder.encode([text])[0]
+            top = np.argpartition(scores, -2)[-2:]
+            second, best = top[np.argsort(scores[top])]
+            self._nearest[(text, cls)] = (int(best), float(scores[best]), float(scores[best] - scores[second]))
+        best, near, clear = self._nearest[(text, cls)]
         alone, agreeing = MEANT
         name = self._name(iris[best])
         if not ((near >= alone[0] and clear >= alone[1]) or (iris[best] == first and near >= agreeing[0]
@@ -632,6 +644,7 @@ def list_items(query: str) -> list[str]:
 
 
 _ARTICLES = re.compile(r" (?:the|a|an)(?= )")
+_ARTICLE_WORDS = frozenset({"the", "a", "an"})
 
 
 def without_articles(key: str) -> str:
