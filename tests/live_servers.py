@@ -6,7 +6,8 @@ second, independent SPARQL server (the ``oxigraph`` CLI) loaded with a small
 Wikidata-shaped sample (labels, altLabels, P31 types) written here.
 ``virtuoso_server(folder, data)`` starts OpenLink Virtuoso (Debian's
 ``virtuoso-opensource``) on free loopback ports with a database in ``folder``
-and loads ``data`` through its bulk loader.
+and loads ``data`` through its bulk loader. ``milvus_server`` and ``milvus_standalone`` serve the Milvus
+protocol: `milvus-lite server`, and the real Milvus server (vectors only).
 """
 
 from __future__ import annotations
@@ -244,3 +245,31 @@ def milvus_server(folder: Path, seconds: float = 60) -> Iterator[str]:
         yield f"milvus://127.0.0.1:{port}"
     finally:
         stop(process)
+
+
+@contextlib.contextmanager
+def milvus_standalone(folder: Path, seconds: float = 120) -> Iterator[str]:
+    """The real Milvus server, standalone (PyPI ``milvus`` 2.3.5 of the [scale] extra: vectors only, no BM25), its
+    data and logs in ``folder``; yields ``milvus://127.0.0.1:PORT``. Skips the test, with the reason, where it
+    does not start within ``seconds``. Its etcd listens on loopback; its gRPC ports listen on every interface
+    (Milvus 2.3 has no setting for their address: ``*.ip`` is only the address it advertises)."""
+    try:
+        from milvus import MilvusServer, MilvusServerConfig
+    except ImportError:
+        pytest.skip("the real Milvus server is not installed (PyPI milvus 2.3.5: pip install -e '.[test,scale]')")
+    server = MilvusServer(MilvusServerConfig(data_dir=str(folder)), wait_for_started=False)
+    for part in ("proxy", "rootCoord", "queryCoord", "queryNode", "indexCoord", "indexNode", "dataCoord", "dataNode"):
+        server.config.extra_configs[f"{part}.ip"] = "127.0.0.1"
+    try:
+        server.start()
+        server.wait_started(timeout=seconds * 1000)
+    except Exception as exc:  # noqa: BLE001 - what the wrapper raises (TimeoutError, RuntimeError, OSError) is the reason
+        log = folder / "logs" / "milvus-stderr.log"
+        server.stop()
+        tail = log.read_text(errors="replace")[-300:] if log.exists() else ""
+        pytest.skip(f"the real Milvus server did not start within {seconds:.0f} s: {exc!r} {tail}")
+    try:
+        yield f"milvus://127.0.0.1:{server.listen_port}"
+    finally:
+        server.stop()  # SIGTERM, then SIGKILL after 1 s: its graceful shutdown takes longer than a test needs
+        shutil.rmtree(folder / "bin", ignore_errors=True)  # the 330 MB it unpacked to run
