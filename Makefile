@@ -24,10 +24,10 @@ define debian
 	    || echo "$(2) could not be installed: $(3) will be skipped (and fail under CI)"; }
 endef
 
-# The index-backend tests run on Milvus (milvus-lite) and the sharded embedding on Ray: the [scale] extra, which
-# the default install (and `make demo`) leaves out.
+# The index-backend tests run on Milvus (milvus-lite, and the real server for the vectors) and the sharded embedding
+# on Ray: the [scale] extra, which the default install (and `make demo`) leaves out.
 scale: install
-	@$(BIN)/python -c "import pymilvus, milvus_lite, ray" 2>/dev/null || $(BIN)/pip install --quiet -e '.[test,scale]'
+	@$(BIN)/python -c "import pymilvus, milvus_lite, ray, milvus" 2>/dev/null || $(BIN)/pip install --quiet -e '.[test,scale]'
 
 # The browser tests drive Debian's chromium.
 browser:

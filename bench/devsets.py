@@ -127,10 +127,12 @@ class Compared:
     lost: list[str]
 
 
-def compared(old: Path, new: Path):
-    """:class:`Compared` for every set and method the two run folders both have, per query."""
+def compared(old: Path, new: Path, measure: str | None = None):
+    """:class:`Compared` for every set and method the two run folders both have, per query, by ``measure`` (a
+    field of the per-query records: Hit@5, MRR, …; by default the set's own)."""
     for s in SETS:
-        before, after = hits_by_query(old / f"{s.name}.jsonl", s.metric), hits_by_query(new / f"{s.name}.jsonl", s.metric)
+        metric = measure or s.metric
+        before, after = hits_by_query(old / f"{s.name}.jsonl", metric), hits_by_query(new / f"{s.name}.jsonl", metric)
         for method in sorted(set(before) & set(after)):
             common = sorted(set(before[method]) & set(after[method]))
             if not common:
@@ -151,16 +153,16 @@ def top10(path: Path) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def compare(old: Path, new: Path) -> None:
+def compare(old: Path, new: Path, measure: str | None = None) -> None:
     """Per set and method: the measure before and after over the queries both runs have, the queries won and
     lost, and how alike the two runs' top 10 are (the queries with the same top 10 in the same order; the mean
     share of one top 10 in the other): two backends of one index are compared this way (docs/scale.md)."""
-    for c in compared(old, new):
+    for c in compared(old, new, measure):
         before, after = top10(old / f"{c.devset.name}.jsonl"), top10(new / f"{c.devset.name}.jsonl")
         pairs = [(before[k], after[k]) for k in before if k[0] == c.method and k in after]
         same = sum(a == b for a, b in pairs)
         overlap = sum(len(set(a) & set(b)) / max(len(a), 1) for a, b in pairs) / max(len(pairs), 1)
-        print(f"{c.devset.name:24s} {c.method:16s} n={c.queries:5d}  {c.before:6.2f} -> {c.after:6.2f}  won "
+        print(f"{c.devset.name:24s} {c.method:16s} {measure or c.devset.metric:9s} n={c.queries:5d}  {c.before:6.2f} -> {c.after:6.2f}  won "
               f"{len(c.won):4d} lost {len(c.lost):4d}  same top 10 {same:5d}, overlap {overlap:.3f}"
               + (f"  lost e.g. {', '.join(c.lost[:5])}" if c.lost else ""))
 
@@ -197,10 +199,12 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=["bm25", "4step-offline"])
     parser.add_argument("--sample", type=int, default=None, help="a seeded random sample of each set")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
+    parser.add_argument("--measure", default=None, help="with --compare: the per-query measure to compare (Hit@5, "
+                        "MRR, Recall@20, …; default: each set's own)")
     parser.add_argument("--table", type=Path, metavar="RUN", help="print the Markdown table of a run")
     args = parser.parse_args()
     if args.compare:
-        compare(*args.compare)
+        compare(*args.compare, args.measure)
         return
     if args.table:
         print(markdown(args.table))

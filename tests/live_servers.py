@@ -6,7 +6,8 @@ second, independent SPARQL server (the ``oxigraph`` CLI) loaded with a small
 Wikidata-shaped sample (labels, altLabels, P31 types) written here.
 ``virtuoso_server(folder, data)`` starts OpenLink Virtuoso (Debian's
 ``virtuoso-opensource``) on free loopback ports with a database in ``folder``
-and loads ``data`` through its bulk loader.
+and loads ``data`` through its bulk loader. ``milvus_server`` and ``milvus_standalone`` serve the Milvus
+protocol: `milvus-lite server`, and the real Milvus server (vectors only).
 """
 
 from __future__ import annotations
@@ -244,3 +245,50 @@ def milvus_server(folder: Path, seconds: float = 60) -> Iterator[str]:
         yield f"milvus://127.0.0.1:{port}"
     finally:
         stop(process)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return "OK" in httpx.get(url, timeout=2).text
+    except httpx.HTTPError:
+        return False
+
+
+@contextlib.contextmanager
+def milvus_standalone(folder: Path, seconds: float = 120) -> Iterator[str]:
+    """The real Milvus server, standalone (PyPI ``milvus`` 2.3.5 of the [scale] extra: vectors only, no BM25), its
+    data and logs in ``folder``; yields ``milvus://127.0.0.1:PORT``. Skips the test, with the reason, where it
+    does not start within ``seconds``. Its etcd listens on loopback; its gRPC ports listen on every interface
+    (Milvus 2.3 has no setting for their address: ``*.ip`` is only the address it advertises)."""
+    try:
+        from milvus import MilvusServer, MilvusServerConfig
+    except ImportError:
+        pytest.skip("the real Milvus server is not installed (PyPI milvus 2.3.5: pip install -e '.[test,scale]')")
+    server = MilvusServer(MilvusServerConfig(data_dir=str(folder)), wait_for_started=False)
+    for part in ("proxy", "rootCoord", "queryCoord", "queryNode", "indexCoord", "indexNode", "dataCoord", "dataNode"):
+        server.config.extra_configs[f"{part}.ip"] = "127.0.0.1"
+
+    def gone(why: str):
+        log = folder / "logs" / "milvus-stderr.log"
+        server.stop()
+        first = next((line for line in (log.read_text(errors="replace").splitlines() if log.exists() else [])
+                      if line.startswith(("panic", "fatal", "Error"))), "")
+        pytest.skip(f"the real Milvus server did not start: {why} {first}".strip())
+
+    try:
+        server.start()
+    except Exception as exc:  # noqa: BLE001 - what the wrapper raises (RuntimeError, OSError) is the reason
+        gone(repr(exc))
+    deadline = time.monotonic() + seconds
+    while not _answers(f"http://127.0.0.1:{server.webservice_port}/healthz"):
+        if server.server_proc.poll() is not None:  # e.g. a second server on the machine: it panics at start
+            gone(f"it exited with {server.server_proc.returncode}")
+        if time.monotonic() > deadline:
+            gone(f"no answer within {seconds:.0f} s")
+        time.sleep(0.2)
+    time.sleep(1)  # as the wrapper's own wait does: its services register a moment after the health check
+    try:
+        yield f"milvus://127.0.0.1:{server.listen_port}"
+    finally:
+        server.stop()  # SIGTERM, then SIGKILL after 1 s: its graceful shutdown takes longer than a test needs
+        shutil.rmtree(folder / "bin", ignore_errors=True)  # the 330 MB it unpacked to run

@@ -184,6 +184,28 @@ def test_results_page_is_written_from_run_folders_with_each_set_s_measure(tmp_pa
     assert "| dl19 | nDCG@10 | 10 | 50.00 | 40.00 | **no** |" in page
 
 
+def test_two_runs_are_compared_per_query_by_any_measure_they_recorded(tmp_path, capsys, monkeypatch):
+    """bench/devsets.py --compare OLD NEW --measure MRR: how two backends of one index are compared (docs/scale.md)
+    by a measure other than the set's own (MetaQA's Hit@1 of BM25 is near 0, its MRR is not)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("bench_devsets", ROOT / "bench" / "devsets.py")
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_devsets", script)  # its dataclasses look their module up there
+    spec.loader.exec_module(script)
+    for run, mrr in (("old", [0.5, 1.0]), ("new", [1.0, 1.0])):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "metaqa-1-hop.jsonl").write_text("".join(json.dumps(
+            {"method": "bm25", "qid": f"q{i}", "Hit@1": 0.0, "MRR": m, "ranked": [{"iri": f"n{i}"}]}) + "\n"
+            for i, m in enumerate(mrr)))
+    script.compare(tmp_path / "old", tmp_path / "new", "MRR")
+    shown = capsys.readouterr().out
+    assert "metaqa-1-hop" in shown and "MRR" in shown and "75.00 -> 100.00  won    1 lost    0" in shown
+    script.compare(tmp_path / "old", tmp_path / "new")
+    assert "Hit@1     n=    2    0.00 ->   0.00" in capsys.readouterr().out
+
+
 def test_the_results_page_opens_with_a_run_and_its_commit():
     text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
     first = re.search(r"^## .*$", text, re.M).group(0)

@@ -1,6 +1,8 @@
-"""One suite, three places for the BM25 index and the vectors: in this process (Tantivy, usearch: the default),
-in a milvus-lite file inside the KB folder (``--text milvus-lite``), and on a Milvus server
-(``milvus://127.0.0.1:PORT/COLLECTION``, which `milvus-lite server` serves here, as a Milvus cluster would).
+"""One suite, four places for the BM25 index and the vectors: in this process (Tantivy, usearch: the default),
+in a milvus-lite file inside the KB folder (``--text milvus-lite``), on a Milvus server
+(``milvus://127.0.0.1:PORT/COLLECTION``, which `milvus-lite server` serves here, as a Milvus cluster would), and
+the vectors alone on the real Milvus server (PyPI ``milvus`` 2.3.5, standalone: it has no BM25, so the text stays
+in Tantivy; skipped, with the reason, where it does not start).
 
 Each KB is the product KB of conftest.py, built from the same lines. Every test runs on each and must find what
 the in-process engines find: dense search exactly (Milvus proposes, the stored vectors' cosines rank), BM25 the
@@ -30,9 +32,9 @@ from kqe_rdf.kb.milvus import release_all
 from kqe_rdf.methods.registry import pipeline
 from kqe_rdf.service.app import create_app
 from kqe_rdf.service.sparql_search import SearchFunctions, execute, prepare
-from live_servers import free_port, milvus_server
+from live_servers import free_port, milvus_server, milvus_standalone
 
-BACKENDS = ["in-process", "milvus-lite", "milvus"]
+BACKENDS = ["in-process", "milvus-lite", "milvus", "milvus-2.3-vectors"]
 QUERIES = ["camera for birds in flight", "tripod", "lens cap", "D500", "Japanese maker", "portrait lens creamy blur"]
 
 
@@ -41,6 +43,12 @@ def backends(kb, products_file, tmp_path_factory):
     """``backends(name)``: the product KB with its indexes there, built (and embedded) on first use."""
     with contextlib.ExitStack() as running:
         opened: dict[str, KnowledgeBase] = {"in-process": kb}
+        standalone: list[str] = []  # the real server's URL, started once for the module
+
+        def real_server() -> str:
+            if not standalone:
+                standalone.append(running.enter_context(milvus_standalone(tmp_path_factory.mktemp("standalone"))))
+            return standalone[0]
 
         def open_(name: str) -> KnowledgeBase:
             if name not in opened:
@@ -52,6 +60,10 @@ def backends(kb, products_file, tmp_path_factory):
                     embedded = runner.invoke(cli, ["kb", "embed", "--kb", str(path), "--vectors", "milvus-lite"])
                     assert built.exit_code == embedded.exit_code == 0, built.output + embedded.output
                     assert "searched in Milvus (milvus.db, collection vectors)" in embedded.output
+                elif name == "milvus-2.3-vectors":
+                    settings = Settings(index_vectors=f"{real_server()}/products_vectors")
+                    build_kb(JsonlImporter([products_file]), path, settings)
+                    embed_kb(path, settings)
                 else:
                     url = running.enter_context(milvus_server(tmp_path_factory.mktemp("milvus")))
                     settings = Settings(index_text=f"{url}/products", index_vectors=f"{url}/products_vectors")
@@ -60,6 +72,7 @@ def backends(kb, products_file, tmp_path_factory):
                 opened[name] = KnowledgeBase.open(path)
             return opened[name]
 
+        open_.real_server = real_server
         yield open_
         release_all()  # no gRPC channel left open in this process for the next tests' forked workers
 
@@ -78,11 +91,15 @@ def test_kb_info_says_which_engine_holds_each_index(backend):
     assert held["text"]["backend"] in ("tantivy", "milvus") and held["vectors"]["backend"] in ("usearch", "milvus")
     shown = CliRunner().invoke(cli, ["kb", "info", "--kb", str(backend.path)]).output
     if held["text"]["backend"] == "milvus":
-        assert held["text"]["collection"] in ("text", "products") and held["vectors"]["index"] == "FLAT"
-        assert "documents in Milvus" in shown and "vectors: searched in Milvus" in shown
+        assert held["text"]["collection"] in ("text", "products")
+        assert "documents in Milvus" in shown
         assert not (backend.path / "bm25").exists()  # Tantivy's index is not built beside it
     else:
-        assert "in Tantivy, 1 segment(s)" in shown and "vectors: searched in this process (usearch)" in shown
+        assert "in Tantivy, 1 segment(s)" in shown
+    if held["vectors"]["backend"] == "milvus":
+        assert held["vectors"]["index"] == "FLAT" and "vectors: searched in Milvus" in shown
+    else:
+        assert "vectors: searched in this process (usearch)" in shown
 
 
 @pytest.mark.parametrize("text", QUERIES)
@@ -163,6 +180,14 @@ def test_a_wrong_or_unreachable_index_uri_is_a_clear_error(products_file, tmp_pa
     down = f"milvus://127.0.0.1:{free_port()}/products"
     with pytest.raises(KqeError, match="cannot open Milvus at http://127.0.0.1"):
         build_kb(JsonlImporter([products_file]), tmp_path / "kb", Settings(index_text=down))
+    assert not (tmp_path / "kb").exists()
+
+
+def test_a_milvus_server_without_bm25_is_told_to_keep_the_text_in_tantivy(backends, products_file, tmp_path):
+    """Milvus 2.3 has no BM25 function: `kb build --text` on it says so, and what to do, and leaves nothing."""
+    url = backends.real_server()
+    with pytest.raises(KqeError, match=r"is v2\.3\.5.*BM25 needs Milvus 2\.5 or later.*leave out --text"):
+        build_kb(JsonlImporter([products_file]), tmp_path / "kb", Settings(index_text=f"{url}/products"))
     assert not (tmp_path / "kb").exists()
 
 

@@ -53,6 +53,10 @@ _FIELDS = ("name", "body")
 _BOOSTED = re.compile(r"([^\s^]+)(\^([0-9.]+))?")
 #: Rows a write sends at once.
 _BATCH = 1000
+#: A server's version (``v2.3.5``, ``v2.5.4-…``); milvus-lite answers ``milvus_lite-3.2.2``.
+_SERVER_VERSION = re.compile(r"^v?(\d+)\.(\d+)")
+#: The first Milvus server with a BM25 function (full-text search over an analysed VARCHAR field).
+BM25_SINCE = (2, 5)
 
 
 @dataclass(frozen=True)
@@ -161,12 +165,24 @@ def _replace(milvus, collection: str, schema, index_params) -> None:
     milvus.create_collection(collection, schema=schema, index_params=index_params)
 
 
+def check_bm25(milvus, location: Location) -> None:
+    """A Milvus server older than 2.5 has no BM25 function: say so before anything is written (it would refuse
+    the sparse index with "create index on 104 field is not supported"), and what to do instead."""
+    version = str(milvus.get_server_version())
+    found = _SERVER_VERSION.match(version)
+    if location.uri and found and (int(found[1]), int(found[2])) < BM25_SINCE:
+        raise KqeError(f"the Milvus server at {location.uri} is {version}: BM25 needs Milvus 2.5 or later (its BM25 "
+                       "function); keep the text index in Tantivy (leave out --text) and give this server the "
+                       "vectors only (kb embed --vectors)")
+
+
 def build_text_collection(location: Location, kb_path: Path, documents: Iterable[NodeDocument]) -> int:
     """Write the documents into a fresh collection at ``location`` (replacing one of that name); returns the
     count. Documents are numbered in their order, as :func:`.text_index.build_text_index` numbers them."""
     from pymilvus import DataType, Function, FunctionType
 
     milvus = location.client(kb_path)
+    check_bm25(milvus, location)
     schema = milvus.create_schema(auto_id=False)
     schema.add_field("n", DataType.INT64, is_primary=True)
     schema.add_field("iri", DataType.VARCHAR, max_length=8192)
