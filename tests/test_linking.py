@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures_kb import bio_kb, metaqa_kb, movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.kb.linking import Linker, normalise_name
+from kqe_rdf.kb.linking import Linker, _titled, normalise_name, sub_names
 
 M = "https://w3id.org/kqe/metaqa#"
 
@@ -415,3 +415,15 @@ def test_a_list_item_no_name_matches_whole_is_linked_approximately_within_the_li
     # not a list: the words are read as they are
     mentions, _conditions = reader.mentions("which disease has focal seizures")
     assert [(m.text, m.candidates[0].how) for m in mentions] == [("seizures", "exact")]
+
+
+def test_short_names_are_made_only_of_names_written_as_a_persons():
+    """Every name of a KB goes through sub_names at build time, so most are turned down on their first or last
+    word; accented and non-ASCII words are read as before."""
+    words = ["Bohr", "Curie", "DNA", "of", "Émile", "Zoë", "Łukasz", "W3", "Ab1", "A", "Jean-Paul", "Straße"]
+    assert [_titled(w) for w in words] == [True, True, False, False, True, True, True, False, False, False, False,
+                                           True]
+    assert sorted(sub_names("Niels Henrik David Bohr")) == ["Niels Bohr"]
+    assert sorted(sub_names("Émile Zola Français")) == ["Émile Français"]
+    assert sorted(sub_names("Paris (France) Capital")) == ["Paris Capital"]
+    assert [sub_names(n) for n in ("Product 12 w4", "Maker102", "Category 3 w1 w2", "Jean-Paul Sartre")] == [set()] * 4
