@@ -50,7 +50,7 @@ def main() -> None:
     env = harness.Environment(["pyoxigraph", "tantivy", "rdflib"])
     from pyoxigraph import RdfFormat, Store
 
-    from kqe_rdf.kb.build import build_kb
+    from kqe_rdf.kb.build import LOAD_CHUNK_BYTES, build_kb
     from kqe_rdf.kb.importers.metaqa import MetaQAImporter
 
     source = harness.shared("metaqa")
@@ -196,7 +196,7 @@ def main() -> None:
 {main_table}
 
 Ratios are of triples/s. (a) is the floor for the load stage: `build_kb` does this bulk load
-in a thread, one call per 16 MB chunk of the import as the import writes them (so loading overlaps
+in a thread, one call per {LOAD_CHUNK_BYTES >> 20} MB chunk of the import as the import writes them (so loading overlaps
 the import), plus the ontologies (two small Turtle files) and a flush. (a') loads the same
 {subset_count:,} lines rdflib parses, so **rdflib vs Oxigraph on equal input is
 {ratio(rdflib_rate, sub_bulk_rate)}** (Oxigraph {sub_bulk_rate / rdflib_rate:.1f}× faster);

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from fixtures_kb import bio_kb, metaqa_kb, movie_kb, names, node  # noqa: F401 - fixtures
-from kqe_rdf.kb.linking import Linker, normalise_name
+from kqe_rdf.kb.linking import Linker, _titled, normalise_name, sub_names
 
 M = "https://w3id.org/kqe/metaqa#"
 
@@ -423,3 +423,15 @@ def test_a_sentence_ending_in_an_exclamation_mark_keeps_its_words_out_of_the_nex
     # typed in lower case, a full stop still ends the sentence the negation is in
     mentions = symbols.mentions("seizures. no hypotonia")
     assert [(m.text, m.negated) for m in mentions] == [("seizures", False), ("hypotonia", True)]
+
+
+def test_short_names_are_made_only_of_names_written_as_a_persons():
+    """Every name of a KB goes through sub_names at build time, so most are turned down on their first or last
+    word; accented and non-ASCII words are read as before."""
+    words = ["Bohr", "Curie", "DNA", "of", "Émile", "Zoë", "Łukasz", "W3", "Ab1", "A", "Jean-Paul", "Straße"]
+    assert [_titled(w) for w in words] == [True, True, False, False, True, True, True, False, False, False, False,
+                                           True]
+    assert sorted(sub_names("Niels Henrik David Bohr")) == ["Niels Bohr"]
+    assert sorted(sub_names("Émile Zola Français")) == ["Émile Français"]
+    assert sorted(sub_names("Paris (France) Capital")) == ["Paris Capital"]
+    assert [sub_names(n) for n in ("Product 12 w4", "Maker102", "Category 3 w1 w2", "Jean-Paul Sartre")] == [set()] * 4

@@ -48,11 +48,13 @@ from .text_index import build_text_index
 
 ONTOLOGY_GRAPH = "https://w3id.org/kqe/graph/ontology"
 FORMAT_VERSION = 1
-#: N-Triples characters per call of the store's bulk loader (about 100,000 statements): small enough that
-#: loading keeps pace with the import, large enough that the store is not handed thousands of small files.
-LOAD_CHUNK_BYTES = 16 << 20
-#: Chunks waiting for the store's loader, at most.
-QUEUED_CHUNKS = 4
+#: N-Triples characters per call of the store's bulk loader (about 400,000 statements): small enough that
+#: loading keeps pace with the import, large enough that each call's fixed cost (its sorted files, which
+#: RocksDB ingests and then compacts) stays small: at 1M edges, 16 MB calls took more CPU than one call over
+#: the same triples, 64 MB calls about as much (docs/benchmarks.md, issue 52's build section).
+LOAD_CHUNK_BYTES = 64 << 20
+#: Chunks waiting for the store's loader, at most (memory: at most this many chunks beside the one written).
+QUEUED_CHUNKS = 2
 #: Documents handed at a time, as they are rendered, to Tantivy's thread and the documents file's.
 DOCUMENTS_HANDED = 2000
 

@@ -308,6 +308,9 @@ class GraphTables:
         for node, rel, start, end in zip(nodes[starts].tolist(), rels[starts].tolist(), starts.tolist(),
                                          ends.tolist()):
             more = end - start - cap
+            if end - start == 1 and more <= 0:  # one neighbour (most lines): its name alone
+                lines[node].append(f"{labels[rel]}: {ranked[names[start]]}")
+                continue
             listed = ", ".join(map(name_of, names[start:end if more <= 0 else start + cap]))
             lines[node].append(f"{labels[rel]}: {listed}" + (f" (and {more} more)" if more > 0 else ""))
         return lines
@@ -319,7 +322,9 @@ class GraphTables:
         names = {h: self.labels.get(h) or local_name(iris[h]) for h in self.nodes}
         # Neighbours are listed by name, case-blind, ties broken by the exact name (a set's order changes with
         # the hash seed, and documents must not change between builds: their hashes key the embeddings).
-        ranked = sorted(set(names.values()), key=lambda name: (name.lower(), name))
+        # (By the exact name, then stably by the case-blind one: the order of the key (lower, name), without a
+        # tuple per name.)
+        ranked = sorted(sorted(set(names.values())), key=str.lower)
         rank_of = {name: i for i, name in enumerate(ranked)}
         rank = np.full(len(iris), -1, dtype=np.int64)
         for h, name in names.items():

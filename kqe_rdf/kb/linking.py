@@ -62,6 +62,8 @@ def _add_name(by_name: dict, inverted: dict, name: str, node) -> None:
             inverted[normalise_name(f"{tail} {head}")].add(node)
 
 
+#: A parenthesis in a name ("Paris (France)"), which the short forms of a person's name leave out.
+_PARENTHESIS = re.compile(r"\s*\([^)]*\)")
 
 
 def sub_names(name: str) -> set[str]:
@@ -77,14 +79,15 @@ def sub_names(name: str) -> set[str]:
     >>> sub_names("Intellectual disability, mild"), sub_names("Blade Runner")
     (set(), set())
     """
-    base = re.sub(r"\s*\([^)]*\)", "", name).strip()
+    base = _PARENTHESIS.sub("", name).strip() if "(" in name else name.strip()
     if "," in base:
         base = base.split(",", 1)[0].strip()
     words = base.split()
     while words and words[0].lower().rstrip(".") in HONORIFICS and len(words) > 2:
         words = words[1:]
-    if not 2 <= len(words) <= 6 or not all(_titled(w) or w.lower() in NAME_PARTICLES for w in words) \
-            or not (_titled(words[0]) and _titled(words[-1])):
+    # First and last word first: most names (titles, terms, products) fail there, before every word is read.
+    if not 2 <= len(words) <= 6 or not (_titled(words[0]) and _titled(words[-1])) \
+            or not all(_titled(w) or w.lower() in NAME_PARTICLES for w in words):
         return set()
     out = {" ".join(words)}
     if len(words) >= 3:
@@ -94,6 +97,8 @@ def sub_names(name: str) -> set[str]:
 
 def _titled(word: str) -> bool:
     """A word written as a name's: a capital, then lower case ("Bohr", "O'Neil"; not "DNA" or "of")."""
+    if word.isascii() and word.isalpha():  # most words: the same test by two string methods
+        return len(word) >= 2 and word[0].isupper() and word[1:].islower()
     letters = [c for c in word if c.isalpha()]
     return len(letters) >= 2 and letters[0].isupper() and all(c.islower() for c in letters[1:]) \
         and not any(c.isdigit() for c in word)

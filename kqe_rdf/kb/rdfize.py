@@ -142,6 +142,7 @@ class RecordWriter:
         self._classes: dict[str, str] = {}
         self._relations: dict[str, str] = {}
         self._qualifiers: dict[str, str] = {}
+        self._fields: dict[str, tuple[str, str]] = {}
         #: What every node's first statements say besides its subject, as N-Triples text.
         self._a_node = f" <{RDF_TYPE.value}> <{NODE.value}> .\n"
         self._imported = f" <{IMPORTED_FROM.value}> <{self.dataset.value}> .\n" if self.dataset is not None else ""
@@ -238,6 +239,14 @@ class RecordWriter:
             iri = cache[name] = self._term(lookup, name, where).iri
         return iri
 
+    def _field(self, name: str, where: str) -> tuple[str, str]:
+        """A document field's IRI and how an error names it, looked up once per name (every node has fields)."""
+        found = self._fields.get(name)
+        if found is None:
+            term = self._term(self.schema.field, name, where)
+            found = self._fields[name] = (term.iri, f"field {term.name!r}")
+        return found
+
     def _node(self, node: Node) -> str:
         node_id = node.id.strip()
         where = node.where
@@ -250,8 +259,8 @@ class RecordWriter:
         name = clean_text(node.name)
         fields = ()
         if node.fields:
-            fields = [(self._term(self.schema.field, f, where), clean_text(v)) for f, v in node.fields]
-            fields = [(f.iri, v, nt_literal(v, f"field {f.name!r}", where)) for f, v in fields if v]
+            fields = [(self._field(f, where), clean_text(v)) for f, v in node.fields]
+            fields = [(iri, v, nt_literal(v, what, where)) for (iri, what), v in fields if v]
         if not name and not fields:
             self.report.empty_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} has no name and no text; skipped")
