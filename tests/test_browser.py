@@ -26,6 +26,17 @@ CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/lib/chromium/chromium") 
 ARTIFACTS = Path(__file__).parent / "artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+#: How long one browser step (a click, a selector, a screenshot, a ``wait_until``) may wait, in seconds. Playwright's
+#: 30 s was not enough under load: a full-page screenshot timed out in a fresh clone's `make test` that took 43 min
+#: on the shared machine (8 min idle). It bounds the waiting only; what a step must find is unchanged.
+STEP_SECONDS = 180
+
+
+def new_tab(browser, width: int = 1400, height: int = 900):
+    """A page of ``browser`` whose every step may wait up to :data:`STEP_SECONDS`."""
+    tab = browser.new_page(viewport={"width": width, "height": height})
+    tab.set_default_timeout(STEP_SECONDS * 1000)
+    return tab
 
 
 
@@ -46,7 +57,7 @@ def page(bio_kb):  # noqa: F811
     with serving(create_app(bio_kb, Settings())) as url, playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=ARGS)
         try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 900})
+            tab = new_tab(browser)
             tab.outside = []  # requests to anywhere but this server: aborted, and a test fails on any
             tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url)
                       else (tab.outside.append(route.request.url), route.abort()))
@@ -56,7 +67,7 @@ def page(bio_kb):  # noqa: F811
             browser.close()
 
 
-def wait_until(page, expression: str, timeout: float = 30) -> None:
+def wait_until(page, expression: str, timeout: float = STEP_SECONDS) -> None:
     """``page.wait_for_function(expression)`` without its ``eval``, which the page's Content-Security-Policy
     forbids (issue 49): the expression is polled through the DevTools protocol, as ``page.evaluate`` runs it."""
     deadline = time.monotonic() + timeout
@@ -93,7 +104,7 @@ def test_search_shows_ranked_results_with_their_provenance(page):
 def another_tab(page, link: str):
     """A new tab of the same browser at ``link`` (a shared link), as local-only as the first."""
     server = page.url.split("/")[0] + "//" + page.url.split("/")[2]
-    tab = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
+    tab = new_tab(page.context.browser)
     tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server) else route.abort())
     tab.goto(link)
     return tab
@@ -196,7 +207,7 @@ def test_the_method_list_is_the_server_s_registry(page):
 def local_tab(page, link: str):
     """A new tab at ``link`` whose requests to anywhere but this server are recorded (and aborted)."""
     server = page.url.split("/")[0] + "//" + page.url.split("/")[2]
-    tab = page.context.browser.new_page(viewport={"width": 1400, "height": 900})
+    tab = new_tab(page.context.browser)
     tab.outside = []
     tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server)
               else (tab.outside.append(route.request.url), route.abort()))
@@ -273,7 +284,7 @@ def hostile_page(page, tmp_path_factory):
                                         + "\n", encoding="utf-8")
     build_kb(JsonlImporter([folder / "nodes.jsonl"]), folder / "kb")
     with serving(create_app(KnowledgeBase.open(folder / "kb"), Settings())) as url:
-        tab = page.context.browser.new_page(viewport={"width": 1400, "height": 900})  # the same browser
+        tab = new_tab(page.context.browser)  # the same browser
         try:
             tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url) else route.abort())
             tab.goto(url + "/#q=clickable%20gadget&method=bm25")

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from fixtures_kb import movie_kb  # noqa: F401 - fixture
 from kqe_rdf.cli import cli
-from test_browser import ARGS, ARTIFACTS, browser_or_skip
+from test_browser import ARGS, ARTIFACTS, browser_or_skip, new_tab
 
 ONE_HOP = """\
 who directed [Kismet]\tWilliam Dieterle
@@ -86,7 +86,7 @@ def test_the_report_opens_in_the_browser_with_its_table_chart_and_worst_queries(
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1300, "height": 900})
+            page = new_tab(browser, 1300)
             fetched = []
             page.on("request", lambda request: fetched.append(request.url))
             page.goto(report.as_uri())

@@ -33,7 +33,7 @@ from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import OneWritePerStep, create_app
 from kqe_rdf.service.protocol import Rendered, ResultCache
-from live_servers import serving
+from live_servers import STARTUP_SECONDS, serving
 
 DISEASES = "SELECT ?d ?name WHERE { ?d a bio:Disease ; rdfs:label ?name } ORDER BY ?name"
 
@@ -69,6 +69,16 @@ def busy_worker(app, timeout: float = 30) -> int:
     raise AssertionError("no worker took the job")
 
 
+def wait_for(condition, what: str, seconds: float = STARTUP_SECONDS) -> None:
+    """Wait until ``condition()`` holds: what the server does in the background (start a worker, see one die)
+    takes longer under load than idle, and a fixed sleep guessed how long."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        time.sleep(0.02)
+
+
 def in_background(fn):
     """Run ``fn()`` on a thread; ``.result()`` joins it."""
     pool = ThreadPoolExecutor(1)
@@ -98,7 +108,9 @@ def test_a_query_past_its_deadline_is_killed_within_a_second_and_the_next_one_is
         while alive(pid) and time.monotonic() < answered + 1.0:
             time.sleep(0.02)
         assert not alive(pid), "the worker still runs the abandoned query"
-        # The one worker was replaced: the next query is answered in full.
+        # The one worker was replaced: the next query is answered in full. (It waits for the new worker to be
+        # ready first: starting one took longer than this server's 1 s deadline when other suites loaded the CPU.)
+        wait_for(lambda: len(app.state.workers.pids(busy=False)) == 1, "a new worker in place of the killed one")
         after = ask(url, DISEASES)
         assert after.status_code == 200 and len(after.json()["results"]["bindings"]) == 3
         assert app.state.workers.killed == 1
@@ -169,7 +181,7 @@ def test_a_worker_killed_while_idle_is_replaced_before_a_request_meets_it(bio_kb
         idle = pool.pids(busy=False)
         for pid in idle:
             os.kill(pid, signal.SIGKILL)
-        time.sleep(0.5)  # the server sees the sockets close
+        wait_for(lambda: pool.killed == 2, "the server sees both sockets close")
         answers = [ask(url, DISEASES) for _ in range(4)]
         assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
         assert pool.killed == 2 and not set(idle) & set(pool.pids())

@@ -23,7 +23,7 @@ from fixtures_kb import bio_kb  # noqa: F401 - fixture
 from kqe_rdf.core.config import Settings
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import create_app
-from live_servers import free_port, serving, sparql_process
+from live_servers import STARTUP_SECONDS, free_port, serving, sparql_process
 from w3c_sparql import GROUPS, SUITE, Endpoint, ServiceEndpoints, run_suite
 
 pytestmark = pytest.mark.skipif(not (SUITE / "manifest-sparql11-query.ttl").is_file(),
@@ -68,7 +68,7 @@ def theirs(tmp_path_factory, services):
     port = free_port()
     binary = Path(sys.executable).with_name("oxigraph")
     command = [binary, "serve", "--location", str(folder / "store"), "--bind", f"127.0.0.1:{port}"]
-    with sparql_process(command, f"http://127.0.0.1:{port}/query", "oxigraph serve", 30) as url:
+    with sparql_process(command, f"http://127.0.0.1:{port}/query", "oxigraph serve", STARTUP_SECONDS) as url:
         yield run_suite(Endpoint(url, url.replace("/query", "/update")), services=services)
 
 
