@@ -180,7 +180,8 @@ def kar(args) -> None:
     with open(args.out, "w") as out:
         for q in qs:
             exp = stage.expander.expand(q.text)
-            share, words, reached = reach(exp)
+            constants, conditions = stage.expander.reader.mentions(q.text)  # as KAR.weigh reads them
+            share, words, reached = reach(exp, [m.text for m in constants + conditions])
             ranked = {}
             for w in sorted({0.0, 1.0} | {round(min(1.0, share / full), 4) for full in fulls}):
                 exp.weight = w

@@ -197,18 +197,19 @@ class Neighbourhood:
         return edges
 
 
-def reach(exp: Expansion) -> tuple[float, list[str], list[str]]:
+def reach(exp: Expansion, names: Iterable[str] = ()) -> tuple[float, list[str], list[str]]:
     """The share of the request's words (stop words aside) that the expansion's evidence reaches, the words and
     those reached: a word is reached when it is in the text of an entity linked from the request (not the
-    request's own best hit) or names a relation of a kept neighbour ("act" reaches "starred actors": the same
-    first four letters, or one word the start of the other).
+    request's own best hit) or of ``names`` (the KG's names the request mentions), or names a relation of a kept
+    neighbour ("act" reaches "starred actors": the same first four letters, or one word the start of the other).
 
     >>> exp = Expansion("what does Stephen Rea act in", "kar-offline", entities=[{"text": "Stephen Rea"}],
     ...                 neighbours=[{"relation": "starred actors"}])
     >>> reach(exp)
     (0.75, ['does', 'stephen', 'rea', 'act'], ['stephen', 'rea', 'act'])
     """
-    named = {w for e in exp.entities if e.get("found_by") != "query" for w in _REACH_WORD.findall(e["text"].lower())}
+    texts = [e["text"] for e in exp.entities if e.get("found_by") != "query"] + list(names)
+    named = {w for text in texts for w in _REACH_WORD.findall(text.lower())}
     # Every word of a name counts, one letter or a number too ("M", "1900"); elsewhere stop words do not.
     words = list(dict.fromkeys(w for w in _REACH_WORD.findall(exp.query.lower()) if w in named or w not in STOPWORDS))
     relations = {w for n in exp.neighbours for w in terms(n.get("relation", ""))}
@@ -277,7 +278,8 @@ class KAR(Expander):
         return self.llm is None and self.settings.kar_weight_full > 0
 
     def weigh(self, exp: Expansion) -> None:
-        """Weight the expansion by the share of the request's words that its evidence reaches (:func:`reach`).
+        """Weight the expansion by the share of the request's words that its evidence reaches (:func:`reach`):
+        the KG's names the request mentions and the relations read from them.
 
         The KG adds to a request that names an entity and asks for its relation ("what does Stephen Rea act in":
         the linked name and the relation read cover the request): its passage holds the answer, and BM25 on the
@@ -285,7 +287,10 @@ class KAR(Expander):
         one name or none of the KG's touches: there the passage mostly reorders what BM25 already ranks. The
         share over ``kar_weight_full``, at most 1, is the weight; at 0 the request is searched as it is.
         """
-        share, words, reached = reach(exp)
+        # The grounded reading cites the constants of the path it chose; the request may name more of the KG
+        # (a phenotype list names every term, the reading may follow one): every mention counts.
+        constants, conditions = self.reader.mentions(exp.query)
+        share, words, reached = reach(exp, [m.text for m in constants + conditions])
         full = self.settings.kar_weight_full
         exp.weight = round(min(1.0, share / full), 4)
         if exp.weight == 0:
