@@ -213,6 +213,29 @@ def kar(args) -> None:
         print(f"| {name} | {100 * statistics.fmean(scores):.2f} | {won} / {lost} |")
 
 
+def names_reach(args) -> None:
+    """The share of each request's words that the KG's names it mentions reach (``kar.reach`` with no entity
+    linked and no relation read: the part of kar-offline's reach that needs no reading), as quantiles: cheap,
+    for any query set, to see which requests the KG has words for."""
+    from kqe_rdf.core.config import Settings
+    from kqe_rdf.evaluation import querysets
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+    from kqe_rdf.methods.expansion.base import Expansion
+    from kqe_rdf.methods.expansion.kar import KAR, reach
+
+    settings = Settings()
+    kb = KnowledgeBase.open(Path(args.kb), settings)
+    qs = querysets.load(args.queryset, *map(Path, args.paths))
+    reader = KAR(kb, settings).reader
+    shares = []
+    for q in qs:
+        constants, conditions = reader.mentions(q.text)
+        shares.append(reach(Expansion(q.text, "kar-offline"), [m.text for m in constants + conditions])[0])
+    cuts = statistics.quantiles(shares, n=10, method="inclusive")
+    print(f"{len(shares)} requests; reach deciles " + ", ".join(f"{c:.2f}" for c in cuts)
+          + f"; below 0.25: {sum(s < 0.25 for s in shares)}; 0: {sum(s == 0 for s in shares)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -237,8 +260,12 @@ def main() -> None:
     k.add_argument("--wording")
     k.add_argument("--sample", type=int)
     k.add_argument("--seed", type=int, default=0)
+    n = sub.add_parser("reach", help="how much of each request the KG's names it mentions reach (deciles)")
+    n.add_argument("queryset")
+    n.add_argument("paths", nargs="+")
+    n.add_argument("--kb", required=True)
     args = parser.parse_args()
-    {"collect": collect, "rules": rules, "kar": kar}[args.command](args)
+    {"collect": collect, "rules": rules, "kar": kar, "reach": names_reach}[args.command](args)
 
 
 if __name__ == "__main__":
