@@ -418,14 +418,18 @@ def test_an_evaluation_keeps_each_querys_weight_in_its_per_query_record(passages
     assert weights == {"1": 0.0, "2": 0.6667}
 
 
-def test_cli_expand_shows_the_weight_and_its_evidence(passages_kb):
-    shown = CliRunner().invoke(cli, ["expand", "aspirin platelets", "--kb", str(passages_kb.path), "-m",
-                                     "lkqe-offline", "--show-context"])
+def shown_expansion(kb, request: str, method: str) -> tuple[str, str]:
+    """``kqe-rdf expand REQUEST -m METHOD --show-context``: its output, and the same with the lines joined."""
+    shown = CliRunner().invoke(cli, ["expand", request, "--kb", str(kb.path), "-m", method, "--show-context"])
     assert shown.exit_code == 0, shown.output
-    text = " ".join(shown.output.split())
+    return shown.output, " ".join(shown.output.split())
+
+
+def test_cli_expand_shows_the_weight_and_its_evidence(passages_kb):
+    output, text = shown_expansion(passages_kb, "aspirin platelets", "lkqe-offline")
     assert "weight 0: at full weight the expansion's first 2 hits are the query's own" in text
     assert "key sentences 4, best cosine" in text  # p1 has three, p4 one
-    assert shown.output.startswith("aspirin platelets\n")  # in a pipe: the query searched, as it is
+    assert output.startswith("aspirin platelets\n")  # in a pipe: the query searched, as it is
 
 
 def test_lkqe_offline_searches_with_bm25(passages_kb):
@@ -503,3 +507,48 @@ def test_the_expansion_vectors_are_unit_length(movie_kb):
     scorer._encode([node(movie_kb, "Kismet")])
     [vector] = scorer._vectors.values()
     assert np.linalg.norm(vector) == pytest.approx(1.0, abs=1e-5)
+
+
+# ---------------------------------------------------------------- kar-offline's weight: what its KG evidence reaches
+
+
+def test_kar_offline_counts_fully_when_the_linked_entity_and_its_relation_are_the_request(movie_kb):
+    """"who directed Kismet": Kismet is linked by name and "directed" names the relation read from it; every word
+    of the request is reached, so the KG's passage counts fully (MetaQA-like)."""
+    exp = expand(movie_kb, OFFLINE, "who directed Kismet", "kar-offline")
+    assert exp.weight == 1 and exp.evidence["reached"] == "directed kismet"
+    assert "2 of the request's 2 words are linked entities' names or the relations read from them" in \
+        exp.evidence["reason"]
+
+
+def test_a_kar_offline_request_its_evidence_does_not_reach_is_weighted_to_zero_and_returns_bm25s_ranking(movie_kb):
+    """A request that names no entity and no relation of the KB (long, in its own words, SciFact-like) still gets
+    a passage, from the neighbours of its own best hit; none of its words is reached, so the weight is 0 and the
+    final retriever searches the request alone: with BM25 as the final retriever, BM25's ranking exactly."""
+    request = "a slow quiet tale of sorrow and hope somewhere in Madison beside the grey northern sea"
+    settings = Settings(kar_final="bm25")
+    exp = expand(movie_kb, settings, request, "kar-offline")
+    assert exp.expansions and exp.weight == 0 and exp.expanded == request  # listed, weighed out
+    assert exp.evidence["reached"] == "" and "searched as it is" in exp.evidence["reason"]
+
+    kar = pipeline("kar-offline", movie_kb, settings, 5).search(request)
+    bm25 = pipeline("bm25", movie_kb, settings, 5).search(request)
+    assert kar and [(h.iri, h.score, h.rank) for h in kar] == [(h.iri, h.score, h.rank) for h in bm25]
+    unweighed = pipeline("kar-offline", movie_kb, Settings(kar_final="bm25", kar_weight_full=0), 5).search(request)
+    assert [(h.iri, h.score) for h in unweighed] != [(h.iri, h.score) for h in bm25]  # weight 1 (weighing off)
+
+
+def test_a_request_partly_reached_counts_by_that_share_up_to_kar_weight_full(movie_kb):
+    """Six words (stop words aside), one reached (Kismet): a sixth over ``kar_weight_full`` 0.25 is 0.67; with full
+    weight from 0.15 on, 1."""
+    request = "tell me something about Kismet please"
+    exp = expand(movie_kb, Settings(kar_weight_full=0.25), request, "kar-offline")
+    assert exp.evidence["reached"] == "kismet" and exp.weight == 0.6667
+    assert exp.bag["Kismet"] == 1 and exp.bag["tags"] == 0.6667  # the words only the passage has count by it
+    assert expand(movie_kb, Settings(kar_weight_full=0.15), request, "kar-offline").weight == 1
+
+
+def test_cli_expand_shows_kar_offlines_weight_and_what_it_reached(movie_kb):
+    _output, text = shown_expansion(movie_kb, "who directed Kismet", "kar-offline")
+    assert "weight 1: 2 of the request's 2 words are linked entities' names or the relations read from them" in text
+    assert "reached directed kismet" in text

@@ -119,12 +119,18 @@ class Expander:
                 self.build(exp)
             exp.llm_usage = budget.usage.as_dict()
         exp.finish(self.repeat, self.counted)
-        if self.judge is not None and exp.expansions and self.settings.expansion_weight_full > 0:
+        if exp.expansions and self.weighs:
             self.weigh(exp)
         return exp
 
-    #: The retriever whose first page an expansion is weighed against (:meth:`weigh`); None: always weight 1 (KAR:
-    #: its passage is the structural reading's answer, and weighed so it lost 7 points of Hit@1 on MetaQA 1-hop).
+    @property
+    def weighs(self) -> bool:
+        """Whether expansions are weighed (:meth:`weigh`): offline LKQE's by the hits they add, unless turned off."""
+        return self.judge is not None and self.settings.expansion_weight_full > 0
+
+    #: The retriever whose first page an expansion is weighed against (:meth:`weigh`); None: always weight 1 (KAR
+    #: weighs its own way: its passage is the structural reading's answer, and weighed by this rule it lost 7
+    #: points of Hit@1 on MetaQA 1-hop).
     judge: Stage | None = None
 
     def weigh(self, exp: Expansion) -> None:

@@ -47,7 +47,7 @@ from ...kb import queries
 from ...core.errors import KqeError
 from ...kb.linking import NEGATION, Candidate, Linker, singular
 from ...kb.ontology import negates
-from ...kb.words import terms
+from ...kb.words import STOPWORDS, terms
 from ..answering.grounded import Grounded, GroundedReading
 from ..reading import OfflineTriplets
 from ..retrieval import Batch, Query, ranking, reciprocal_rank
@@ -197,6 +197,35 @@ class Neighbourhood:
         return edges
 
 
+def reach(exp: Expansion, names: Iterable[str] = ()) -> tuple[float, list[str], list[str]]:
+    """The share of the request's words (stop words aside) that the expansion's evidence reaches, the words and
+    those reached: a word is reached when it is in the text of an entity linked from the request (not the
+    request's own best hit) or of ``names`` (the KG's names the request mentions), or names a relation of a kept
+    neighbour ("act" reaches "starred actors": the same first four letters, or one word the start of the other).
+
+    >>> exp = Expansion("what does Stephen Rea act in", "kar-offline", entities=[{"text": "Stephen Rea"}],
+    ...                 neighbours=[{"relation": "starred actors"}])
+    >>> reach(exp)
+    (0.75, ['does', 'stephen', 'rea', 'act'], ['stephen', 'rea', 'act'])
+    """
+    texts = [e["text"] for e in exp.entities if e.get("found_by") != "query"] + list(names)
+    named = {w for text in texts for w in _REACH_WORD.findall(text.lower())}
+    # Every word of a name counts, one letter or a number too ("M", "1900"); elsewhere stop words do not.
+    words = list(dict.fromkeys(w for w in _REACH_WORD.findall(exp.query.lower()) if w in named or w not in STOPWORDS))
+    relations = {w for n in exp.neighbours for w in terms(n.get("relation", ""))}
+    reached = [w for w in words if w in named or any(_stem_match(w, r) for r in relations)]
+    return (len(reached) / len(words) if words else 0.0), words, reached
+
+
+_REACH_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def _stem_match(a: str, b: str) -> bool:
+    if len(a) >= 4 and len(b) >= 4:
+        return a[:4] == b[:4]
+    return a.startswith(b) or b.startswith(a)
+
+
 def grouped(facts: Sequence, label) -> str:
     """Facts as sentences, one per head and relation, the tails listed once each: a passage of the expansion.
 
@@ -242,6 +271,36 @@ class KAR(Expander):
         self.reading = None if llm is not None or not settings.kar_grounded else \
             GroundedReading(kb, self.linker, self.reader, depth, max_answers=depth)
         self._read: tuple[str, Grounded | None] | None = None
+
+    @property
+    def weighs(self) -> bool:
+        """Offline, the expansion is weighed by how much of the request its KG evidence reaches (:meth:`weigh`)."""
+        return self.llm is None and self.settings.kar_weight_full > 0
+
+    def weigh(self, exp: Expansion) -> None:
+        """Weight the expansion by the share of the request's words that its evidence reaches (:func:`reach`):
+        the KG's names the request mentions and the relations read from them.
+
+        The KG adds to a request that names an entity and asks for its relation ("what does Stephen Rea act in":
+        the linked name and the relation read cover the request): its passage holds the answer, and BM25 on the
+        request alone does not find it. It adds little to a long request in exact words (a SciFact claim) that
+        one name or none of the KG's touches: there the passage mostly reorders what BM25 already ranks. The
+        share over ``kar_weight_full``, at most 1, is the weight; at 0 the request is searched as it is.
+        """
+        # The grounded reading cites the constants of the path it chose; the request may name more of the KG
+        # (a phenotype list names every term, the reading may follow one): every mention counts.
+        constants, conditions = self.reader.mentions(exp.query)
+        share, words, reached = reach(exp, [m.text for m in constants + conditions])
+        full = self.settings.kar_weight_full
+        exp.weight = round(min(1.0, share / full), 4)
+        if exp.weight == 0:
+            reason = ("no word of the request is a linked entity's name or a relation read from it: the KG adds "
+                      "nothing the request says, so it is searched as it is")
+        else:
+            reason = (f"{len(reached)} of the request's {len(words)} words are linked entities' names or the "
+                      f"relations read from them (full weight from {full:.0%})")
+        exp.evidence = {"reason": reason, "reached": " ".join(reached), **exp.evidence}
+        exp.finish(self.repeat, self.counted)
 
     # 1. Entity parsing.
 
