@@ -454,30 +454,29 @@ class Linker:
             if not words or len(words) > PHRASE_WORDS or all(w in named for w in words):
                 continue
             hits = self.kb.text_index.search_names(" ".join(words), 1, [cls])
-            if not hits:
-                if not inside and len(words) > 1 and (meant := self.meant(text, cls, None)):
-                    out.append(Mention(text, start, end, (meant,), _negated(query, start)))
-                continue
-            iri = hits[0][0]
-            name = self._name(iri)
-            own = [n for n in re.findall(r"[a-z]+", name.lower()) if n not in STOPWORDS and len(n) > 2]
-            held = [w for w in words if any(_same_word(w, n) for n in own)]
-            extra = [n for n in own if not any(_same_word(w, n) for w in words)]
-            # One word apart at most: one of the item's missing from the name or one more in it ("calf
-            # pseudohypertrophy" → Calf muscle pseudohypertrophy), and two words in common at least.
-            if len(held) < 2 or len(words) - len(held) + len(extra) > 1 or len(held) <= len(named & set(words)):
-                if not inside and len(words) > 1 and (meant := self.meant(text, cls, iri)):
-                    out.append(Mention(text, start, end, (meant,), _negated(query, start)))
-                continue
-            out = [m for m in out if m not in inside]
-            out.append(Mention(text, start, end,
-                               (Candidate(iri, name, round(0.8 * len(held) / len(words), 3), "approximate"),),
-                               _negated(query, start)))
+            first = hits[0][0] if hits else None
+            if first is not None and (near := self._near_in_words(words, named, first)) is not None:
+                out = [m for m in out if m not in inside]
+                out.append(Mention(text, start, end, (near,), _negated(query, start)))
+            elif not inside and len(words) > 1 and (meant := self.meant(text, cls, first)):
+                out.append(Mention(text, start, end, (meant,), _negated(query, start)))
         if len(self.made) > 10_000:  # (a long-running server: the links of recent requests only)
             self.made.clear()
         self.made.update((normalise_name(m.text), m.candidates) for m in out
                          if m.candidates and m.candidates[0].how in ("approximate", "meaning"))
         return sorted(out, key=lambda m: m.start)
+
+    def _near_in_words(self, words: list[str], named: set[str], iri: str) -> Candidate | None:
+        """``iri``, marked ``approximate``, where its name is one word apart from an item's ``words`` at most (one of
+        the item's missing from the name or one more in it: "calf pseudohypertrophy" → Calf muscle
+        pseudohypertrophy), holds two of them at least and more than the names ``named`` inside the item."""
+        name = self._name(iri)
+        own = [n for n in re.findall(r"[a-z]+", name.lower()) if n not in STOPWORDS and len(n) > 2]
+        held = [w for w in words if any(_same_word(w, n) for n in own)]
+        extra = [n for n in own if not any(_same_word(w, n) for w in words)]
+        if len(held) < 2 or len(words) - len(held) + len(extra) > 1 or len(held) <= len(named & set(words)):
+            return None
+        return Candidate(iri, name, round(0.8 * len(held) / len(words), 3), "approximate")
 
     def meant(self, text: str, cls: str, first: str | None) -> Candidate | None:
         """The node of ``cls`` whose name the encoder places nearest a phrase no name matches ("tall man" → Tall
