@@ -100,7 +100,7 @@ def rules(args) -> None:
     kb = KnowledgeBase.open(Path(args.kb), settings)
     records = [json.loads(line) for path in args.cache for line in open(path)]
     records = list({rec["qid"]: rec for rec in records}.values())  # files that overlap count a query once
-    ratio, repeat = settings.lkqe_max_ratio, settings.lkqe_query_repeat
+    ratio, repeat = settings.lkqe.max_ratio, settings.lkqe.query_repeat
 
     def searched(rec: dict, weight: float, depth: int = 100, cut: bool = False) -> list[str]:
         """lkqe-offline's final BM25 at this weight (as ``Expansion.finish`` builds its bag); ``cut``: the key

@@ -118,13 +118,13 @@ def main() -> None:
     if args.doc:
         body = f"""{env.markdown(harness.command_line())}
 - KB: `data/kb/bio`, {found['embedded']:,} of its {found['documents']:,} node documents with stored embeddings
-  (neighbours without one are encoded on the fly, at most `kar_encode` = {s.kar_encode} per query,
-  {s.kar_encode_tokens} tokens each).
+  (neighbours without one are encoded on the fly, at most `kar_encode` = {s.kar.encode} per query,
+  {s.kar.encode_tokens} tokens each).
 - Queries: the first {found['queries']} phenopacket case templates; median {found['nodes']:.0f} resolved
   nodes per query (phenotype mentions plus the query's own top disease), median {found['edges'][0]:,.0f}
-  edges fetched per query (max {found['edges'][1]:,}; `kar_fanout` = {s.kar_fanout} per node and relation),
+  edges fetched per query (max {found['edges'][1]:,}; `kar_fanout` = {s.kar.fanout} per node and relation),
   median {found['encoded']:.0f} documents encoded per cold call.
-- Settings: `kar_hops` = {s.kar_hops}, `kar_neighbours` = {s.kar_neighbours}. Runs: {args.repeats} rounds,
+- Settings: `kar_hops` = {s.kar.hops}, `kar_neighbours` = {s.kar.neighbours}. Runs: {args.repeats} rounds,
   each timing every row over all queries in turn; per-query medians, then p50/p95 over the queries. The
   baseline is one `dense` search (k = 10, `--type Disease`) of the same query in the same process.
 

@@ -172,9 +172,9 @@ def measure(args, kb_path: Path) -> dict:
         "importer": kb.manifest["importer"], "documents": kb.manifest["counts"]["documents"],
         "embedded": len(kb.dense), "model_id": kb.dense.model_id, "described": described,
         "queries": len(texts), "words": statistics.median(len(t.split()) for t in texts),
-        "caches": [n for n, _ in caches], "hybrid_depth": settings.hybrid_depth, "prf_docs": settings.prf_docs,
+        "caches": [n for n, _ in caches], "hybrid_depth": settings.hybrid.depth, "prf_docs": settings.prf.docs,
         "hybrid_weight": fusion_weight(kb, settings).source,
-        "prf_terms": settings.prf_terms,
+        "prf_terms": settings.prf.terms,
     }
 
 

@@ -151,7 +151,7 @@ def child(mode: str, size: str, target: str, extra: str = "") -> None:
         started = time.perf_counter()
         ann = write_dense_index(kb.path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
                                 kb.encoder.model_id, [d.types for d in documents], None,
-                                Settings().dense_ann_threshold)
+                                Settings().dense.threshold)
         print(json.dumps({"seconds": time.perf_counter() - started, "vectors": len(documents),
                           "ann": bool(ann)}))
     elif mode == "queries":
@@ -192,12 +192,12 @@ def milvus_latency(target: str, scratch: Path) -> dict:
     documents = build_text_collection(text_at, kb.path, kb.documents())
     loaded = {"documents": documents, "text s": time.perf_counter() - t0}
     t0 = time.perf_counter()
-    held = write_vectors(vectors_at, kb.path, np.asarray(kb.dense.vectors), kb.dense.types, settings.dense_ann_threshold,
+    held = write_vectors(vectors_at, kb.path, np.asarray(kb.dense.vectors), kb.dense.types, settings.dense.threshold,
                          ann.CONNECTIVITY, ann.EXPANSION_ADD)
     loaded.update({"vectors": held["count"], "index": held["index"], "vectors s": time.perf_counter() - t0})
     kb.__dict__["text_index"] = MilvusTextIndex(text_at, kb.path)
     kb.__dict__["dense"] = MilvusDenseIndex(kb.path / "embeddings", vectors_at, kb.path,
-                                            ef_search=settings.dense_ann_ef_search)
+                                            ef_search=settings.dense.ef_search)
     out["milvus"] = {m: timed(m) for m in ("bm25", "dense")}
     for method in ("bm25", "dense"):  # how far Milvus's top 10 is from the in-process one, request by request
         pairs = zip(out["in-process"][method].pop("top10"), out["milvus"][method].pop("top10"))

@@ -344,7 +344,7 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
 
     mode = None if strict is None else ("strict" if strict else "soft")
     kb, settings = _open_kb(kb_path, fourstep_mode=mode)
-    if method == "4step" and not (settings.llm_base_url or settings.llm_model):
+    if method == "4step" and not (settings.llm.base_url or settings.llm.model):
         click.echo("note: no LLM is configured (llm_base_url, llm_model): 4step ran the offline reader, as "
                    "-m 4step-offline does", err=True)
     stage = pipeline(method, kb, settings, k, list(types) or None)
@@ -762,7 +762,7 @@ def ask(question, kb_path, sources, offline, shown, as_json):
     from .methods.answering import answer
 
     kb, settings = _open_kb(kb_path, qa_sources=sources)
-    result = answer(kb, settings, question, settings.qa_sources, offline=offline)
+    result = answer(kb, settings, question, settings.qa.sources, offline=offline)
     if as_json:
         click.echo(json.dumps(result.as_dict(), indent=2))
         return
@@ -889,8 +889,8 @@ def serve(kb_path, host, port, query_timeout, result_cap, update_token, service_
     kb, settings = _open_kb(kb_path, server_host=host, server_port=port, server_query_timeout=query_timeout,
                             server_result_cap=result_cap, server_update_token=update_token,
                             server_service_allow=service_allow, server_cors_origins=cors_origins)
-    _console().print(f"serving {kb.path} on http://{settings.server_host}:{settings.server_port}/ "
-                     f"(SPARQL at /sparql; updates {'on' if settings.server_update_token else 'off'})")
+    _console().print(f"serving {kb.path} on http://{settings.server.host}:{settings.server.port}/ "
+                     f"(SPARQL at /sparql; updates {'on' if settings.server.update_token else 'off'})")
     run_server(kb, settings)
 
 

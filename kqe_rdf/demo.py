@@ -206,7 +206,7 @@ class Demo:
         text, types = HYBRID
         self.heading(4, "Hybrid search: BM25 + dense vectors, fused by reciprocal rank")
         self.console.print(f"request: {text}", highlight=False)
-        depth = self.settings.hybrid_depth
+        depth = self.settings.hybrid.depth
         bm25 = BM25(kb, depth, types)
         if kb.has_embeddings:
             dense: Stage = pipeline("dense", kb, self.settings, depth, types)
@@ -219,7 +219,7 @@ class Demo:
                                f"candidates of this request, embedded in the background in {seconds:.0f} s",
                                highlight=False)
             dense = CandidateDense(kb, candidates, vectors, depth)
-        fused = RRFusion([bm25, dense], self.settings.rrf_k, depth) % 10
+        fused = RRFusion([bm25, dense], self.settings.hybrid.rrf_k, depth) % 10
         hits = fused.search(text, names=False)
         ranks = {name: {h.iri: f"#{h.rank}" for h in stage.search(text, names=False)} for name, stage in
                  (("bm25 rank", bm25), ("dense rank", dense))}

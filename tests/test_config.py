@@ -27,14 +27,14 @@ def toml(text: str, name: str = "kqe-rdf.toml") -> Path:
 def test_defaults():
     settings = Settings.load(env={})
     assert settings == Settings()
-    assert (settings.k, settings.embedding_model, settings.on_unknown_edge) == (10, "minilm-int8", "skip")
+    assert (settings.k, settings.embedding.model, settings.on_unknown_edge) == (10, "minilm-int8", "skip")
 
 
 def test_environment_variables_are_typed():
     settings = Settings.load(env={"KQE_K": "20", "KQE_PRF_ORIGINAL_WEIGHT": "0.3", "KQE_KB": "/data/kb/amazon",
                                   "KQE_ON_UNKNOWN_EDGE": "fail", "KQE_UNRELATED": "ignored"})
     assert settings.k == 20
-    assert settings.prf_original_weight == 0.3
+    assert settings.prf.original_weight == 0.3
     assert settings.kb == Path("/data/kb/amazon")
     assert settings.on_unknown_edge == "fail"
 
@@ -42,22 +42,22 @@ def test_environment_variables_are_typed():
 def test_a_toml_file_in_the_working_directory_is_read():
     toml('[kqe-rdf]\nk = 5\nhybrid_depth = 50\nkb = "data/kb/metaqa"\n')
     settings = Settings.load(env={})
-    assert (settings.k, settings.hybrid_depth, settings.kb) == (5, 50, Path("data/kb/metaqa"))
+    assert (settings.k, settings.hybrid.depth, settings.kb) == (5, 50, Path("data/kb/metaqa"))
 
 
 def test_a_toml_file_may_hold_settings_at_the_top_level():
-    assert Settings.load(file=toml("rrf_k = 30\n", "flat.toml"), env={}).rrf_k == 30
+    assert Settings.load(file=toml("rrf_k = 30\n", "flat.toml"), env={}).hybrid.rrf_k == 30
 
 
 def test_kqe_config_names_the_file():
     path = toml("[kqe-rdf]\nprf_docs = 3\n", "elsewhere.toml")
-    assert Settings.load(env={"KQE_CONFIG": str(path)}).prf_docs == 3
+    assert Settings.load(env={"KQE_CONFIG": str(path)}).prf.docs == 3
 
 
 def test_environment_beats_file_and_options_beat_both():
     toml("[kqe-rdf]\nk = 5\nprf_terms = 7\nrrf_k = 30\n")
     settings = Settings.load(env={"KQE_K": "15", "KQE_PRF_TERMS": "8"}, k=25, rrf_k=None)
-    assert (settings.k, settings.prf_terms, settings.rrf_k) == (25, 8, 30)  # None means "not given"
+    assert (settings.k, settings.prf.terms, settings.hybrid.rrf_k) == (25, 8, 30)  # None means "not given"
 
 
 @pytest.mark.parametrize("env, message", [
@@ -116,7 +116,8 @@ def test_settings_built_in_code_are_checked_too():
 def test_a_setting_lives_in_its_group_and_keeps_its_flat_name():
     settings = Settings.load(env={"KQE_KAR_HOPS": "2", "KQE_RRF_K": "30"}, server_port=9000)
     assert (settings.kar.hops, settings.hybrid.rrf_k, settings.server.port) == (2, 30, 9000)
-    assert (settings.kar_hops, settings.rrf_k, settings.server_port) == (2, 30, 9000)  # flat names read the same
+    with pytest.raises(AttributeError):  # code reads by group; the flat name is for users' files and variables
+        settings.kar_hops
     assert settings == Settings(kar=KARSettings(hops=2), rrf_k=30, server_port=9000)
     assert dataclasses.replace(settings, kar_passages=3).kar == KARSettings(hops=2, passages=3)
 
@@ -147,6 +148,33 @@ def test_a_limit_declared_with_a_setting_is_enforced_from_env_and_toml(env, text
 
 def test_every_setting_has_a_kqe_variable_and_reads_back_its_default():
     defaults = Settings()
-    env = {f"KQE_{name.upper()}": str(getattr(defaults, name)) for name in FLAT}
+    env = {f"KQE_{name.upper()}": str(getattr(getattr(defaults, group) if group else defaults, attr))
+           for name, (group, attr) in FLAT.items()}
     assert Settings.load(env=env) == defaults
     assert len(DECLARED) == len(FLAT) > 100
+
+
+def test_code_reads_settings_by_group():
+    """`settings.kar.hops`, not `settings.kar_hops`: a flat name is what users write in TOML, KQE_* and options, and
+    `grep hops` finds the declaration. (Settings has no flat attributes, so such a read fails only when it runs.)"""
+    import ast
+
+    renamed = {name for name, (group, attr) in FLAT.items() if group and name != attr}
+    reads = []
+    for path in sorted([*Path("kqe_rdf").rglob("*.py"), *Path("bench").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in renamed:
+                reads.append(f"{path}:{node.lineno} .{node.attr}")
+    assert not reads, reads
+
+
+def test_every_number_declares_its_limits():
+    """A bad value fails when settings are made, before a server starts or a build runs; no hand checks elsewhere."""
+    unbounded = [name for name, f in DECLARED.items()
+                 if isinstance(f.default, (int, float)) and not isinstance(f.default, bool)
+                 and not {"min", "max", "above", "choices", "check"} & set(f.metadata)]
+    assert unbounded == []
+    with pytest.raises(KqeError, match="server_port must be between 1 and 65535"):
+        Settings(server_port=70000)
+    with pytest.raises(KqeError, match="server_trusted_proxies must be IP addresses or networks"):
+        Settings.load(env={"KQE_SERVER_TRUSTED_PROXIES": "proxy.example"})

@@ -73,7 +73,7 @@ def test_the_default_encoder_is_the_verified_packaged_one():
     model, tokenizer = _packaged_files()
     assert tokenizer.parent.name == "all-MiniLM-L6-v2" and "kqe_rdf" in tokenizer.parts
     assert (tokenizer.parent / "LICENSE").read_text().lstrip().startswith("Apache License")
-    assert Settings().embedding_model == PACKAGED_MODEL == "minilm-int8"
+    assert Settings().embedding.model == PACKAGED_MODEL == "minilm-int8"
     assert file_sha256(model) == DEFAULT["model_sha256"] != MATMUL["model_sha256"]
     encoder = OnnxEncoder.packaged()
     assert encoder.fingerprint["tokenizer_sha256"] == DEFAULT["tokenizer_sha256"] and encoder.dimension == 384
@@ -135,7 +135,7 @@ def test_a_kb_keeps_the_packaged_encoder_of_its_vectors_until_it_is_embedded_aga
     export, matmul = Settings(embedding_model="minilm-int8"), Settings(embedding_model=REQUANTIZED_MODEL)
     build_kb(JsonlImporter([tmp_path / "kb.jsonl"]), tmp_path / "kb", export)
     kb = KnowledgeBase.open(tmp_path / "kb", matmul)  # the other packaged encoder configured
-    assert kb.encoder_settings.embedding_model == "minilm-int8"  # relation phrases were made by the export ...
+    assert kb.encoder_settings.embedding.model == "minilm-int8"  # relation phrases were made by the export ...
     assert kb.encoder.model_id == "all-MiniLM-L6-v2-onnx-int8@256" and stored_phrase_vectors(kb)  # ... and are read
     embed_kb(tmp_path / "kb", export)
     kb = KnowledgeBase.open(tmp_path / "kb", matmul)

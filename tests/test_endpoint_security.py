@@ -285,13 +285,13 @@ def _clean_env() -> dict:
 
 # ---------------------------------------------------------------- item 2: size limits
 
-LIMITS = Settings()
+LIMITS = Settings().server
 P = "<http://example.org/p>"
 
 
 def _just_over(name: str) -> tuple[str, str]:
     """A query just over one limit, and the setting its refusal must name."""
-    d = LIMITS.server_max_query_depth + 1
+    d = LIMITS.max_query_depth + 1
     shapes = {
         "nested braces": ("ASK " + "{" * d + "}" * d, "server_max_query_depth"),
         "nested parentheses": ("ASK { FILTER(" + "(" * d + "true" + ")" * d + ") }", "server_max_query_depth"),
@@ -299,25 +299,25 @@ def _just_over(name: str) -> tuple[str, str]:
                               "server_max_query_depth"),
         "nested FILTER EXISTS": ("ASK {" + " FILTER EXISTS {" * d + " }" * d + " }", "server_max_query_depth"),
         "nested blank nodes": ("ASK { ?s " + (P + " [ ") * d + P + " ?o" + " ]" * d + " }", "server_max_query_depth"),
-        "run of !": ("ASK { FILTER(" + "!" * (LIMITS.server_max_query_negations + 1) + "true) }",
+        "run of !": ("ASK { FILTER(" + "!" * (LIMITS.max_query_negations + 1) + "true) }",
                      "server_max_query_negations"),
-        "chain of ||": ("ASK { FILTER(" + " || ".join(["false"] * (LIMITS.server_max_query_logical_operators + 2))
+        "chain of ||": ("ASK { FILTER(" + " || ".join(["false"] * (LIMITS.max_query_logical_operators + 2))
                         + ") }", "server_max_query_logical_operators"),
-        "chain of &&": ("ASK { FILTER(" + " && ".join(["true"] * (LIMITS.server_max_query_logical_operators + 2))
+        "chain of &&": ("ASK { FILTER(" + " && ".join(["true"] * (LIMITS.max_query_logical_operators + 2))
                         + ") }", "server_max_query_logical_operators"),
-        "path alternatives |": ("ASK { ?s " + "|".join([P] * (LIMITS.server_max_query_logical_operators + 2)) + " ?o }",
+        "path alternatives |": ("ASK { ?s " + "|".join([P] * (LIMITS.max_query_logical_operators + 2)) + " ?o }",
                                 "server_max_query_logical_operators"),
-        "chain of +": ("ASK { FILTER(" + " + ".join(["1"] * (LIMITS.server_max_query_arithmetic_operators + 2))
+        "chain of +": ("ASK { FILTER(" + " + ".join(["1"] * (LIMITS.max_query_arithmetic_operators + 2))
                        + " > 0) }", "server_max_query_arithmetic_operators"),
-        "chain of -": ("ASK { FILTER(" + "-".join(["1"] * (LIMITS.server_max_query_arithmetic_operators + 2))
+        "chain of -": ("ASK { FILTER(" + "-".join(["1"] * (LIMITS.max_query_arithmetic_operators + 2))
                        + " > 0) }", "server_max_query_arithmetic_operators"),
-        "path sequence /": ("ASK { ?s " + "/".join([P] * (LIMITS.server_max_query_arithmetic_operators + 2)) + " ?o }",
+        "path sequence /": ("ASK { ?s " + "/".join([P] * (LIMITS.max_query_arithmetic_operators + 2)) + " ?o }",
                             "server_max_query_arithmetic_operators"),
-        "chain of UNION": ("ASK { " + " UNION ".join(["{}"] * (LIMITS.server_max_query_patterns + 2)) + " }",
+        "chain of UNION": ("ASK { " + " UNION ".join(["{}"] * (LIMITS.max_query_patterns + 2)) + " }",
                            "server_max_query_patterns"),
-        "chain of OPTIONAL": ("ASK { " + " ".join(["OPTIONAL {}"] * (LIMITS.server_max_query_patterns + 1)) + " }",
+        "chain of OPTIONAL": ("ASK { " + " ".join(["OPTIONAL {}"] * (LIMITS.max_query_patterns + 1)) + " }",
                               "server_max_query_patterns"),
-        "chain of MINUS": ("ASK { ?s ?p ?o " + " ".join(["MINUS { ?s ?p ?o }"] * (LIMITS.server_max_query_patterns + 1))
+        "chain of MINUS": ("ASK { ?s ?p ?o " + " ".join(["MINUS { ?s ?p ?o }"] * (LIMITS.max_query_patterns + 1))
                            + " }", "server_max_query_patterns"),
         "the 5 KB crash from the issue": ("ASK " + "{" * 2500 + "}" * 2500, "server_max_query_depth"),
     }
@@ -343,8 +343,8 @@ def test_an_or_counts_as_one_operator_as_an_and_does():
     """Issue 49: `||` counted two against server_max_query_logical_operators. 2,000 of them stay at least 4×
     below a crash: a chain of 8,000 ran and one of 16,000 crashed on an 8 MiB stack (jobs run on 64 MiB)."""
     for operator in ("||", "&&"):
-        query = "ASK { FILTER(" + f" {operator} ".join(["false"] * LIMITS.server_max_query_logical_operators) + ") }"
-        assert measure(query).logical == LIMITS.server_max_query_logical_operators - 1, operator
+        query = "ASK { FILTER(" + f" {operator} ".join(["false"] * LIMITS.max_query_logical_operators) + ") }"
+        assert measure(query).logical == LIMITS.max_query_logical_operators - 1, operator
     assert measure("ASK { ?s <urn:a>|<urn:b>|<urn:c> ?o }").logical == 2
 
 
@@ -354,7 +354,7 @@ def test_each_shape_is_measured_just_over_its_limit_only():
         field = {"server_max_query_depth": "depth", "server_max_query_negations": "negations",
                  "server_max_query_logical_operators": "logical",
                  "server_max_query_arithmetic_operators": "arithmetic", "server_max_query_patterns": "patterns"}[setting]
-        assert getattr(measure(query), field) > getattr(LIMITS, setting), name
+        assert getattr(measure(query), field) > getattr(LIMITS, setting.removeprefix("server_")), name
 
 
 def test_an_update_over_a_limit_is_400_before_oxigraph_sees_it(server):
@@ -414,9 +414,9 @@ def test_flat_queries_with_operator_characters_in_their_data_pass_the_limits():
     words = " ".join('"optional union minus ((( ||| !!!"' for _ in range(600))
     for query in (f"SELECT * {{ VALUES ?u {{ {uuids} }} }}", f"SELECT * {{ VALUES ?d {{ {dates} }} }}",
                   f"{comments}\nASK {{}}", f"SELECT * {{ VALUES ?w {{ {words} }} }}"):
-        check_limits(query, LIMITS)
+        check_limits(query, Settings())
 
 
 def test_brackets_inside_an_iri_that_oxigraph_may_read_as_a_comparison_still_count():
     query = "ASK { FILTER(?a<" + "(" * 200 + "?b>1" + ")" * 200 + ") }"
-    assert measure(query).depth > LIMITS.server_max_query_depth
+    assert measure(query).depth > LIMITS.max_query_depth

@@ -64,7 +64,7 @@ def test_kar_offline_reads_the_entity_follows_its_relations_and_puts_the_facts_i
         "directed by", f"{M}directed_by", "out", 1)
     assert dieterle["from"] == node(movie_kb, "Kismet")
     assert exp.expanded.startswith("who directed Kismet ")
-    assert len(exp.expansions) == NEIGHBOURS.kar_passages == 1  # offline: the best neighbour's passage
+    assert len(exp.expansions) == NEIGHBOURS.kar.passages == 1  # offline: the best neighbour's passage
     three = expand(movie_kb, Settings(kar_grounded=False, kar_passages=3), "who directed Kismet", "kar-offline")
     assert len(three.expansions) == 3 and three.neighbours == exp.neighbours
     assert any("Kismet directed by William Dieterle." in e for e in three.expansions)
@@ -286,7 +286,7 @@ def test_kar_offline_search_finds_the_answer_the_graph_points_to_and_explains_it
 
 def test_prf_docs_appends_the_top_documents_of_the_final_retriever(movie_kb):
     exp = expand(movie_kb, Settings(expansion_docs=2), "Blade Runner", "prf-docs")
-    top = [h.iri for h in pipeline(OFFLINE.kar_final, movie_kb, OFFLINE, 2).inner.search("Blade Runner")]
+    top = [h.iri for h in pipeline(OFFLINE.kar.final, movie_kb, OFFLINE, 2).inner.search("Blade Runner")]
     assert exp.method == "prf-docs" and exp.passages == top
     assert exp.expansions[0].startswith(movie_kb.document(top[0]).name + ": ")
 

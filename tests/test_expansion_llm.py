@@ -43,7 +43,7 @@ PASSAGES3 = answer(expansions=["Kismet (1944) was directed by William Dieterle."
 
 def unexpanded(kb, query: str, k: int = K):
     """What every failure must still return: the final retriever's results for the query itself."""
-    return [h.iri for h in pipeline(Settings().kar_final, kb, Settings(), k).search(query)]
+    return [h.iri for h in pipeline(Settings().kar.final, kb, Settings(), k).search(query)]
 
 
 # ------------------------------------------------------------------------------ KAR

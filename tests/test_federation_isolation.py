@@ -79,7 +79,7 @@ SERVERS = {
 @pytest.fixture(scope="module", params=list(SERVERS))
 def server(request, bio_kb, tmp_path_factory, allowed):  # noqa: F811
     settings = SERVERS[request.param](allowed)
-    kb = _copy(bio_kb, tmp_path_factory, "isolation") if settings.server_update_token else bio_kb
+    kb = _copy(bio_kb, tmp_path_factory, "isolation") if settings.server.update_token else bio_kb
     with serving(create_app(kb, settings)) as url:
         yield request.param, url
 

@@ -207,7 +207,7 @@ def test_one_term_is_ranked_from_its_ancestors_as_the_scores_of_every_node_rank_
     kb = {"shop": shop, "bio": bio_kb}[which]
     for info in kb.hierarchies.summary.values():
         for annotation in info["annotations"]:
-            matcher = kb.hierarchies.matcher(annotation["relation"], kb.settings.fourstep_ic_power)
+            matcher = kb.hierarchies.matcher(annotation["relation"], kb.settings.fourstep.ic_power)
             for term in matcher.terms:
                 every = matcher.score([term])
                 nonzero = np.flatnonzero(every)
@@ -290,7 +290,7 @@ def test_negated_terms_count_as_context_by_default_or_as_a_cost(shop, mode, firs
     assert gap == pytest.approx(0.05 * math.log(5 / 2) * (1 if mode == "context" else -1), abs=1e-6)
     # The explanation says how the negated term counted.
     assert stage.transform(hierarchy_batch(request)).explain["q"]["negated"] == {"as": mode, "terms": 1}
-    assert Settings().fourstep_negated == "context"
+    assert Settings().fourstep.negated == "context"
 
 
 def test_a_terms_scores_are_kept_for_the_next_request_and_cannot_be_changed(shop):

@@ -448,10 +448,10 @@ def test_environment_variables_configure_the_llm(chat_server, tmp_path):
 def test_kqe_variables_and_the_config_file_beat_the_openai_ones(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     openai_env = {"OPENAI_BASE_URL": "http://openai-env/v1", "OPENAI_API_KEY": "from-env"}
-    assert Settings.load(env={**openai_env, "KQE_LLM_BASE_URL": "http://kqe/v1"}).llm_base_url == "http://kqe/v1"
+    assert Settings.load(env={**openai_env, "KQE_LLM_BASE_URL": "http://kqe/v1"}).llm.base_url == "http://kqe/v1"
     (tmp_path / "kqe-rdf.toml").write_text('[kqe-rdf]\nllm_base_url = "http://file/v1"\nllm_timeout = 5\n')
     settings = Settings.load(env=openai_env)
-    assert (settings.llm_base_url, settings.llm_api_key, settings.llm_timeout) == ("http://file/v1", "from-env", 5.0)
+    assert (settings.llm.base_url, settings.llm.api_key, settings.llm.timeout) == ("http://file/v1", "from-env", 5.0)
 
 
 def test_bad_llm_settings_are_refused():

@@ -7,13 +7,14 @@ then command-line options, which map one-to-one to these settings.
 Each group (``settings.kar``, ``settings.server``, ...) is a small frozen dataclass whose fields declare their
 limits where they are declared (:func:`setting`); :meth:`Settings.check` checks them all in one loop. Every
 setting also has a flat name, ``<group prefix>_<field>`` (``kar_hops`` for ``settings.kar.hops``): the name of
-its ``KQE_*`` variable, its TOML key, its command-line option, and an attribute of :class:`Settings`.
+its ``KQE_*`` variable, its TOML key, its command-line option and its keyword to :class:`Settings`. Code reads a
+setting by its group (``settings.kar.hops``): the flat names live only at the edges, where users write them.
 
 >>> Settings().k
 10
 >>> Settings.load(env={"KQE_K": "20", "KQE_KAR_HOPS": "2"}).kar.hops
 2
->>> Settings(kar_hops=2) == Settings(kar=KARSettings(hops=2)) and Settings(kar_hops=2).kar_hops == 2
+>>> Settings(kar_hops=2) == Settings(kar=KARSettings(hops=2))
 True
 """
 
@@ -74,7 +75,7 @@ def problem(limits: Mapping[str, Any], value: Any, group: Any = None) -> str | N
 
 def _http_url(value: str, _group) -> str | None:
     if value and not value.startswith(("http://", "https://")):
-        return "must be an http(s) URL such as http://localhost:8000/v1"
+        return "must be an http(s) URL, such as http://localhost:8000/v1 (an LLM) or http://localhost:7878/query"
     return None
 
 
@@ -239,7 +240,7 @@ class FourStepSettings(SettingsGroup, prefix="fourstep"):
     """4StepFocus: how its readings rank the KB's nodes."""
 
     #: "soft" (rank by satisfied triplet paths) or "strict" (all triplets must hold).
-    mode: str = setting("soft")
+    mode: str = setting("soft", choices=("soft", "strict"))
     #: Soft mode for sets of terms of one hierarchy (HPO phenotypes, categories): "hierarchy" gives
     #: partial credit by the information content of the most informative common ancestor (closures stored
     #: with the KB); "exact" counts only paths through the term or its descendants (the earlier soft mode).
@@ -259,7 +260,7 @@ class FourStepSettings(SettingsGroup, prefix="fourstep"):
     negated_weight: float = setting(0.05, min=0.0)
     #: Let the LLM rerank the top ``rerank_depth`` results (needs an LLM).
     rerank: bool = setting(False, flat="rerank")
-    rerank_depth: int = setting(10, flat="rerank_depth")
+    rerank_depth: int = setting(10, min=1, flat="rerank_depth")
 
 
 class ExpansionSettings(SettingsGroup, prefix="expansion"):
@@ -393,40 +394,74 @@ class QASettings(SettingsGroup, prefix="qa"):
                            f"got {self.prune_stages!r}") from None
 
 
+def _proxies(value: str, _group) -> str | None:
+    import ipaddress
+
+    for proxy in _items(value):
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            return f"must be IP addresses or networks, such as '127.0.0.1, 10.0.0.0/8' ({proxy!r} is neither)"
+    return None
+
+
+def _absolute_iri(value: str, _group) -> str | None:
+    from pyoxigraph import NamedNode
+
+    if not value:
+        return None
+    try:
+        NamedNode(value)
+    except ValueError:
+        return "must be an absolute IRI, such as http://example.org/kb/"
+    return None
+
+
+def _items(text: str) -> list[str]:
+    """A space- or comma-separated setting's items.
+
+    >>> _items("127.0.0.1, 10.0.0.0/8 ::1")
+    ['127.0.0.1', '10.0.0.0/8', '::1']
+    """
+    import re
+
+    return [item for item in re.split(r"[\s,]+", text) if item]
+
+
 class ServerSettings(SettingsGroup, prefix="server"):
     """`kqe-rdf serve` and the SPARQL limits every query and update is held to."""
 
     #: Address to listen on (loopback by default; the KB is served read-only).
     host: str = setting("127.0.0.1")
-    port: int = setting(7878)
+    port: int = setting(7878, min=1, max=65535)
     #: Seconds a SPARQL query, update or REST call may run in its worker; then the client gets 503 and the
     #: worker is killed (its CPU and memory are freed at once). A request waits as long for a free worker.
-    query_timeout: float = setting(30.0)
+    query_timeout: float = setting(30.0, above=0.0)
     #: Most solutions (or triples) one SPARQL response carries; more are cut and the response says so.
-    result_cap: int = setting(10000)
+    result_cap: int = setting(10000, min=1)
     #: Largest request body or query string accepted (bytes); larger requests get 413.
-    max_request_bytes: int = setting(1_000_000)
+    max_request_bytes: int = setting(1_000_000, min=1024)
     #: Jobs evaluated at once: worker processes, each with the store open read-only (one worker, read-write,
     #: with an update token); further requests wait, then get 503 when all stay busy.
-    query_slots: int = setting(4)
+    query_slots: int = setting(4, min=1)
     #: Most workers one client may hold at once (a client is its Authorization credentials, else its address);
     #: 0, the default: all but one (server_query_slots - 1, at least 1), so one client's expensive queries never
     #: take every worker. A freed worker goes to the waiting client that holds the fewest.
-    client_workers: int = setting(0)
+    client_workers: int = setting(0, min=0)
     #: Reverse proxies whose X-Forwarded-For (and X-Forwarded-Proto) name the client: their IP addresses or
     #: networks, space- or comma-separated (e.g. "127.0.0.1" for a proxy on this machine). Empty (the default):
     #: the header is never read and a client is its socket's address, which it cannot forge to pass for many.
-    trusted_proxies: str = setting("")
+    trusted_proxies: str = setting("", check=_proxies)
     #: Memory one worker may allocate (MiB, RLIMIT_DATA); a job that needs more is stopped with 503. A worker
     #: serving every route of the bio KB (store, BM25, documents, encoder) uses about 450.
-    worker_memory_mb: int = setting(2048)
+    worker_memory_mb: int = setting(2048, min=256)
     #: MiB of recent SELECT/ASK answers a read-only server keeps, to answer a repeated query without a worker
     #: (never queries with RAND/NOW/UUID/BNODE or SERVICE; emptied when the KB is rebuilt); 0: off.
-    result_cache_mb: int = setting(64)
+    result_cache_mb: int = setting(64, min=0)
     #: Seconds a client has to send a request's headers, and its body (slow or half-open connections are
     #: closed, and a late body gets 408).
-    header_timeout: float = setting(10.0)
-    body_timeout: float = setting(30.0)
+    header_timeout: float = setting(10.0, above=0.0)
+    body_timeout: float = setting(30.0, above=0.0)
     #: SPARQL Update on /update is off unless this token is set; requests must send `Authorization: Bearer TOKEN`.
     update_token: str = setting("", secret=True)
     #: SERVICE endpoints a query may call, space- or comma-separated exact URLs (others are refused:
@@ -438,7 +473,7 @@ class ServerSettings(SettingsGroup, prefix="server"):
     #: update takes the verified path instead: parsed by the verifier, which writes the text that runs.
     network_isolation: bool = setting(True)
     #: The base IRI relative IRIs in a query or update resolve against; empty: the request's URL at the endpoint.
-    base_iri: str = setting("")
+    base_iri: str = setting("", check=_absolute_iri)
     #: Whether a query without a dataset (no FROM, no default-graph-uri) sees every graph as its default graph
     #: (the KB's graphs together); off: only the store's default graph, as `oxigraph serve` without
     #: --union-default-graph (what the W3C test suites expect).
@@ -462,6 +497,11 @@ class ServerSettings(SettingsGroup, prefix="server"):
     #: Origins allowed by CORS, space- or comma-separated ("*" for any); empty: CORS off.
     cors_origins: str = setting("")
 
+    @property
+    def proxies(self) -> list[str]:
+        """``trusted_proxies`` as a list, e.g. ['127.0.0.1', '10.0.0.0/8']."""
+        return _items(self.trusted_proxies)
+
 
 class LinkSettings(SettingsGroup, prefix="link"):
     """`kqe-rdf link`: requests per second to the external endpoint, seconds a request may take, retries of a
@@ -470,10 +510,10 @@ class LinkSettings(SettingsGroup, prefix="link"):
     kqe_rdf/service/links.py), and the subclass steps (P279, rdfs:subClassOf) followed from an item's class
     to an expected one."""
 
-    rate: float = setting(2.0)
+    rate: float = setting(2.0, above=0.0)
     timeout: float = setting(30.0, above=0.0)
     retries: int = setting(3, min=0)
-    min_confidence: float = setting(0.8)
+    min_confidence: float = setting(0.8, min=0.0, max=1.0)
     class_depth: int = setting(4, min=0)
 
 
@@ -481,8 +521,8 @@ class StoreSettings(SettingsGroup, prefix="store"):
     """A remote SPARQL 1.1 query URL holding the KB's triples instead of the embedded store (indexes stay
     local; see kqe_rdf/kb/store.py), and seconds per request to it. Empty: the embedded Oxigraph store."""
 
-    endpoint: str = setting("")
-    timeout: float = setting(60.0)
+    endpoint: str = setting("", check=_http_url)
+    timeout: float = setting(60.0, above=0.0)
 
 
 class IndexSettings(SettingsGroup, prefix="index"):
@@ -540,13 +580,6 @@ class Settings:
             raise TypeError(f"unknown settings: {', '.join(sorted(values))}")
         self.check()
 
-    def __getattr__(self, name: str) -> Any:
-        """A flat name reads its group's field: ``settings.kar_hops`` is ``settings.kar.hops``."""
-        where = FLAT.get(name)
-        if where is None or not where[0]:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        return getattr(getattr(self, where[0]), where[1])
-
     def check(self) -> None:
         """Every setting against the limits declared with it (:func:`setting`); the first that is out of them
         is an error that names it by its flat name. Run when settings are made, not where a value is first
@@ -557,16 +590,6 @@ class Settings:
             wrong = problem(DECLARED[name].metadata, value, owner)
             if wrong:
                 raise KqeError(f"setting {name} {wrong}, got {value!r}")
-
-    @property
-    def qa_source_list(self) -> tuple[str, ...]:
-        """``qa_sources`` as a tuple, e.g. ("kg", "text")."""
-        return self.qa.source_list
-
-    @property
-    def qa_stages(self) -> tuple[int, ...]:
-        """``qa_prune_stages`` as sizes, e.g. (100, 30)."""
-        return self.qa.stages
 
     @classmethod
     def load(cls, file: Path | None = None, env: Mapping[str, str] | None = None, **overrides: object) -> Settings:

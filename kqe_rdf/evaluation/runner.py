@@ -230,7 +230,7 @@ def _evaluate_ask(kb, queryset: QuerySet, queries: list[Query], settings, depth:
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_trec_run(run, run_dir / f"{queryset.name}.{ASK}.run", tag=f"kqe-{ASK}")
-    described = f"ask (sources {settings.qa_sources})"
+    described = f"ask (sources {settings.qa.sources})"
     return MethodResult(ASK, metrics, per_query, seconds, run, usage or None, described, {}, answered)
 
 

@@ -419,8 +419,8 @@ def _manifest(importer: Importer, report: ImportReport, counted: int, documents:
         "relation_signatures": signatures,
         "warnings": report.warnings,
         "documents_sha256": _sha256(work / DOCUMENTS),
-        "settings": {"doc_neighbours_per_relation": settings.doc_neighbours_per_relation,
-                     "doc_max_chars": settings.doc_max_chars},
+        "settings": {"doc_neighbours_per_relation": settings.documents.neighbours_per_relation,
+                     "doc_max_chars": settings.documents.max_chars},
         "versions": {p: _version(p) for p in ("kqe-rdf", "pyoxigraph", "tantivy", "onnxruntime")},
         "seconds": seconds,
         "embeddings": None,
@@ -483,11 +483,11 @@ class Feed:
 def text_backend(settings: Settings) -> dict:
     """Where a build puts the BM25 index, as the manifest records it: Tantivy in the KB folder, or a Milvus
     collection (setting index_text, ``kb build --text``)."""
-    if not settings.index_text:
+    if not settings.index.text:
         return {"backend": "tantivy"}
     from .milvus import Location
 
-    return Location.parse(settings.index_text, "text").record()
+    return Location.parse(settings.index.text, "text").record()
 
 
 def _text_feed(settings: Settings, work: Path) -> tuple:
@@ -508,7 +508,7 @@ def _documents(importer: Importer, report: ImportReport, tables: GraphTables, sc
     try:
         with progress.task("rendering documents", total=len(tables.nodes), unit="documents") as tick:
             start = 0
-            for document in tables.documents(schema, settings.doc_neighbours_per_relation, settings.doc_max_chars):
+            for document in tables.documents(schema, settings.documents.neighbours_per_relation, settings.documents.max_chars):
                 documents.append(document)
                 if len(documents) - start == DOCUMENTS_HANDED:
                     for feed in feeds:
@@ -600,10 +600,10 @@ def embed_kb(
             existing = len(list(partial.glob("chunk-*.npz")))
             chunks = {number: todo[start : start + chunk_size]
                       for number, start in enumerate(range(0, len(todo), chunk_size), start=existing)}
-            if settings.embedding_workers:  # shards encoded by Ray's workers, written here as they finish
+            if settings.embedding.workers:  # shards encoded by Ray's workers, written here as they finish
                 from .ray_embedding import encode_shards
 
-                encoded = encode_shards(settings.embedding_workers, settings,
+                encoded = encode_shards(settings.embedding.workers, settings,
                                         [(number, [d.text for d in chunk]) for number, chunk in chunks.items()],
                                         tick=tick)
             else:
@@ -624,17 +624,17 @@ def embed_kb(
             return {"complete": False, "embedded": len(documents) - len(missing), "remaining": len(missing)}
         vectors = np.stack([cache[d.digest] for d in documents]) if documents else np.zeros((0, encoder.dimension))
         held = {"backend": "usearch"}
-        if settings.index_vectors:  # Milvus holds the searchable copy; usearch's index is not built
+        if settings.index.vectors:  # Milvus holds the searchable copy; usearch's index is not built
             from . import ann as usearch
             from .milvus import Location, write_vectors
 
-            held = write_vectors(Location.parse(settings.index_vectors, "vectors"), path, vectors,
-                                 [d.types for d in documents], settings.dense_ann_threshold, usearch.CONNECTIVITY,
+            held = write_vectors(Location.parse(settings.index.vectors, "vectors"), path, vectors,
+                                 [d.types for d in documents], settings.dense.threshold, usearch.CONNECTIVITY,
                                  usearch.EXPANSION_ADD)
         ann = write_dense_index(path / "embeddings", [(d.iri, d.digest) for d in documents], vectors,
                                 encoder.model_id, [d.types for d in documents], sorted(wanted) if wanted else None,
-                                None if settings.index_vectors else settings.dense_ann_threshold, encoder.fingerprint,
-                                settings.dense_ann_build_threads)
+                                None if settings.index.vectors else settings.dense.threshold, encoder.fingerprint,
+                                settings.dense.build_threads)
         shutil.rmtree(partial, ignore_errors=True)
         shutil.rmtree(path / "embeddings.previous", ignore_errors=True)
         if phrase_encoder(path) not in (None, encoder.model_id):
@@ -644,7 +644,7 @@ def embed_kb(
                 "new": len(todo), "reused": len(documents) - len(todo), "seconds": round(seconds, 2),
                 "passages_per_second": round(len(todo) / seconds, 2) if todo and seconds else None,
                 "ann": ann and {k: ann[k] for k in ("library", "added", "reused", "removed", "seconds")},
-                "workers": settings.embedding_workers or "this process",
+                "workers": settings.embedding.workers or "this process",
                 "vectors": held}
         manifest = json.loads((path / MANIFEST).read_text())
         manifest["embeddings"] = info

@@ -225,10 +225,10 @@ class OnnxEncoder:
     @classmethod
     def from_settings(cls, settings, threads: int | None = None, max_tokens: int | None = None) -> OnnxEncoder:
         """The encoder ``settings`` configure (``embedding_*``)."""
-        return cls.from_setting(settings.embedding_model, max_tokens or settings.embedding_max_tokens,
-                                settings.embedding_batch_size, threads, settings.embedding_tokenizer,
-                                settings.embedding_pooling, settings.embedding_normalize,
-                                settings.embedding_dimension)
+        return cls.from_setting(settings.embedding.model, max_tokens or settings.embedding.max_tokens,
+                                settings.embedding.batch_size, threads, settings.embedding.tokenizer,
+                                settings.embedding.pooling, settings.embedding.normalize,
+                                settings.embedding.dimension)
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))

@@ -516,7 +516,7 @@ def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[st
             return None
         relation = forward
         (negated if unit.negated else positive).append(unit.values[0])
-    matcher = kb.hierarchies.matcher(relation, kb.settings.fourstep_ic_power)
+    matcher = kb.hierarchies.matcher(relation, kb.settings.fourstep.ic_power)
     if matcher is None or not positive:
         return None
     if matcher.terms_are_tails != constant_is_tail:
@@ -550,7 +550,7 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     if found is None:
         return None
     matcher, positive, ruled_out = found
-    weight = kb.settings.fourstep_text_weight
+    weight = kb.settings.fourstep.text_weight
     # The BM25 side needs only the request: Tantivy searches while the arrays below are summed.
     bm25_among = kb.text_index.scores_among_later(text, top, list(types) if types else None) if weight else None
     if ruled_out and negated_weight and negated != "ignore":

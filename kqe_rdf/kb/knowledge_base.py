@@ -61,10 +61,10 @@ class KnowledgeBase:
 
     @functools.cached_property
     def store(self) -> Store:
-        if self.settings.store_endpoint:  # the triples live in a remote SPARQL server; the indexes stay here
+        if self.settings.store.endpoint:  # the triples live in a remote SPARQL server; the indexes stay here
             from .store import RemoteStore
 
-            return RemoteStore(self.settings.store_endpoint, self.settings.store_timeout)
+            return RemoteStore(self.settings.store.endpoint, self.settings.store.timeout)
         return Store.read_only(str(self.path / "store"))
 
     @functools.cached_property
@@ -112,8 +112,8 @@ class KnowledgeBase:
     def dense(self):
         """The dense index; its searches run where `kb embed` put the vectors (the manifest's ``vectors``)."""
         s = self.settings
-        options = {"ann_threshold": s.dense_ann_threshold, "ef_search": s.dense_ann_ef_search,
-                   "writable": not self.read_only, "build_threads": s.dense_ann_build_threads}
+        options = {"ann_threshold": s.dense.threshold, "ef_search": s.dense.ef_search,
+                   "writable": not self.read_only, "build_threads": s.dense.build_threads}
         record = (self.manifest.get("embeddings") or {}).get("vectors") or {"backend": "usearch"}
         if record["backend"] == "milvus":
             from .milvus import Location, MilvusDenseIndex
@@ -139,7 +139,7 @@ class KnowledgeBase:
         ``kqe-rdf kb embed`` re-embeds it (the packaged encoders' vectors do not mix: issue 52).
 
         >>> KnowledgeBase(Path("kb"), {"embeddings": {"model_id": "all-MiniLM-L6-v2-onnx-int8-matmul@256"}},
-        ...               Settings()).encoder_settings.embedding_model
+        ...               Settings()).encoder_settings.embedding.model
         'minilm-int8-matmul'
         """
         import dataclasses
@@ -147,7 +147,7 @@ class KnowledgeBase:
         from .embeddings import PACKAGED, packaged_setting
 
         made_by = packaged_setting(self.recorded_encoder)
-        if self.settings.embedding_model not in PACKAGED or made_by in (None, self.settings.embedding_model):
+        if self.settings.embedding.model not in PACKAGED or made_by in (None, self.settings.embedding.model):
             return self.settings
         return dataclasses.replace(self.settings, embedding=dataclasses.replace(self.settings.embedding, model=made_by))
 
@@ -223,7 +223,7 @@ class KnowledgeBase:
         text that mentions SERVICE or LOAD is verified and run in its plain form (:func:`.sparql_guard.guarded`),
         and may call only endpoints on ``allow_service`` (URLs; default: the settings' ``server_service_allow``,
         empty, so none). ``allow_service=["https://query.wikidata.org/sparql"]`` opens it to those."""
-        allowed = allowed_endpoints(self.settings.server_service_allow if allow_service is None else allow_service)
+        allowed = allowed_endpoints(self.settings.server.service_allow if allow_service is None else allow_service)
         return run_query(self.store, guarded(sparql, allowed, self.prefixes), prefixes=self.prefixes, **options)
 
     def documents(self) -> Iterable[NodeDocument]:

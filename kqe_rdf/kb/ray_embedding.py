@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..core.config import Settings
+from ..core.config import EmbeddingSettings, Settings
 from ..core.errors import KqeError
 
 
@@ -48,10 +48,10 @@ def _ray(address: str):
 class _Shards:
     """An actor's encoder: loaded once per worker, then one shard of texts per call."""
 
-    def __init__(self, settings: dict, threads: int) -> None:
+    def __init__(self, embedding: EmbeddingSettings, threads: int) -> None:
         from .embeddings import OnnxEncoder
 
-        self.encoder = OnnxEncoder.from_settings(Settings(**settings), threads=threads)
+        self.encoder = OnnxEncoder.from_settings(Settings(embedding=embedding), threads=threads)
 
     def encode(self, number: int, texts: Sequence[str]) -> tuple[int, np.ndarray]:
         return number, self.encoder.encode(list(texts))
@@ -66,11 +66,8 @@ def encode_shards(address: str, settings: Settings, shards: Sequence[tuple[int, 
 
     count = workers or max(int(ray.available_resources().get("CPU", 1)), 1)
     count = max(min(count, len(shards)), 1)
-    flat = {name: getattr(settings, name) for name in ("embedding_model", "embedding_tokenizer", "embedding_pooling",
-                                                       "embedding_normalize", "embedding_dimension",
-                                                       "embedding_max_tokens", "embedding_batch_size")}
     actor = ray.remote(num_cpus=1)(_Shards)
-    pool = ActorPool([actor.remote(flat, 1) for _ in range(count)])
+    pool = ActorPool([actor.remote(settings.embedding, 1) for _ in range(count)])
     sizes = {number: len(texts) for number, texts in shards}
     for number, vectors in pool.map_unordered(lambda a, shard: a.encode.remote(*shard), list(shards)):
         if tick:

@@ -196,12 +196,12 @@ _LIMITS = (("depth", "nesting depth of ( { [", "server_max_query_depth"),
 
 def check_limits(text: str, settings, what: str = "query") -> Shape:
     """Raise :class:`QueryTooComplex` (naming the setting) when the text is over a limit."""
-    if len(text) > settings.server_max_query_chars:
+    if len(text) > settings.server.max_query_chars:
         raise QueryTooComplex(f"{what} length {len(text):,} characters exceeds the limit of "
-                              f"{settings.server_max_query_chars:,} (server_max_query_chars)")
+                              f"{settings.server.max_query_chars:,} (server_max_query_chars)")
     shape = measure(text)
     for name, label, setting in _LIMITS:
-        value, limit = getattr(shape, name), getattr(settings, setting)
+        value, limit = getattr(shape, name), getattr(settings.server, setting.removeprefix("server_"))
         if value > limit:
             raise QueryTooComplex(f"{what} {label} {value:,} exceeds the limit of {limit:,} ({setting}); "
                                   "pyoxigraph would overflow its stack on much more — simplify the query")

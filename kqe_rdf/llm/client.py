@@ -304,15 +304,15 @@ class LLM:
         >>> LLM.from_settings(Settings()) is None
         True
         """
-        if not settings.llm_base_url and not settings.llm_model:
+        if not settings.llm.base_url and not settings.llm.model:
             return None
-        off = str(settings.llm_cache).strip().lower() in ("", ".", "off", "none", "false", "0")
-        return cls(settings.llm_model or None, settings.llm_base_url or None, settings.llm_api_key or None,
-                   timeout=settings.llm_timeout, max_retries=settings.llm_max_retries,
-                   backoff=settings.llm_backoff, cache=None if off else settings.llm_cache,
-                   temperature=settings.llm_temperature, max_tokens=settings.llm_max_output_tokens or None,
-                   max_calls_per_query=settings.llm_max_calls_per_query or None,
-                   max_tokens_per_query=settings.llm_max_tokens_per_query or None)
+        off = str(settings.llm.cache).strip().lower() in ("", ".", "off", "none", "false", "0")
+        return cls(settings.llm.model or None, settings.llm.base_url or None, settings.llm.api_key or None,
+                   timeout=settings.llm.timeout, max_retries=settings.llm.max_retries,
+                   backoff=settings.llm.backoff, cache=None if off else settings.llm.cache,
+                   temperature=settings.llm.temperature, max_tokens=settings.llm.max_output_tokens or None,
+                   max_calls_per_query=settings.llm.max_calls_per_query or None,
+                   max_tokens_per_query=settings.llm.max_tokens_per_query or None)
 
     @property
     def model(self) -> str:
@@ -552,10 +552,10 @@ class LLM:
 
 def describe_llm(settings: Settings) -> str:
     """One line for logs and reports: which model, where — or that there is none."""
-    if not settings.llm_base_url and not settings.llm_model:
+    if not settings.llm.base_url and not settings.llm.model:
         return "offline (no LLM configured)"
-    return f"model {settings.llm_model or '(first listed by the server)'} at " \
-           f"{(settings.llm_base_url or OPENAI_URL).rstrip('/')}"
+    return f"model {settings.llm.model or '(first listed by the server)'} at " \
+           f"{(settings.llm.base_url or OPENAI_URL).rstrip('/')}"
 
 
 # Helpers of the client.

@@ -614,7 +614,7 @@ def dense(kb, settings, k, types):
 
 def hybrid(kb, settings, k, types):
     """BM25 and dense, their normalised scores weighed by :func:`fusion_weight` (:class:`ScoreFusion`)."""
-    depth = max(settings.hybrid_depth, k)
+    depth = max(settings.hybrid.depth, k)
     weight = fusion_weight(kb, settings)
     return ScoreFusion([BM25(kb, depth, types), Dense(kb, depth, types, confidence=weight.bm25 is None)],
                        weight, depth) % k
@@ -622,24 +622,24 @@ def hybrid(kb, settings, k, types):
 
 def hybrid_rrf(kb, settings, k, types):
     """BM25 and dense fused by reciprocal rank (the hybrid before score fusion; constant ``rrf_k``)."""
-    depth = max(settings.hybrid_depth, k)
-    return RRFusion([BM25(kb, depth, types), Dense(kb, depth, types)], settings.rrf_k, depth) % k
+    depth = max(settings.hybrid.depth, k)
+    return RRFusion([BM25(kb, depth, types), Dense(kb, depth, types)], settings.hybrid.rrf_k, depth) % k
 
 
 def fusion_weight(kb, settings) -> FusionWeight:
     """BM25's share in a hybrid: the ``hybrid_weight`` setting when it is a number; else the KB's fitted weight
     (``kqe-rdf kb tune-fusion``) when it was fitted on these documents and vectors; else None, weighed per
     request. The note says why a fitted weight was not used."""
-    if settings.hybrid_weight != "auto":
-        return FusionWeight(float(settings.hybrid_weight), "setting hybrid_weight", settings.hybrid_normalisation)
+    if settings.hybrid.weight != "auto":
+        return FusionWeight(float(settings.hybrid.weight), "setting hybrid_weight", settings.hybrid.normalisation)
     fitted = kb.manifest.get("fusion")
     if not fitted:
-        return FusionWeight(None, "request", settings.hybrid_normalisation)
+        return FusionWeight(None, "request", settings.hybrid.normalisation)
     embedded = (kb.manifest.get("embeddings") or {}).get("model_id")
     stale = [what for what, now in (("documents_sha256", kb.manifest.get("documents_sha256")),
                                     ("model_id", embedded)) if fitted.get(what) != now]
     if stale:
-        return FusionWeight(None, "request", settings.hybrid_normalisation,
+        return FusionWeight(None, "request", settings.hybrid.normalisation,
                             f"the KB's fitted weight is not used: its {' and '.join(stale)} changed since "
                             "`kqe-rdf kb tune-fusion`; run it again")
     return FusionWeight(float(fitted["bm25_weight"]), f"fitted on {fitted['queryset']} ({fitted['measure']})",
@@ -647,4 +647,4 @@ def fusion_weight(kb, settings) -> FusionWeight:
 
 
 def prf(kb, settings, k, types):
-    return RM3(kb, k, types, settings.prf_docs, settings.prf_terms, settings.prf_original_weight)
+    return RM3(kb, k, types, settings.prf.docs, settings.prf.terms, settings.prf.original_weight)

@@ -42,8 +42,7 @@ from pyoxigraph import BlankNode, Literal, NamedNode, Triple, serialize
 from ..core.errors import KqeError
 from ..methods.registry import EXPANSION, METHODS
 from .protocol import GRAPH_TYPES, HTTPError, Rendered, ResultCache, accept_of, negotiate
-from .requests import (base_iri, check_graphs, client_of, error, protocol_params, rest_params,
-                       trusted_proxies)
+from .requests import base_iri, check_graphs, client_of, error, protocol_params, rest_params
 from .sparql_search import allowed_endpoints
 
 log = logging.getLogger("kqe_rdf.service.app")
@@ -59,28 +58,10 @@ PAGE_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-T
 # ---------------------------------------------------------------- the app
 
 
-def _check(settings) -> None:
-    if settings.server_query_timeout <= 0 or settings.server_result_cap < 1 or settings.server_query_slots < 1 \
-            or settings.server_max_request_bytes < 1024 or not 0 < settings.server_port < 65536 \
-            or settings.server_client_workers < 0 or settings.server_worker_memory_mb < 256 \
-            or settings.server_header_timeout <= 0 or settings.server_body_timeout <= 0 \
-            or settings.server_result_cache_mb < 0:
-        raise KqeError("server settings: server_query_timeout, server_header_timeout and server_body_timeout must "
-                       "be positive, server_result_cap and server_query_slots at least 1, server_max_request_bytes "
-                       "at least 1024, server_client_workers not negative, server_worker_memory_mb at least "
-                       "256, server_result_cache_mb not negative, server_port between 1 and 65535")
-    trusted_proxies(settings.server_trusted_proxies)
-    if settings.server_base_iri:
-        try:
-            NamedNode(settings.server_base_iri)
-        except ValueError:
-            raise KqeError(f"server_base_iri must be an absolute IRI, got {settings.server_base_iri!r}") from None
-
-
 def create_app(kb, settings, writable: bool | None = None):
     """The ASGI app over ``kb``. The store is read-only unless an update token is configured.
 
-    ``writable`` (default: whether ``settings.server_update_token`` is set) has
+    ``writable`` (default: whether ``settings.server.update_token`` is set) has
     one worker open the store read-write so /update can change it (one process
     may write a store, so there is one worker then); BM25 and embeddings are not
     updated by SPARQL Update (rebuild the KB for that).
@@ -93,14 +74,13 @@ def create_app(kb, settings, writable: bool | None = None):
 
     from .workers import WorkerPool
 
-    _check(settings)
-    writable = bool(settings.server_update_token) if writable is None else writable
-    if writable and settings.store_endpoint:
+    writable = bool(settings.server.update_token) if writable is None else writable
+    if writable and settings.store.endpoint:
         raise KqeError("the KB's triples are in a remote SPARQL store (store_endpoint): send updates to its own "
                        "update endpoint rather than to `kqe-rdf serve --update-token`")
     pool = WorkerPool(kb, settings, writable)
-    cache = ResultCache(settings.server_result_cache_mb * 2**20, kb.path) \
-        if settings.server_result_cache_mb > 0 and not writable and not settings.store_endpoint else None
+    cache = ResultCache(settings.server.result_cache_mb * 2**20, kb.path) \
+        if settings.server.result_cache_mb > 0 and not writable and not settings.store.endpoint else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -123,7 +103,7 @@ def create_app(kb, settings, writable: bool | None = None):
         Mount("/static", _with_headers(StaticFiles(directory=WEB), PAGE_HEADERS), name="static"),
     ]
     middleware = []
-    origins = allowed_endpoints(settings.server_cors_origins)
+    origins = allowed_endpoints(settings.server.cors_origins)
     if origins:
         middleware.append(Middleware(CORSMiddleware, allow_origins=sorted(origins), allow_methods=methods,
                                      allow_headers=["Accept", "Authorization", "Content-Type"]))
@@ -180,7 +160,7 @@ def _sparql_endpoint(kb, settings, pool, cache):
     service description when there is no query."""
     from starlette.responses import Response
 
-    cap = settings.server_result_cap
+    cap = settings.server.result_cap
 
     async def sparql(request):
         try:
@@ -192,7 +172,7 @@ def _sparql_endpoint(kb, settings, pool, cache):
             query = params["query"][0]
             accept = accept_of(params, request.headers.get("accept", ""))
             defaults, named = params.get("default-graph-uri", []), params.get("named-graph-uri", [])
-            base = settings.server_base_iri or base_iri(request)
+            base = settings.server.base_iri or base_iri(request)
             payload = {"query": query, "accept": accept, "defaults": check_graphs("default-graph-uri", defaults),
                        "named": check_graphs("named-graph-uri", named), "base": base}
             key = (query, accept, tuple(defaults), tuple(named), base)
@@ -234,11 +214,11 @@ def service_description(request, params, kb, settings):
                Triple(me, NamedNode(PREFIXES["dcterms"] + "description"),
                       Literal("kqe-rdf knowledge service over " + kb.path.name + "; SERVICE <urn:kqe:search> "
                               "generates candidates by text or vector search"))]
-    if settings.server_union_default_graph:
+    if settings.server.union_default_graph:
         triples.append(Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "UnionDefaultGraph")))
-    if settings.server_update_token:
+    if settings.server.update_token:
         triples.append(Triple(me, NamedNode(sd + "supportedLanguage"), NamedNode(sd + "SPARQL11Update")))
-    if allowed_endpoints(settings.server_service_allow):
+    if allowed_endpoints(settings.server.service_allow):
         triples.append(Triple(me, NamedNode(sd + "feature"), NamedNode(sd + "BasicFederatedQuery")))
     for name in ("SPARQL_Results_JSON", "SPARQL_Results_XML", "SPARQL_Results_CSV", "SPARQL_Results_TSV",
                  "Turtle", "N-Triples", "N-Quads", "TriG", "N3", "JSON-LD", "RDF_XML"):
@@ -256,13 +236,13 @@ def _update_endpoint(settings, pool):
 
     async def update(request):
         try:
-            if not settings.server_update_token:
+            if not settings.server.update_token:
                 raise HTTPError(403, "SPARQL Update is off on this server (start it with an update token: "
                                      "`kqe-rdf serve --update-token TOKEN` or KQE_SERVER_UPDATE_TOKEN)")
             if request.method != "POST":
                 raise HTTPError(405, "SPARQL Update takes POST", {"Allow": "POST"})
             sent = request.headers.get("authorization", "")
-            expected = "Bearer " + settings.server_update_token
+            expected = "Bearer " + settings.server.update_token
             if not hmac.compare_digest(sent.encode(), expected.encode()):
                 raise HTTPError(401, "this update needs the server's token: send Authorization: Bearer TOKEN",
                                 {"WWW-Authenticate": 'Bearer realm="kqe-rdf update"'})
@@ -272,7 +252,7 @@ def _update_endpoint(settings, pool):
             text = params["update"][0]
 
             await pool.run(client_of(request), "update",
-                           {"update": text, "base": settings.server_base_iri or base_iri(request)})
+                           {"update": text, "base": settings.server.base_iri or base_iri(request)})
         except Exception as exc:  # noqa: BLE001
             return error(exc, as_json=False)
         return Response(status_code=204)
@@ -326,7 +306,7 @@ def _plain_endpoints(kb, settings, pool):
                                  "longer where the server opened it (deleted or moved?); rebuild it or restart the "
                                  "server"}, 503, headers={"Retry-After": "5"})
         return JSONResponse({"status": "ok", "kb": kb.path.name, "nodes": kb.manifest.get("counts", {}).get("nodes"),
-                             "embeddings": kb.has_embeddings, "updates": bool(settings.server_update_token),
+                             "embeddings": kb.has_embeddings, "updates": bool(settings.server.update_token),
                              "network_isolation": pool.isolated, "protection": pool.protection,
                              "prefixes": kb.prefixes,
                              "examples": shown.setdefault("examples", examples(kb))})
@@ -489,11 +469,11 @@ def uvicorn_config(app, settings, **options):
     """How ``kqe-rdf serve`` runs the app: uvloop and httptools, header deadlines, graceful shutdown."""
     import uvicorn
 
-    proxies = trusted_proxies(settings.server_trusted_proxies)
-    options = {"host": settings.server_host, "port": settings.server_port, "log_level": "info",
+    proxies = settings.server.proxies
+    options = {"host": settings.server.host, "port": settings.server.port, "log_level": "info",
                "timeout_graceful_shutdown": 10, "server_header": False, "access_log": False,
                "proxy_headers": bool(proxies), "forwarded_allow_ips": proxies,
-               "http": header_timeout_protocol(settings.server_header_timeout), **options}
+               "http": header_timeout_protocol(settings.server.header_timeout), **options}
     return uvicorn.Config(app, **options)
 
 
@@ -501,7 +481,7 @@ def serve(kb, settings) -> None:
     """Run the app with uvicorn until interrupted (SIGINT/SIGTERM finish open requests first)."""
     import uvicorn
 
-    if settings.server_update_token and not settings.store_endpoint:
+    if settings.server.update_token and not settings.store.endpoint:
         check_writable(kb.path)
 
     uvicorn.Server(uvicorn_config(create_app(kb, settings), settings)).run()

@@ -141,6 +141,6 @@ def without_silent_calls(prepared: Prepared, endpoint: str, prefixes: dict[str, 
         return None
     for start, end in reversed(edits):
         text = text[:start] + "{}" + text[end:]
-    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), prefixes,
+    verified = verify_federation(text, allowed_endpoints(settings.server.service_allow), prefixes,
                                  strict=prepared.strict)
     return dataclasses.replace(prepared, text=verified.text, services=verified.services + verified.loads)

@@ -275,10 +275,10 @@ def not_wanted(settings) -> str | None:
     >>> not_wanted(Settings(server_service_allow="https://query.wikidata.org/sparql"))
     'SERVICE calls to the allow-list (server_service_allow) need the network'
     """
-    if not settings.server_network_isolation:
+    if not settings.server.network_isolation:
         return "server_network_isolation is off"
-    if settings.server_service_allow.strip():
+    if settings.server.service_allow.strip():
         return "SERVICE calls to the allow-list (server_service_allow) need the network"
-    if settings.store_endpoint:
+    if settings.store.endpoint:
         return "the KB's triples are in a remote store (store_endpoint)"
     return None

@@ -137,12 +137,12 @@ def sparql_job(context, payload: dict, deadline: float) -> Rendered:
     with naming("query"):
         prepared = context.prepare(payload["query"])
     options = {"default_graphs": payload["defaults"], "named_graphs": payload["named"], "base_iri": payload.get("base"),
-               "union": settings.server_union_default_graph}
+               "union": settings.server.union_default_graph}
     failure = None
     try:
         with naming("query"):  # (a SyntaxError surfaces when the query is first evaluated)
             rendered = consume(kb, prepared, context.functions, settings,
-                               lambda result, again: render(result, payload["accept"], settings.server_result_cap,
+                               lambda result, again: render(result, payload["accept"], settings.server.result_cap,
                                                             deadline, again=again), **options)
     except Exception as exc:  # noqa: BLE001
         if not isinstance(exc, KqeError):

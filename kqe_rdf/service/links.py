@@ -457,7 +457,7 @@ def find_links(kb, url: str, types: Sequence[str] = (), mode: str = "label", tar
     if id_properties:
         header["ids"] = sorted(map(list, id_properties))
     if targets:
-        header["class_depth"] = settings.link_class_depth
+        header["class_depth"] = settings.link.class_depth
     if restart and path.exists():
         path.unlink()
     _drop_cut_line(path)
@@ -468,9 +468,9 @@ def find_links(kb, url: str, types: Sequence[str] = (), mode: str = "label", tar
     if limit is not None:
         todo = todo[:limit]
     own = endpoint is None
-    endpoint = endpoint or Endpoint(url, settings.link_rate, settings.link_timeout, settings.link_retries,
+    endpoint = endpoint or Endpoint(url, settings.link.rate, settings.link.timeout, settings.link.retries,
                                     notice=progress.note)
-    classes = ClassTree(endpoint, targets, settings.link_class_depth)
+    classes = ClassTree(endpoint, targets, settings.link.class_depth)
     fresh = not path.exists()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -557,7 +557,7 @@ def link(kb, endpoint: str, types: Sequence[str] = (), match: str = "label", tar
     properties = [id_property(p) for p in id_properties]
     run = find_links(kb, endpoint, types, match, targets, language, limit, kb.settings, restart, progress=progress,
                      id_properties=properties)
-    accepted = accepted_links(Path(run.progress_file), kb.settings.link_min_confidence)
+    accepted = accepted_links(Path(run.progress_file), kb.settings.link.min_confidence)
     run.accepted = len(accepted)
     run.links = [{"node": iri, **best} for iri, best in accepted]
     if write and accepted:

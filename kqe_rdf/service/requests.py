@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import ipaddress
 import json
 import logging
 import math
@@ -67,32 +66,16 @@ def client_of(request) -> Client:
     return Client("credentials " + digest, address)
 
 
-def trusted_proxies(text: str) -> list[str]:
-    """The proxies whose X-Forwarded-For a server believes: IP addresses or networks, space- or comma-separated.
-
-    >>> trusted_proxies("127.0.0.1, 10.0.0.0/8 ::1")
-    ['127.0.0.1', '10.0.0.0/8', '::1']
-    """
-    proxies = [item for item in re.split(r"[\s,]+", text) if item]
-    for proxy in proxies:
-        try:
-            ipaddress.ip_network(proxy, strict=False)
-        except ValueError:
-            raise KqeError(f"server_trusted_proxies: {proxy!r} is not an IP address or network (such as 127.0.0.1 "
-                           "or 10.0.0.0/8); a proxy is named by its address") from None
-    return proxies
-
-
 async def body_of(request, settings) -> bytes:
     """The request body, refused past ``server_max_request_bytes`` or ``server_body_timeout``."""
-    limit = settings.server_max_request_bytes
+    limit = settings.server.max_request_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise HTTPError(413, f"request body of {int(declared):,} bytes is over the limit of {limit:,} "
                              "(server_max_request_bytes)")
     chunks, size = [], 0
     try:
-        async with asyncio.timeout(settings.server_body_timeout):
+        async with asyncio.timeout(settings.server.body_timeout):
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
@@ -100,7 +83,7 @@ async def body_of(request, settings) -> bytes:
                                          "(server_max_request_bytes)")
                 chunks.append(chunk)
     except TimeoutError:
-        raise HTTPError(408, f"the request body did not arrive within {settings.server_body_timeout:g} s "
+        raise HTTPError(408, f"the request body did not arrive within {settings.server.body_timeout:g} s "
                              "(server_body_timeout)", {"Connection": "close"}) from None
     return b"".join(chunks)
 
@@ -134,7 +117,7 @@ def query_string(request) -> str:
 
 
 def check_url(request, settings) -> None:
-    limit = settings.server_max_request_bytes
+    limit = settings.server.max_request_bytes
     if len(request.scope["query_string"]) > limit:
         raise HTTPError(413, f"query string is over the limit of {limit:,} bytes; POST the query instead")
 

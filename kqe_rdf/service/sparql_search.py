@@ -226,7 +226,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
         measured = measured[:start] + "VALUES ?_ {}" + measured[end:]
     if edits:
         check_limits(measured, settings, what)
-    verified = verify_federation(text, allowed_endpoints(settings.server_service_allow), kb.prefixes, update, strict)
+    verified = verify_federation(text, allowed_endpoints(settings.server.service_allow), kb.prefixes, update, strict)
     out.text, out.services, out.loads = verified.text, verified.services + verified.loads, verified.loads
     if out.uses_similarity and not kb.has_embeddings:
         raise SparqlError("kqe:similarity needs node embeddings, and this KB has none: run `kqe-rdf kb embed`")

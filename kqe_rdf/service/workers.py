@@ -404,9 +404,9 @@ class WorkerPool:
         self.kb_settings = kb.settings
         self.settings = settings
         self.writable = writable
-        self.size = 1 if writable else settings.server_query_slots
-        self.per_client = client_workers(settings.server_client_workers, self.size)
-        self.timeout = settings.server_query_timeout
+        self.size = 1 if writable else settings.server.query_slots
+        self.per_client = client_workers(settings.server.client_workers, self.size)
+        self.timeout = settings.server.query_timeout
         self.idle: list[_Worker] = []
         self.busy: set[_Worker] = set()
         self.alive = 0  # workers starting, idle or busy
@@ -443,7 +443,7 @@ class WorkerPool:
             raise
         worker = _Worker(process, channel)
         init = {"kb": str(self.kb_path), "kb_settings": self.kb_settings, "settings": self.settings,
-                "writable": self.writable, "memory_mb": self.settings.server_worker_memory_mb,
+                "writable": self.writable, "memory_mb": self.settings.server.worker_memory_mb,
                 "sweep": self.writable and not self._swept}
         worker.channel.send(init)
         try:
@@ -729,7 +729,7 @@ class WorkerPool:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 code = worker.process.wait(0.5)
         if code == -signal.SIGABRT:
-            return HTTPError(503, f"the job needed more than the {self.settings.server_worker_memory_mb:,} MiB a "
+            return HTTPError(503, f"the job needed more than the {self.settings.server.worker_memory_mb:,} MiB a "
                                   "worker may use (server_worker_memory_mb) and was stopped; narrow it down",
                              {"Retry-After": "5"})
         reason = f"signal {-code}" if isinstance(code, int) and code < 0 else f"status {code}"

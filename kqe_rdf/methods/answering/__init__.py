@@ -116,20 +116,20 @@ class QuestionAnswering:
         index = self.linker.index
         self.offline_intent = OfflineIntent(kb, self.linker)
         self.intent = LLMIntent(kb, llm, self.offline_intent) if llm else self.offline_intent
-        self.offline_reader = OfflineReader(kb, index, prior_weight=settings.qa_focus_weight)
+        self.offline_reader = OfflineReader(kb, index, prior_weight=settings.qa.focus_weight)
         self.reader = LLMReader(kb, llm, self.offline_reader) if llm else self.offline_reader
         s = settings
-        self.kg = KGFacts(kb, index, s.qa_kg_hops, s.qa_expand_nodes, s.qa_facts_per_node)
-        self.text = TextSentences(kb, NameFinder(index), s.qa_text_hits)
-        self.tables = TableRows(kb, index, s.qa_table_hits)
-        self.focus = FocusCandidates(kb, self.linker, self.offline_intent.reader, s.qa_focus_hits)
-        self.grounded = GroundedReading(kb, self.linker, self.offline_intent.reader, s.qa_grounded_depth,
-                                        s.qa_max_answers) \
-            if s.qa_grounded else None
+        self.kg = KGFacts(kb, index, s.qa.kg_hops, s.qa.expand_nodes, s.qa.facts_per_node)
+        self.text = TextSentences(kb, NameFinder(index), s.qa.text_hits)
+        self.tables = TableRows(kb, index, s.qa.table_hits)
+        self.focus = FocusCandidates(kb, self.linker, self.offline_intent.reader, s.qa.focus_hits)
+        self.grounded = GroundedReading(kb, self.linker, self.offline_intent.reader, s.qa.grounded_depth,
+                                        s.qa.max_answers) \
+            if s.qa.grounded else None
         self.text_facts = TextFacts(kb, index, self.offline_intent.reader, self.text)
-        self.pruner = Pruner(kb, s.qa_pool_size, s.qa_stages, s.qa_bm25_weight, s.qa_dense_weight,
-                             s.qa_entity_weight, s.qa_dense_depth, extra, type_weight=s.qa_type_weight,
-                             prior_weight=s.qa_focus_weight)
+        self.pruner = Pruner(kb, s.qa.pool_size, s.qa.stages, s.qa.bm25_weight, s.qa.dense_weight,
+                             s.qa.entity_weight, s.qa.dense_depth, extra, type_weight=s.qa.type_weight,
+                             prior_weight=s.qa.focus_weight)
 
     def __call__(self, question: str, sources: Sequence[str] | str | None = None) -> Answer:
         question = " ".join((question or "").split())
@@ -137,7 +137,7 @@ class QuestionAnswering:
             raise InputError("the question is empty: ask something, e.g. kqe-rdf ask \"who directed Kismet\"")
         if len(question) > MAX_QUESTION_CHARS:
             raise InputError(f"the question has {len(question)} characters; at most {MAX_QUESTION_CHARS} are read")
-        chosen = check_sources(sources if sources is not None else self.settings.qa_sources)
+        chosen = check_sources(sources if sources is not None else self.settings.qa.sources)
         return self.from_reading(question, chosen) or self.from_evidence(question, chosen)
 
     def from_reading(self, question: str, sources: tuple[str, ...]) -> Answer | None:
@@ -267,7 +267,7 @@ _lock = threading.Lock()
 
 def answer(kb, settings: Settings, question: str, sources: Sequence[str] | str | None = None, *,
            offline: bool = False) -> Answer:
-    """Answer ``question`` from the KB's ``sources`` (default ``settings.qa_sources``); the pipeline is
+    """Answer ``question`` from the KB's ``sources`` (default ``settings.qa.sources``); the pipeline is
     built once per KB, settings and mode. The REST server's ``/answer`` calls this."""
     from ...llm.client import LLM
 

@@ -73,7 +73,7 @@ class GroundedReading:
         self.kb = kb
         self.depth = depth
         # Ranked deep enough to hold every answer of a list question (the nodes the paths reach equally well).
-        self.stage = FourStep(kb, triplets, mode=kb.settings.fourstep_mode, k=max(depth, max_answers),
+        self.stage = FourStep(kb, triplets, mode=kb.settings.fourstep.mode, k=max(depth, max_answers),
                               linker=linker)
         self._query = queries.strip_comments(queries.load("qa_path_nodes"))
 

@@ -68,8 +68,8 @@ def expand(kb, settings, text: str, method: str = "kar", types: Sequence[str] | 
     """One query's expansion by ``method`` (what the CLI's ``expand`` and the REST server call)."""
     if not text or not text.strip():
         raise KqeError("the query is empty: give some words to expand")
-    if len(text) > settings.expand_max_chars:
-        raise KqeError(f"the query is {len(text):,} characters long; at most {settings.expand_max_chars:,} are "
+    if len(text) > settings.expansion.request_max_chars:
+        raise KqeError(f"the query is {len(text):,} characters long; at most {settings.expansion.request_max_chars:,} are "
                        "expanded (setting expand_max_chars)")
     stage = expander(method, kb, settings, types)
     exp = stage.expand(text)
@@ -91,7 +91,7 @@ def _offline_note(method: str) -> str:
 def expansion_pipeline(method: str, kb, settings, k: int, types: Sequence[str] | None = None) -> ExpandedSearch:
     """Expansion then the final retriever (BM25 for LKQE, as in its paper; ``kar_final`` for the rest)."""
     exp = expander(method, kb, settings, types)
-    kind = "bm25" if METHODS[method][0] == "lkqe" else settings.kar_final
+    kind = "bm25" if METHODS[method][0] == "lkqe" else settings.kar.final
     notes = [_offline_note(method)] if _ran_offline(method, exp) else []
     if kind != "bm25" and not kb.has_embeddings:
         notes.append(f"the KB has no vectors (`kqe-rdf kb embed`): the expanded query was searched with BM25, not "

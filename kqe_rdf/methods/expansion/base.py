@@ -126,7 +126,7 @@ class Expander:
     @property
     def weighs(self) -> bool:
         """Whether expansions are weighed (:meth:`weigh`): offline LKQE's by the hits they add, unless turned off."""
-        return self.judge is not None and self.settings.expansion_weight_full > 0
+        return self.judge is not None and self.settings.expansion.weight_full > 0
 
     #: The retriever whose first page an expansion is weighed against (:meth:`weigh`); None: always weight 1 (KAR
     #: weighs its own way: its passage is the structural reading's answer, and weighed by this rule it lost 7
@@ -144,17 +144,17 @@ class Expander:
         questions, whose answers use other words). Measured on the dev sets: docs/results-log.md, issue 53.
         """
         s = self.settings
-        depth = s.expansion_weight_depth
+        depth = s.expansion.weight_depth
         before = {h.iri for h in self.judge.search(exp.query, names=False)[:depth]}
         after = [h.iri for h in searched(self.judge, exp, "weigh")[:depth]]
         new = sum(iri not in before for iri in after)
-        exp.weight = round(min(1.0, new / max(len(after), 1) / s.expansion_weight_full), 4)
+        exp.weight = round(min(1.0, new / max(len(after), 1) / s.expansion.weight_full), 4)
         if exp.weight == 0:
             reason = (f"at full weight the expansion's first {len(after)} hits are the query's own, so it adds "
                       "nothing the query had not found: the query is searched as it is")
         else:
             reason = (f"at full weight {new} of the expansion's first {len(after)} hits are not among the query's "
-                      f"(full weight from {s.expansion_weight_full:.0%} of them)")
+                      f"(full weight from {s.expansion.weight_full:.0%} of them)")
         exp.evidence = {"reason": reason, "new": new, "of": len(after), **exp.evidence}
         exp.finish(self.repeat, self.counted)
 
@@ -174,7 +174,7 @@ class Expander:
 
         try:
             result = self.llm.json(messages, schema, validate, name=step.replace(" ", "_"),
-                                   max_tokens=self.settings.expansion_max_tokens)
+                                   max_tokens=self.settings.expansion.max_tokens)
         except LLMError as exc:
             exp.notes.append(f"{step}: LLM failed ({exc})")
             return None
@@ -189,11 +189,11 @@ class Expander:
         from .text import clean_generation
 
         try:
-            raw = self.llm.text(messages, max_tokens=self.settings.expansion_max_tokens)
+            raw = self.llm.text(messages, max_tokens=self.settings.expansion.max_tokens)
         except LLMError as exc:
             exp.notes.append(f"{step}: LLM failed ({exc})")
             return ""
-        text = clean_generation(raw, tokens or self.settings.expansion_max_tokens)
+        text = clean_generation(raw, tokens or self.settings.expansion.max_tokens)
         if not text:
             exp.notes.append(f"{step}: the LLM wrote nothing usable")
         return text
@@ -207,7 +207,7 @@ class Expander:
 
 def final_retriever(kb, settings, k: int, types: Sequence[str] | None = None, kind: str | None = None) -> Stage:
     """The retriever an expanded query is run with (``kar_final``); BM25 when the KB has no embeddings."""
-    kind = kind or settings.kar_final
+    kind = kind or settings.kar.final
     if kind != "bm25" and not kb.has_embeddings:
         kind = "bm25"
     if kind == "bm25":

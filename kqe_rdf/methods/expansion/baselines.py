@@ -30,15 +30,15 @@ class _Grounded(Expander):
 
     def __init__(self, kb, settings, llm=None, types: Sequence[str] | None = None) -> None:
         super().__init__(kb, settings, llm)
-        self.first = final_retriever(kb, settings, max(settings.expansion_docs, 1), types)
+        self.first = final_retriever(kb, settings, max(settings.expansion.docs, 1), types)
 
     def passages(self, exp: Expansion) -> list[str]:
-        n = self.settings.expansion_docs
+        n = self.settings.expansion.docs
         if n == 0:
             return []
         hits = self.first.search(exp.query, names=False)[:n]
         exp.passages = [h.iri for h in hits]
-        per_doc = share(self.settings.expansion_context_tokens, len(hits))
+        per_doc = share(self.settings.expansion.context_tokens, len(hits))
         pieces = [snippet(self.kb.document(h.iri), per_doc) for h in hits]
         self.set_context(exp, pieces)
         return pieces
@@ -51,7 +51,7 @@ class RM3Terms(Expander):
 
     def __init__(self, kb, settings, llm=None, types: Sequence[str] | None = None) -> None:
         super().__init__(kb, settings, None)
-        self.rm3 = RM3(kb, settings.k, types, settings.prf_docs, settings.prf_terms, settings.prf_original_weight)
+        self.rm3 = RM3(kb, settings.k, types, settings.prf.docs, settings.prf.terms, settings.prf.original_weight)
 
     def build(self, exp: Expansion) -> None:
         weights = sorted(self.rm3.expansion(exp.query).items(), key=lambda tw: (-tw[1], tw[0]))
@@ -108,4 +108,4 @@ class AGR(_Grounded):
             return
         refined = self.ask_text(exp, "refine", agr_refine_messages(exp.query, draft))
         # A refine step that fails still leaves the drafted answers, as AGR's generate output stands alone.
-        exp.expansions = [refined or clip(draft, self.settings.expansion_max_tokens)]
+        exp.expansions = [refined or clip(draft, self.settings.expansion.max_tokens)]

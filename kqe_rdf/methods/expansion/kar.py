@@ -257,25 +257,25 @@ class KAR(Expander):
         self.name = "kar" + {"kg": "", "nokg": "-nokg", "namefilter": "-namefilter"}[variant] + (
             "" if llm else "-offline")
         self.linker = Linker(kb)
-        self.documents = NodeScorer(kb, settings.kar_encode, "document", settings.kar_encode_tokens)
-        self.filter = (NodeScorer(kb, settings.kar_encode, "name", settings.kar_encode_tokens,
-                                  name_limit=settings.kar_encode_names, hub=settings.kar_name_hub)
-                       if variant == "namefilter" else self.documents if settings.kar_filter == "dense"
-                       else FusedScorer(kb, self.documents, settings.rrf_k))
-        self.neighbourhood = Neighbourhood(kb, settings.kar_fanout)
-        self.query_retriever = final_retriever(kb, settings, max(settings.kar_query_nodes, 1), types)
+        self.documents = NodeScorer(kb, settings.kar.encode, "document", settings.kar.encode_tokens)
+        self.filter = (NodeScorer(kb, settings.kar.encode, "name", settings.kar.encode_tokens,
+                                  name_limit=settings.kar.encode_names, hub=settings.kar.name_hub)
+                       if variant == "namefilter" else self.documents if settings.kar.filter == "dense"
+                       else FusedScorer(kb, self.documents, settings.hybrid.rrf_k))
+        self.neighbourhood = Neighbourhood(kb, settings.kar.fanout)
+        self.query_retriever = final_retriever(kb, settings, max(settings.kar.query_nodes, 1), types)
         #: Offline, the structural reader's grounded reading gives the entities and the facts (module docstring).
-        depth = 2 * settings.kar_neighbours
+        depth = 2 * settings.kar.neighbours
         #: The reader's mention finder (as 4StepFocus and ``ask`` link the query).
         self.reader = OfflineTriplets(kb, self.linker)
-        self.reading = None if llm is not None or not settings.kar_grounded else \
+        self.reading = None if llm is not None or not settings.kar.grounded else \
             GroundedReading(kb, self.linker, self.reader, depth, max_answers=depth)
         self._read: tuple[str, Grounded | None] | None = None
 
     @property
     def weighs(self) -> bool:
         """Offline, the expansion is weighed by how much of the request its KG evidence reaches (:meth:`weigh`)."""
-        return self.llm is None and self.settings.kar_weight_full > 0
+        return self.llm is None and self.settings.kar.weight_full > 0
 
     def weigh(self, exp: Expansion) -> None:
         """Weight the expansion by the share of the request's words that its evidence reaches (:func:`reach`):
@@ -291,7 +291,7 @@ class KAR(Expander):
         # (a phenotype list names every term, the reading may follow one): every mention counts.
         constants, conditions = self.reader.mentions(exp.query)
         share, words, reached = reach(exp, [m.text for m in constants + conditions])
-        full = self.settings.kar_weight_full
+        full = self.settings.kar.weight_full
         exp.weight = round(min(1.0, share / full), 4)
         if exp.weight == 0:
             reason = ("no word of the request is a linked entity's name or a relation read from it: the KG adds "
@@ -314,7 +314,7 @@ class KAR(Expander):
         if not found:
             constants, conditions = self.reader.mentions(exp.query)
             found = [(m.text, list(m.candidates), "mention") for m in constants + conditions if not m.negated]
-        return found[: self.settings.kar_max_entities]
+        return found[: self.settings.kar.max_entities]
 
     def grounded(self, query: str) -> Grounded | None:
         """The structural reader's grounded reading of ``query`` (offline only), its first answers cited; read
@@ -322,7 +322,7 @@ class KAR(Expander):
         if self.reading is None:
             return None
         if self._read is None or self._read[0] != query:
-            self._read = (query, self.reading(query, cite=2 * self.settings.kar_neighbours))
+            self._read = (query, self.reading(query, cite=2 * self.settings.kar.neighbours))
         return self._read[1]
 
     def _llm_entities(self, exp: Expansion):
@@ -356,17 +356,17 @@ class KAR(Expander):
         """Resolved node IRIs (entities first, then the query's own), recorded in ``exp.entities``."""
         nodes: list[str] = []
         # The query's own search (a hybrid's BM25) starts now, beside the entity parsing's reading.
-        own = self.query_retriever.later(Batch([Query("q", exp.query)])) if self.settings.kar_query_nodes else None
+        own = self.query_retriever.later(Batch([Query("q", exp.query)])) if self.settings.kar.query_nodes else None
         for text, candidates, how in self.entities(exp):
             scores = self.documents.scores(exp.query, [c.iri for c in candidates])
             ranked = sorted(candidates, key=lambda c: (-scores.get(c.iri, -1.0), -c.score, c.iri))
-            chosen = ranked[: self.settings.kar_entity_nodes]
+            chosen = ranked[: self.settings.kar.entity_nodes]
             exp.entities.append({"text": text, "found_by": how, "nodes": [
                 {"iri": c.iri, "name": c.name, "link": c.how, "score": round(scores.get(c.iri, c.score), 4)}
                 for c in chosen]})
             nodes += [c.iri for c in chosen if c.iri not in nodes]
         if own is not None:
-            hits = own().ranked("q")[: self.settings.kar_query_nodes]
+            hits = own().ranked("q")[: self.settings.kar.query_nodes]
             exp.entities.append({"text": exp.query, "found_by": "query", "nodes": [
                 {"iri": h.iri, "name": self.kb.document(h.iri).name, "link": "retrieval", "score": round(h.score, 4)}
                 for h in hits]})
@@ -378,7 +378,7 @@ class KAR(Expander):
     def propagate(self, query: str, nodes: Sequence[str]) -> list[dict]:
         """The top ``kar_neighbours`` neighbours (within ``kar_hops``) of ``nodes``, best first; offline, those
         the grounded reading reaches (:meth:`reached`) when it reaches any."""
-        keep = self.settings.kar_neighbours
+        keep = self.settings.kar.neighbours
         # A fact that something is absent contradicts a request that names it as present ("... with seizures"
         # is no place for "X lacks phenotype Seizure"): such relations are followed only when the request negates.
         schema = self.kb.schema
@@ -391,7 +391,7 @@ class KAR(Expander):
         seen = set(nodes)
         kept: list[dict] = []
         frontier = list(nodes)
-        for hop in range(1, self.settings.kar_hops + 1):
+        for hop in range(1, self.settings.kar.hops + 1):
             found: dict[str, dict] = {}
             for node in frontier:
                 for relation, neighbour, direction in self.neighbourhood(node):
@@ -418,7 +418,7 @@ class KAR(Expander):
         relation ``skip`` holds)."""
         answers = [c for c in grounded.reading.candidates if grounded.cited.get(c.iris[0])]
         scores = self.filter.scores(query, [c.iris[0] for c in answers])
-        kept = sorted(answers, key=lambda c: (-scores.get(c.iris[0], -1.0), c.name))[: self.settings.kar_neighbours]
+        kept = sorted(answers, key=lambda c: (-scores.get(c.iris[0], -1.0), c.name))[: self.settings.kar.neighbours]
         out = []
         for rank, candidate in enumerate(answers):
             iri = candidate.iris[0]
@@ -469,21 +469,21 @@ class KAR(Expander):
         s = self.settings
         nodes = self.resolve(exp)
         if self.variant == "nokg":
-            knowledge = self.entity_documents(nodes, s.expansion_context_tokens)
+            knowledge = self.entity_documents(nodes, s.expansion.context_tokens)
         else:
             exp.neighbours = self.propagate(exp.query, nodes)
-            knowledge = self.triples(exp.neighbours, s.expansion_context_tokens)
+            knowledge = self.triples(exp.neighbours, s.expansion.context_tokens)
         text = self.set_context(exp, knowledge)
         if not nodes:
             exp.notes.append("no entity of the KB found for the query")
         if self.llm is not None:
-            value = self.ask_json(exp, "expansion", kar_messages(exp.query, text, s.kar_expansions),
+            value = self.ask_json(exp, "expansion", kar_messages(exp.query, text, s.kar.expansions),
                                   EXPANSIONS_SCHEMA)
             if value is None:
                 exp.notes.append("the query is searched unexpanded")
                 return
-            per = max(s.expansion_max_tokens // s.kar_expansions, 16)
-            exp.expansions = [clip(str(e), per) for e in value["expansions"] if str(e).strip()][: s.kar_expansions]
+            per = max(s.expansion.max_tokens // s.kar.expansions, 16)
+            exp.expansions = [clip(str(e), per) for e in value["expansions"] if str(e).strip()][: s.kar.expansions]
             if not exp.expansions:
                 exp.notes.append("expansion: the LLM wrote no passage; the query is searched unexpanded")
             return
@@ -492,14 +492,14 @@ class KAR(Expander):
     def _offline(self, exp: Expansion, nodes: Sequence[str]) -> list[str]:
         """One passage per top triple (or entity document): the fact, then the sentence nearest the query."""
         s = self.settings
-        per = max(s.expansion_context_tokens // s.kar_passages, 16)
+        per = max(s.expansion.context_tokens // s.kar.passages, 16)
         out = []
         if self.variant == "nokg":
-            for iri in nodes[: s.kar_passages]:
+            for iri in nodes[: s.kar.passages]:
                 doc = self.kb.document(iri)
                 out.append(clip(f"{doc.name}. {salient(doc.text, exp.query)}", per))
             return out
-        for edge in exp.neighbours[: s.kar_passages]:
+        for edge in exp.neighbours[: s.kar.passages]:
             head, tail = (edge["from_name"], edge["name"]) if edge["direction"] == "out" else (
                 edge["name"], edge["from_name"])
             fact = edge.get("fact") or f"{head} {edge['relation']} {tail}."

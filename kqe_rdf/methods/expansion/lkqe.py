@@ -120,17 +120,17 @@ class LKQE(Expander):
                  store: ExpansionStore | None = None) -> None:
         super().__init__(kb, settings, llm)
         self.name = "lkqe" if llm else "lkqe-offline"
-        self.repeat = settings.lkqe_query_repeat
+        self.repeat = settings.lkqe.query_repeat
         self.counted = True  # "3 × query + expansion" as the paper's Lucene query counts it
-        self.first = BM25(kb, settings.lkqe_docs, types)
+        self.first = BM25(kb, settings.lkqe.docs, types)
         if llm is None:
-            self.judge = BM25(kb, settings.expansion_weight_depth, types)
-        self.store = store or (ExpansionStore(kb.path) if llm is not None and settings.lkqe_store else None)
+            self.judge = BM25(kb, settings.expansion.weight_depth, types)
+        self.store = store or (ExpansionStore(kb.path) if llm is not None and settings.lkqe.store else None)
 
     def cap(self, query: str, text: str) -> str:
         """The expansion cut to ``lkqe_max_ratio`` times the query's words."""
         words = text.split()
-        limit = self.settings.lkqe_max_ratio * max(len(query.split()), 1)
+        limit = self.settings.lkqe.max_ratio * max(len(query.split()), 1)
         return " ".join(words[:limit])
 
     def read(self, exp: Expansion) -> list[str]:
@@ -139,7 +139,7 @@ class LKQE(Expander):
         texts = [self.kb.document(h.iri).text for h in hits]
         if self.llm is None:  # offline, every sentence of a passage may be a key sentence
             return texts
-        per_doc = share(self.settings.expansion_context_tokens, len(hits))
+        per_doc = share(self.settings.expansion.context_tokens, len(hits))
         return [clip(t, per_doc) for t in texts]
 
     def build(self, exp: Expansion) -> None:
@@ -148,7 +148,7 @@ class LKQE(Expander):
             scored = self.key_sentences(exp.query, passages)
             key = [sentence for sentence, _similarity in scored]
             self.set_context(exp, key)
-            limit = self.settings.lkqe_max_ratio * max(len(exp.query.split()), 1)
+            limit = self.settings.lkqe.max_ratio * max(len(exp.query.split()), 1)
             exp.expansions = [in_clauses(key, limit)] if key else []
             if scored:
                 exp.evidence = {"key_sentences": len(scored), "best_cosine": round(scored[0][1], 4)}
@@ -220,5 +220,5 @@ class LKQE(Expander):
         if not pool:
             return []
         sims = self.kb.encoder.encode(pool) @ self.kb.embed_query(query)
-        order = np.argsort(-sims, kind="stable")[: self.settings.lkqe_sentences]
+        order = np.argsort(-sims, kind="stable")[: self.settings.lkqe.sentences]
         return [(pool[i], float(sims[i])) for i in order]

@@ -17,8 +17,8 @@ def fourstep(kb, settings, k, types, offline: bool = False):
     linker = Linker(kb)
     offline_reader = OfflineTriplets(kb, linker, answer_types=kb.resolve_types(types) if types else None)
     generator = LLMTriplets(kb, llm, offline_reader) if llm else offline_reader
-    reranker = LLMReranker(kb, llm, settings.rerank_depth) if llm and settings.rerank else None
-    stage = FourStep(kb, generator, mode=settings.fourstep_mode, k=k, types=types, fallback=fallback,
+    reranker = LLMReranker(kb, llm, settings.fourstep.rerank_depth) if llm and settings.fourstep.rerank else None
+    stage = FourStep(kb, generator, mode=settings.fourstep.mode, k=k, types=types, fallback=fallback,
                      reranker=reranker, linker=linker)
     stage.llm = llm
     return stage

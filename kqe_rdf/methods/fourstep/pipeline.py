@@ -161,7 +161,7 @@ class FourStep(Stage):
         if mode not in ("soft", "strict"):
             raise KqeError("4StepFocus mode must be soft or strict")
         #: Soft mode for terms of one hierarchy: "hierarchy" (IC-weighted partial credit) or "exact" paths only.
-        self.matcher = matcher or kb.settings.fourstep_matcher
+        self.matcher = matcher or kb.settings.fourstep.matcher
         if self.matcher not in ("hierarchy", "exact"):
             raise KqeError("4StepFocus matcher must be hierarchy or exact")
         self.kb = kb
@@ -224,7 +224,7 @@ class FourStep(Stage):
             # Terms of one hierarchy (a phenotype list): IC-weighted partial credit from the closures and arrays
             # stored with the KB, already fused with the request's text.
             found = hierarchical_scores(self.kb, compiled, tq.query, self.types or self._answer_types(tq),
-                                        self.kb.settings.fourstep_negated, self.kb.settings.fourstep_negated_weight,
+                                        self.kb.settings.fourstep.negated, self.kb.settings.fourstep.negated_weight,
                                         top=self.fusion_depth)
             if found is not None:
                 notes = {"matcher": "hierarchy", "candidates": found.matched,
@@ -320,7 +320,7 @@ class FourStep(Stage):
         """The ranked hits for one request, the explanation, and the reading that produced them (the one
         linked, compiled and run: the reader's first, or the next one tried when it found nothing)."""
         clock = StepClock()
-        if self.matcher == "hierarchy" and self.kb.settings.fourstep_text_weight and self.kb.hierarchies:
+        if self.matcher == "hierarchy" and self.kb.settings.fourstep.text_weight and self.kb.hierarchies:
             # Hierarchy matching fuses BM25's top of the request: Tantivy searches while the request is read.
             self.kb.text_index.search_ahead(text, self.fusion_depth, self.types)
         tq = normalise(self.generator(text), self.kb.schema)
