@@ -47,7 +47,12 @@ demo: install wordnet
 test: install scale browser virtuoso wordnet
 	$(BIN)/python -m pytest -q
 
-test-slow: install
+# The tests without servers, browsers, subprocesses, real datasets or big inputs (`slow`), on every core
+# (pytest-xdist): under 3 minutes on two idle cores. `make test` runs everything, in one process.
+test-quick: install wordnet
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
+
+test-slow: install scale browser virtuoso wordnet
 	$(BIN)/python -m pytest -q -m slow
 
-.PHONY: install scale browser virtuoso wordnet demo test test-slow
+.PHONY: install scale browser virtuoso wordnet demo test test-quick test-slow

@@ -1,6 +1,6 @@
 """Differential fuzzing of the federation guard at scale: thousands of generated SERVICE/LOAD calls (issue 37).
 
-The cases of tests/federation_fuzz.py (escapes, comments, four quote kinds, whitespace and letter case around
+The cases of tests/support/federation_fuzz.py (escapes, comments, four quote kinds, whitespace and letter case around
 SERVICE and LOAD, glued keywords) call a canary listener on loopback. Each goes to an unguarded pyoxigraph
 store (the oracle: does Oxigraph call out?), to five guarded servers on loopback (default, isolation off,
 allow-listed, update token, update token with an allow-list) and every tenth query to ``kqe-rdf sparql``
@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from federation_fuzz import cases, run_cases  # noqa: E402
+from support.federation_fuzz import cases, run_cases  # noqa: E402
 from harness import Environment, arguments, command_line, table, update_doc  # noqa: E402
 from server import beside_python  # noqa: E402
-from test_endpoint_security import Canary  # noqa: E402
+from support.canary import Canary  # noqa: E402
 
 
 def main() -> None:

@@ -1,13 +1,13 @@
 """The W3C SPARQL 1.1 suites over HTTP: `kqe-rdf serve` and `oxigraph serve`, the same requests to both.
 
 Runs the query-evaluation, syntax and update tests of w3c/rdf-tests (``sparql/sparql11``; read from
-``KQE_W3C_SPARQL11`` or ``../shared/data/w3c-rdf-tests/sparql/sparql11``) through tests/w3c_sparql.py
+``KQE_W3C_SPARQL11`` or ``../shared/data/w3c-rdf-tests/sparql/sparql11``) through tests/support/w3c_sparql.py
 against both servers, each a process on loopback over an empty store (``kqe-rdf serve`` over a one-triple
 KB, with an update token, no result cap in the way and the store's default graph alone, as the suites
 expect), and writes the outcome counts to docs/benchmarks.md. `kqe-rdf serve` runs as it starts by default
 (no allow-list: SPARQL evaluated without network) and, in a second column, with network isolation off
 (every query on the verified path). The ``service`` tests (row ``federation``) run against endpoints
-served on loopback (tests/w3c_sparql.py ``ServiceEndpoints``), for `kqe-rdf serve` with their URLs on its
+served on loopback (tests/support/w3c_sparql.py ``ServiceEndpoints``), for `kqe-rdf serve` with their URLs on its
 allow-list. Other tests that mention SERVICE or LOAD call endpoints off this machine: they go to
 `kqe-rdf serve` only, which refuses them without a call.
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from harness import arguments, command_line, update_doc  # noqa: E402
 from server import beside_python, free_port, wait_ready  # noqa: E402
-from w3c_sparql import GROUPS, SUITE, Endpoint, ServiceEndpoints, run_suite, table  # noqa: E402
+from support.w3c_sparql import GROUPS, SUITE, Endpoint, ServiceEndpoints, run_suite, table  # noqa: E402
 
 TOKEN = "w3c"
 
@@ -104,7 +104,7 @@ def main() -> None:
                        if outcome == "pass" and verified[group][name] != "pass"]
     body = "\n".join([
         f"`{command_line()}`: every test of the groups below, sent over the SPARQL 1.1 Protocol to both servers "
-        "(tests/w3c_sparql.py says how each is judged). Row `federation`: W3C's `service` folder, its endpoints "
+        "(tests/support/w3c_sparql.py says how each is judged). Row `federation`: W3C's `service` folder, its endpoints "
         "served on loopback (for `kqe-rdf serve` on its allow-list, so on the verified path in both of its "
         "columns). Outcome `federation`: the test calls SERVICE or LOAD on a host off this machine, so it is not "
         "sent to `oxigraph serve` (which would call it); `kqe-rdf serve` refuses it (403) or, for LOAD SILENT, "
