@@ -365,14 +365,22 @@ class Linker:
         return scan.mentions()
 
     def _exact_names(self, scan: _Scan) -> None:
-        """Names and aliases as written (folded), longest first, names with no weak edge before the rest."""
+        """Names and aliases as written (folded), longest first, names with no weak edge before the rest.
+        >>> found = Linker(example_kb()).mentions('films by Clint Eastwood')
+        >>> [(m.text, m.candidates[0].name, m.candidates[0].how) for m in found]
+        [('Clint Eastwood', 'Clint Eastwood', 'exact')]
+        """
         for i, n in self._exact_order(scan.exact, scan.tokens, scan.plain, scan.soft, scan.opening, scan.free):
             if (key := scan.free(i, n)) and (iris := self._as_written(scan.tokens, i, n, self.index.nodes(key))):
                 scan.take(i, n, iris, "exact", 1.0)
 
     def _short_names(self, scan: _Scan) -> None:
         """A person's name written short ("Niels Bohr" for "Niels Henrik David Bohr"), as a name is written
-        (capitalised words): below exact names, every node it names kept."""
+        (capitalised words): below exact names, every node it names kept.
+        >>> found = Linker(example_kb()).mentions('what did Niels Bohr study')
+        >>> [(m.text, m.candidates[0].name, m.candidates[0].how) for m in found]
+        [('Niels Bohr', 'Niels Henrik David Bohr', 'short name')]
+        """
         if not self.index.short:
             return
         size = len(scan.tokens)
@@ -384,7 +392,11 @@ class Linker:
 
     def _broader_names(self, scan: _Scan) -> None:
         """A broader name people use ("my baby has a big head": Macrocephaly's BROAD synonym), longest first:
-        below names, never a lone stopword."""
+        below names, never a lone stopword.
+        >>> found = Linker(example_kb()).mentions('my baby has a big head')
+        >>> [(m.text, m.candidates[0].name, m.candidates[0].how) for m in found]
+        [('big head', 'Macrocephaly', 'broader name')]
+        """
         if not self.index.broad:
             return
         size = len(scan.tokens)
@@ -394,7 +406,11 @@ class Linker:
                 scan.take(i, n, iris, "broader name", BROADER)
 
     def _names_with_articles(self, scan: _Scan) -> None:
-        """A name written with an article it lacks ("blood in the urine" for Blood in urine), as a name."""
+        """A name written with an article it lacks ("blood in the urine" for Blood in urine), as a name.
+        >>> found = Linker(example_kb()).mentions('blood in the urine')
+        >>> [(m.text, m.candidates[0].name, m.candidates[0].how) for m in found]
+        [('blood in the urine', 'Blood in urine', 'exact')]
+        """
         inner, size = [k in _ARTICLE_WORDS for k in scan.keys], len(scan.tokens)
         if not any(inner):
             return
@@ -405,7 +421,11 @@ class Linker:
                 scan.take(i, n, iris, "exact", 1.0)
 
     def _fuzzy_names(self, scan: _Scan) -> None:
-        """Names misspelt a little (rapidfuzz, slow over a large index: only when nothing matched exactly)."""
+        """Names misspelt a little (rapidfuzz, slow over a large index: only when nothing matched exactly).
+        >>> found = Linker(example_kb()).mentions('who directed Gran Torinno')
+        >>> [(m.text, m.candidates[0].name, m.candidates[0].how) for m in found]
+        [('Gran Torinno', 'Gran Torino', 'fuzzy')]
+        """
         from rapidfuzz import fuzz, process
 
         for i, n in scan.spans(exact=False, shortest=2):
@@ -417,7 +437,14 @@ class Linker:
 
     def _common_word_titles(self, scan: _Scan) -> None:
         """Titles made of common words or a number ("who stars in Her", "who directed 360"), when nothing else is
-        a name."""
+        a name: written as a name is, never the pronoun inside a sentence.
+
+        >>> linker = Linker(example_kb())
+        >>> [(m.text, m.candidates[0].name) for m in linker.mentions("who directed Her")]
+        [('Her', 'Her')]
+        >>> linker.mentions("what did her brother direct")
+        []
+        """
         for i, n in scan.exact:
             words = [t[0] for t in scan.tokens[i : i + n]]
             initial = i == 0 or scan.query[: scan.tokens[i][1]].rstrip()[-1:] in ".?!"

@@ -253,3 +253,18 @@ def test_a_long_function_is_found(tmp_path):
     source = tmp_path / "long.py"
     source.write_text("def f():\n" + "    x = 1\n" * 61)
     assert long_functions([source]) == [("long.py", "f", 62)]
+
+
+def test_every_reading_rule_shows_itself_in_a_doctest_example():
+    """The rules a newcomer adds to (docs/architecture.md, "A reading rule"): each mention rule in run order, each
+    measure of a path's score and each reading made where no word names a relation shows what it does on a KB
+    (``example_kb()``, the doctests' tiny KB in conftest.py), as Quepy writes its rules."""
+    from kqe_rdf.kb.linking import Linker
+    from kqe_rdf.methods.reading import ranking
+    from kqe_rdf.methods.reading.offline import OfflineTriplets
+
+    rules = [getattr(Linker, name) for name, _after_names in Linker.MENTION_RULES]
+    rules += [ranking.hop_support, ranking.unread_words, ranking.hop_order, ranking.further_hop_cost,
+              ranking.path_similarity, ranking.score]
+    rules += [OfflineTriplets._from_graph, OfflineTriplets._guessed, OfflineTriplets._abstained]
+    assert [rule.__qualname__ for rule in rules if ">>>" not in (rule.__doc__ or "")] == []

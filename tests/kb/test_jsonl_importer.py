@@ -61,6 +61,19 @@ def test_an_ontology_is_written_from_the_names_the_file_uses(jsonl):
     assert readable("inCategory") == readable("in_category") == "in category"
 
 
+def test_a_broader_alias_is_a_name_people_use_linked_below_names(jsonl):
+    kb = build(jsonl('{"kind": "node", "id": "HP:0000256", "type": "Phenotype", "name": "Macrocephaly", '
+                     '"broader_aliases": ["Big head"]}\n'))
+    from kqe_rdf.kb.linking import Linker
+
+    [mention] = Linker(kb).mentions("my baby has a big head")
+    assert (mention.text, mention.candidates[0].name, mention.candidates[0].how) == ("big head", "Macrocephaly",
+                                                                                     "broader name")
+    assert "broader names: Big head" in next(kb.documents()).text
+    with pytest.raises(InputError, match="broader_aliases"):
+        build(jsonl('{"kind": "node", "id": "x", "type": "T", "name": "X", "broader_aliases": [1]}\n', "bad.jsonl"))
+
+
 def test_a_given_ontology_is_used_and_checked(jsonl, tmp_path):
     ontology = tmp_path / "shop.ttl"
     ontology.write_text("""

@@ -4,10 +4,14 @@ One JSON object per line, nodes and edges in any order::
 
     {"kind": "node", "id": "B0001", "type": "Product", "name": "Nikon D750",
      "aliases": ["D750"], "fields": {"description": "Full-frame DSLR ..."}, "xrefs": []}
+    {"kind": "node", "id": "HP:0000256", "type": "Phenotype", "name": "Macrocephaly",
+     "broader_aliases": ["Big head"]}
     {"kind": "edge", "head": "B0001", "relation": "hasBrand", "tail": "nikon",
      "qualifiers": {}}
 
-``type``, field names and ``relation`` are names in an ontology: give one
+``aliases`` are other names of the node; ``broader_aliases`` names people use for it that also cover more (a
+thesaurus's broader synonyms: "big head" for Macrocephaly), which the linker takes below names
+(``kqe:broadAlias``). ``type``, field names and ``relation`` are names in an ontology: give one
 with ``--option ontology=schema.ttl`` (classes under kqe:Node, fields under
 kqe:field, relations under kqe:relation), or let the importer write one from
 the names the file uses (readable labels from camelCase/snake_case names,
@@ -130,6 +134,7 @@ def _checked(obj: dict, where: str) -> dict:
         for name, values in fields.items():
             _strings(values, f"field {name[:80]!r}", where)
         _strings(obj.get("aliases"), "aliases", where)
+        _strings(obj.get("broader_aliases"), "broader_aliases", where)
         _strings(obj.get("xrefs"), "xrefs", where)
     elif kind == "edge":
         for key in ("head", "relation", "tail"):
@@ -180,6 +185,7 @@ class JsonlImporter(Importer):
                     continue
                 pairs = tuple((ontology_local(k), v) for k, vs in (obj.get("fields") or {}).items()
                               for v in _strings(vs, k, where))
+                pairs += tuple(("broadAlias", v) for v in _strings(obj.get("broader_aliases"), "broader_aliases", where))
                 nodes += 1
                 yield Node(str(obj["id"]), ontology_local(str(obj["type"])), obj.get("name") or "",
                            _strings(obj.get("aliases"), "aliases", where), pairs,

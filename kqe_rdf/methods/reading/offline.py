@@ -281,7 +281,11 @@ class OfflineTriplets:
         between the two classes ("seizures and microcephaly" → diseases that have them; "Tom Hanks, Meg Ryan" →
         films they starred in). Where no one-hop path reaches the class asked for, the best longer path to it
         ("what genre is X" for a film with no genre of its own). Without an answer class, the one relation that
-        leaves the constants when there is only one ("who are painters": their holders); else None."""
+        leaves the constants when there is only one ("who are painters": their holders); else None.
+
+        >>> OfflineTriplets(example_kb())("Gran Torino").notes[0][:69]
+        "no word names a relation: read from the graph, 'directed by' → Person"
+        """
         options = [s for s in ranked if len(s.path.steps) == 1 and (s.path.end in wanted or not wanted)]
         if not options and wanted and (longer := [s for s in ranked if s.path.end in wanted]):
             why = f"no word names a relation: the best path to the class asked for ({local_name(longer[0].path.end)})"
@@ -324,7 +328,11 @@ class OfflineTriplets:
     @staticmethod
     def _guessed(best: Scored) -> Scored:
         """The path the encoder places nearest the request's words, where no word names a relation and the graph
-        cannot tell which (no class is asked for): a guess, shown as one."""
+        cannot tell which (no class is asked for): a guess, shown as one.
+
+        >>> OfflineTriplets(example_kb())("what has Gran Torino").notes[0][:80]
+        "no word names a relation and no class is asked for: 'directed by', the path the "
+        """
         why = (f"no word names a relation and no class is asked for: '{' / '.join(best.phrases)}', the path the "
                f"encoder places nearest the request's words (a guess, confidence {best.confidence:.2f})")
         return Scored(best.path, best.score, best.phrases, {**best.why, "read from": why, "source": "encoder"},
@@ -332,7 +340,12 @@ class OfflineTriplets:
 
     def _abstained(self, query: str, best: Scored, wanted: set[str]) -> TripletQuery:
         """No reading: a list of names, or a name alone, with no word that names a relation and no answer class
-        asked for or given (``--type``), so the request is answered as text (4StepFocus's fallback)."""
+        asked for or given (``--type``), so the request is answered as text (4StepFocus's fallback).
+
+        >>> reading = OfflineTriplets(example_kb())("Spike Jonze")  # who directed and who wrote Her: which?
+        >>> reading.triplets, reading.notes[0][:50]
+        ([], 'abstained: no word of the request names a relation')
+        """
         why = (f"abstained: no word of the request names a relation (best path '{' / '.join(best.phrases)}', "
                f"confidence {best.confidence:.2f} < {self.min_confidence})"
                + ("" if wanted else " and no answer class is named or given (--type)"))

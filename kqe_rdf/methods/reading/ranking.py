@@ -76,7 +76,13 @@ def hop_support(words: list[tuple[int, str]], stems: set[str], related: dict[str
     """A hop is named by a word of its relation's phrases (support 1), else by the strongest related word
     (its weight: "dad" names ``parents`` at 0.7). A word a hop of another relation has read already counts
     :data:`REUSED` ("works" in "works at company" and "works in city" names one of them; "share directors"
-    names both hops there and back, one relation). A wh-word asks for the answer: it names the last hop only."""
+    names both hops there and back, one relation). A wh-word asks for the answer: it names the last hop only.
+
+    >>> words = [(0, "who"), (1, "is"), (2, "x"), (3, "dad")]
+    >>> dad = {"dad": ["synonym", 0.7, "dad (synonym of parent)"]}
+    >>> hop_support(words, {"parent"}, dad, {"dad": 0.7}, {}, frozenset({"p"}), True, "parents", {3: "dad"}).shown
+    {'relation': 'parents', 'how': 'synonym of parent, 0.70', 'words': ['dad']}
+    """
     hits = [pos for pos, s in words if s in stems]
     fresh = {p for p in hits if used.get(p, pair) == pair}
     support = (1.0 if fresh else REUSED) if hits else 0.0
@@ -116,7 +122,14 @@ def preposition_cue(spans: Sequence[tuple[int, int]], surface: dict[int, str], k
 
 def further_hop_cost(hop_penalty: float, reading: HopReading, used: dict[int, frozenset]) -> float:
     """A hop beyond the first costs ``hop_penalty``, less the more a word no earlier hop read names it
-    ("X's dad's offspring" is two hops because "offspring" names the second)."""
+    ("X's dad's offspring" is two hops because "offspring" names the second).
+
+    >>> named, related = HopReading(1.0, [4], {}), HopReading(0.7, [4], {})
+    >>> further_hop_cost(1.0, named, {}), round(further_hop_cost(1.0, related, {}), 2)
+    (0.0, 0.3)
+    >>> further_hop_cost(1.0, named, {4: frozenset({"parents"})})  # an earlier hop read the word
+    1.0
+    """
     named = reading.support if reading.hits and not set(reading.hits) & used.keys() else 0.0
     return hop_penalty * (1.0 - named)
 
@@ -145,7 +158,14 @@ def unread_words(words: Sequence[tuple[int, str]], evidence: set[str], soft: dic
     weight of each related word (never a word in the noun phrase an adjective the path reads modifies; half
     for a word that says what kind of thing is asked for, ``kinds``: "what faith" may name the relation, "what
     film" need not), and 1 for a wh-word (``asking``) that asks for what no hop of the path is ("where" after a
-    path to a club)."""
+    path to a club).
+
+    >>> words = [(0, "who"), (1, "direct"), (2, "film")]
+    >>> unread_words(words, {"direct"}, {"film": 0.6}, set(), set())  # "direct" and, at 0.6, "film" unread
+    1.6
+    >>> unread_words(words, {"direct"}, {}, {"direct"}, set())
+    0
+    """
     unread = {s: (1.0 if s in asking else soft[s] / 2 if p in kinds else soft[s]) for p, s in words
               if s in soft and s not in evidence and s not in covered and p not in excused}
     return len(evidence - covered) + sum(unread.values())
@@ -207,7 +227,11 @@ def says_absence(rel: str, negative: set[str], hits: Sequence[int], surface: dic
 
 
 def path_similarity(sims: dict[str, float], phrases: list[str]) -> float:
-    """The request's embedding similarity with the path: its least similar hop and the hops' joint phrase."""
+    """The request's embedding similarity with the path: its least similar hop and the hops' joint phrase.
+
+    >>> path_similarity({"directed by": 0.6, "starred": 0.4, "directed by starred": 0.5}, ["directed by", "starred"])
+    0.45
+    """
     if not sims:
         return 0.0
     return (min(sims[p] for p in phrases) + sims[" ".join(phrases)]) / 2
@@ -256,7 +280,12 @@ RULES: tuple[Rule, ...] = (
 
 
 def score(reading: PathReading) -> float:
-    """The sum of :data:`RULES` over a path's reading."""
+    """The sum of :data:`RULES` over a path's reading.
+
+    >>> round(score(PathReading(unsupported=0.0, uncovered=1.0, inversions=0, hop_costs=0.0, similarity=0.6, why={},
+    ...                         written=1.0)), 2)  # -1 × 1 word unread + 0.5 × 0.6 + 0.2 for the name's class
+    -0.5
+    """
     total = 0.0
     for rule in RULES:
         total += rule.weight * getattr(reading, rule.measure)
