@@ -508,7 +508,8 @@ def _documents(importer: Importer, report: ImportReport, tables: GraphTables, sc
     try:
         with progress.task("rendering documents", total=len(tables.nodes), unit="documents") as tick:
             start = 0
-            for document in tables.documents(schema, settings.documents.neighbours_per_relation, settings.documents.max_chars):
+            written = settings.documents
+            for document in tables.documents(schema, written.neighbours_per_relation, written.max_chars):
                 documents.append(document)
                 if len(documents) - start == DOCUMENTS_HANDED:
                     for feed in feeds:

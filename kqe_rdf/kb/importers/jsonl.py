@@ -185,7 +185,8 @@ class JsonlImporter(Importer):
                     continue
                 pairs = tuple((ontology_local(k), v) for k, vs in (obj.get("fields") or {}).items()
                               for v in _strings(vs, k, where))
-                pairs += tuple(("broadAlias", v) for v in _strings(obj.get("broader_aliases"), "broader_aliases", where))
+                broader = _strings(obj.get("broader_aliases"), "broader_aliases", where)
+                pairs += tuple(("broadAlias", v) for v in broader)
                 nodes += 1
                 yield Node(str(obj["id"]), ontology_local(str(obj["type"])), obj.get("name") or "",
                            _strings(obj.get("aliases"), "aliases", where), pairs,

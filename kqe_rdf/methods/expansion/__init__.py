@@ -68,9 +68,9 @@ def expand(kb, settings, text: str, method: str = "kar", types: Sequence[str] | 
     """One query's expansion by ``method`` (what the CLI's ``expand`` and the REST server call)."""
     if not text or not text.strip():
         raise KqeError("the query is empty: give some words to expand")
-    if len(text) > settings.expansion.request_max_chars:
-        raise KqeError(f"the query is {len(text):,} characters long; at most {settings.expansion.request_max_chars:,} are "
-                       "expanded (setting expand_max_chars)")
+    if len(text) > (most := settings.expansion.request_max_chars):
+        raise KqeError(f"the query is {len(text):,} characters long; at most {most:,} are expanded (setting "
+                       "expand_max_chars)")
     stage = expander(method, kb, settings, types)
     exp = stage.expand(text)
     if _ran_offline(method, stage):
