@@ -84,7 +84,8 @@ def triplets_job(context, params: dict) -> dict:
     settings = context.settings
     text = _text(params)
     mode = "strict" if one(params, "strict", False, bool) else "soft"
-    stage = context.pipeline("4step", settings.k, settings=dataclasses.replace(settings, fourstep_mode=mode))
+    reading = dataclasses.replace(settings, fourstep=dataclasses.replace(settings.fourstep, mode=mode))
+    stage = context.pipeline("4step", settings.k, settings=reading)
     return {"query": text, **stage.reading(text)}
 
 

@@ -168,7 +168,8 @@ class _Context:
                 raise KqeError(f"cannot open {kb_path / 'store'} for updates ({exc}); is another writer running?") \
                     from None
         self.kb.store, self.kb.prefixes  # noqa: B018 - opened now, not in the first job's time
-        self.settings = dataclasses.replace(settings, lkqe_store=False)  # LKQE's graphs would go into the KB
+        # LKQE's graphs would go into the KB
+        self.settings = dataclasses.replace(settings, lkqe=dataclasses.replace(settings.lkqe, store=False))
         self.functions = SearchFunctions(self.kb)
         self._prepared: collections.OrderedDict[str, object] = collections.OrderedDict()
         self.pipelines: collections.OrderedDict[tuple, object] = collections.OrderedDict()

@@ -160,11 +160,15 @@ def test_code_reads_settings_by_group():
     import ast
 
     renamed = {name for name, (group, attr) in FLAT.items() if group and name != attr}
+    grouped = {name for name, (group, _attr) in FLAT.items() if group}
     reads = []
     for path in sorted([*Path("kqe_rdf").rglob("*.py"), *Path("bench").rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr in renamed:
                 reads.append(f"{path}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.Call) and path.name != "cli.py" and path.parts[0] == "kqe_rdf" \
+                    and any(k.arg in grouped for k in node.keywords):  # the command line is an edge: its options
+                reads.append(f"{path}:{node.lineno} {ast.unparse(node.func)}(<flat name>=...)")
     assert not reads, reads
 
 
