@@ -28,7 +28,7 @@ from kqe_rdf.core.config import Settings
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import create_app
 from kqe_rdf.kb.sparql_guard import check_limits, measure, verify_federation
-from support.canary import ALLOWED, QUERY_FORMS, UPDATE_FORMS, Canary, canary, clean_env, form  # noqa: F401
+from support.canary import ALLOWED, QUERY_FORMS, UPDATE_FORMS, Canary, aimed_at, canary, clean_env  # noqa: F401
 from support.live_servers import free_port, serving
 
 pytestmark = pytest.mark.slow  # servers, subprocesses or big inputs: not in `make test-quick`
@@ -57,7 +57,7 @@ def server(writable_kb):
 @pytest.mark.parametrize("name", list(QUERY_FORMS))
 def test_every_form_of_a_service_call_off_the_allow_list_is_refused_before_any_connection(server, canary, name):
     before = canary.connections
-    query = form(QUERY_FORMS[name], canary)
+    query = aimed_at(QUERY_FORMS[name], canary)
     for response in (httpx.get(server + "/sparql", params={"query": query}, timeout=30),
                      httpx.post(server + "/query", content=query.encode(), timeout=30,
                                 headers={"Content-Type": "application/sparql-query"})):
@@ -70,7 +70,7 @@ def test_every_form_of_a_service_call_off_the_allow_list_is_refused_before_any_c
 def test_every_form_of_load_or_service_in_an_update_is_refused_before_any_connection(server, canary, name):
     """Refused, or (an update of LOAD SILENT alone) a load that failed silently: never a connection."""
     before = canary.connections
-    response = httpx.post(server + "/update", content=form(UPDATE_FORMS[name], canary).encode(), headers=UPDATE,
+    response = httpx.post(server + "/update", content=aimed_at(UPDATE_FORMS[name], canary).encode(), headers=UPDATE,
                           timeout=30)
     expected = (204,) if name == "LOAD SILENT INTO GRAPH" else (400, 403)
     assert response.status_code in expected, (name, response.status_code, response.text)
@@ -82,12 +82,12 @@ def test_oxigraph_itself_splits_a_glued_keyword_and_calls_the_other_endpoint(can
     """Why the glued forms matter: unguarded, pyoxigraph calls the endpoint behind ``x:``, not the allowed one."""
     import pyoxigraph
     before = canary.connections
-    list(pyoxigraph.Store().query(form(QUERY_FORMS[name], canary)))
+    list(pyoxigraph.Store().query(aimed_at(QUERY_FORMS[name], canary)))
     assert canary.connections == before + 1
 
 
 def test_a_glued_keyword_is_refused_naming_the_token(server, canary):
-    response = httpx.get(server + "/sparql", params={"query": form(QUERY_FORMS["SILENT glued to a name"], canary)})
+    response = httpx.get(server + "/sparql", params={"query": aimed_at(QUERY_FORMS["SILENT glued to a name"], canary)})
     assert response.status_code == 403 and "'SILENTx:' begins with the keyword SILENT" in response.text
     # The same prefix names are fine where nothing can be called.
     query = "PREFIX SILENTx: <urn:x:> SELECT * { ?s SILENTx:p ?o } LIMIT 1"
@@ -95,12 +95,12 @@ def test_a_glued_keyword_is_refused_naming_the_token(server, canary):
 
 
 def test_a_refusal_says_why(server, canary):
-    response = httpx.get(server + "/sparql", params={"query": form(QUERY_FORMS["prefixed name glued to SERVICE"],
+    response = httpx.get(server + "/sparql", params={"query": aimed_at(QUERY_FORMS["prefixed name glued to SERVICE"],
                                                                     canary)})
     assert response.status_code == 403 and "allow-list" in response.text
-    response = httpx.get(server + "/sparql", params={"query": form(QUERY_FORMS["variable endpoint"], canary)})
+    response = httpx.get(server + "/sparql", params={"query": aimed_at(QUERY_FORMS["variable endpoint"], canary)})
     assert response.status_code == 403 and "variable" in response.text
-    response = httpx.get(server + "/sparql", params={"query": form(QUERY_FORMS["comment ended by a bare CR"],
+    response = httpx.get(server + "/sparql", params={"query": aimed_at(QUERY_FORMS["comment ended by a bare CR"],
                                                                     canary)})
     assert response.status_code == 403 and "not on this server's allow-list" in response.text  # seen as Oxigraph sees it
 
@@ -144,7 +144,7 @@ def test_the_guard_reads_what_the_parser_reads():
 
 
 def test_kqe_rdf_sparql_applies_the_same_rule(bio_kb, canary):  # noqa: F811
-    query = form(QUERY_FORMS["prefixed name glued to SERVICE"], canary)
+    query = aimed_at(QUERY_FORMS["prefixed name glued to SERVICE"], canary)
     before = canary.connections
     done = subprocess.run([sys.executable, "-m", "kqe_rdf", "sparql", query, "--kb", str(bio_kb.path)],
                           capture_output=True, text=True, timeout=120, env=clean_env())

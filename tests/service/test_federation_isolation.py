@@ -30,7 +30,7 @@ from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.service.app import create_app
 from kqe_rdf.service.isolation import OfflineThread, not_wanted
 from support.live_servers import serving
-from support.canary import QUERY_FORMS, UPDATE_FORMS, Canary, canary, clean_env, form  # noqa: F401
+from support.canary import QUERY_FORMS, UPDATE_FORMS, Canary, aimed_at, canary, clean_env  # noqa: F401
 from support.paths import ROOT
 
 pytestmark = pytest.mark.slow  # servers, subprocesses or big inputs: not in `make test-quick`
@@ -127,10 +127,10 @@ def test_the_repro_as_an_update_calls_nothing(server, canary, form):
 def test_every_earlier_probe_form_calls_nothing(server, canary):
     name, url = server
     before = canary.connections
-    answers = {form: _query(url, form(template, canary)).status_code for form, template in QUERY_FORMS.items()}
+    answers = {form: _query(url, aimed_at(template, canary)).status_code for form, template in QUERY_FORMS.items()}
     if name.startswith("update token"):
         for form, template in UPDATE_FORMS.items():
-            answers["update: " + form] = httpx.post(url + "/update", content=form(template, canary).encode(),
+            answers["update: " + form] = httpx.post(url + "/update", content=aimed_at(template, canary).encode(),
                                                     headers=UPDATE, timeout=30).status_code
     assert canary.connections == before, f"{name}: the canary was called"
     assert not [form for form, status in answers.items() if status >= 500 and status != 502], answers
@@ -182,7 +182,7 @@ def _cli(kb, query: str, **env: str) -> subprocess.CompletedProcess:
 def test_kqe_rdf_sparql_calls_nothing(bio_kb, canary, mode):  # noqa: F811
     env = {"KQE_SERVER_NETWORK_ISOLATION": "false"} if mode == "strict" else {}
     before = canary.connections
-    for query in [_at(REPRO, canary), *(form(t, canary) for t in list(QUERY_FORMS.values())[::4])]:
+    for query in [_at(REPRO, canary), *(aimed_at(t, canary) for t in list(QUERY_FORMS.values())[::4])]:
         done = _cli(bio_kb, query, **env)
         assert done.returncode != 0 and done.stderr.startswith("error:"), (query, done.stdout, done.stderr)
     assert canary.connections == before

@@ -138,7 +138,8 @@ UPDATE_FORMS = {
 UPDATE_FORMS.update({k: v % ALLOWED_PREFIX for k, v in GLUED_UPDATE_FORMS.items()})
 
 
-def form(template: str, canary: Canary) -> str:
+def aimed_at(template: str, canary: Canary) -> str:
+    """A form of the call with the canary as its endpoint."""
     return template.format(t=f"http://127.0.0.1:{canary.port}", port=canary.port)
 
 
