@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pyoxigraph import Literal, Store
 
+from ..core.caches import per_instance
 from . import queries
 from .layout import DOCUMENTS, MANIFEST, kb_lock, read_documents, recover, relation_signatures
 from ..core.config import Settings
@@ -165,7 +166,7 @@ class KnowledgeBase:
         made_by = phrase_encoder(self.path)
         return {"model_id": made_by} if made_by else None
 
-    @functools.lru_cache(maxsize=4096)
+    @per_instance(4096)
     def embed_query(self, text: str):
         """One query's vector, cached: several stages of one pipeline embed the same text.
 

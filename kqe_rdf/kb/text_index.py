@@ -16,7 +16,6 @@ dropped after.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.caches import per_instance
 from .documents import NodeDocument
 from ..core.errors import KqeError
 
@@ -179,7 +179,7 @@ class NodeTable:
     def name(self, n: int) -> str:
         return self._name_bytes[self._name_offsets[n]:self._name_offsets[n + 1]].decode("utf-8")
 
-    @functools.lru_cache(maxsize=64)
+    @per_instance(64)
     def of_types(self, types: frozenset[str]) -> tuple[np.ndarray, float]:
         """Which nodes have one of ``types`` (a boolean per number), and their share of all nodes."""
         wanted = np.array([bool(members & types) for members in self.sets] or [False], dtype=bool)

@@ -573,3 +573,20 @@ def test_a_document_looked_up_alone_is_the_one_in_the_documents_file(movie_kb):
     assert "_documents_by_iri" not in fresh.__dict__
     with pytest.raises(KqeError, match="no node"):
         fresh.document("https://example.org/not-a-node")
+
+
+def test_a_kb_no_one_holds_any_more_is_freed_with_its_caches(kb):
+    """A server reopens its KB after each rebuild: the KB it dropped must go, however much was asked of it (method
+    caches keyed by ``self`` kept every KB, and every reader of one, until the process ended)."""
+    import gc
+    import weakref
+
+    from kqe_rdf.methods.registry import pipeline
+
+    opened = KnowledgeBase.open(kb.path)
+    for method in ("hybrid", "4step-offline", "kar-offline"):
+        pipeline(method, opened, opened.settings, 5).search("a camera for wildlife photography with Nikon lenses")
+    held = weakref.ref(opened)
+    del opened
+    gc.collect()
+    assert held() is None

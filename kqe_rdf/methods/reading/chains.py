@@ -19,7 +19,6 @@ Nothing here names a relation, a class or a word of one KB: the structure comes 
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from pyoxigraph import Literal, NamedNode
 
+from ...core.caches import per_instance
 from ...kb import queries
 from ...kb.linking import english_word, singular
 from ...kb.words import (ARTICLES, ASKING_WH, CLASSIFIERS, FRAME_WORDS, FUNCTION_WORDS, PREPOSITIONS,
@@ -305,7 +305,7 @@ class ChainReader:
             self._owner_vectors = self.words.vectors([p for _i, p in self._owners])
         return self._owner_vectors
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one reader per KB
+    @per_instance(4096)
     def similarity(self, text: str) -> dict[str, tuple[float, str]]:
         """The encoder's similarity of a slot's text with each relation: its nearest phrase (either direction)."""
         vector = self.kb.encoder.encode([text])[0]

@@ -10,13 +10,13 @@ ranking itself is :mod:`.ranking`.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from string import Template
 
 from pyoxigraph import Literal, NamedNode
 
+from ...core.caches import per_instance
 from ...kb import queries
 from ...kb.ontology import local_name
 from ...kb.rdfize import RDF_TYPE
@@ -221,14 +221,14 @@ class PathReader:
     def _loops(self, nodes: tuple[str, ...], step: tuple[str, bool]) -> bool:
         return step[0] in self._looped(nodes)
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 - the KB under an open reader never changes
+    @per_instance(4096)  # the KB under an open reader never changes
     def _looped(self, nodes: tuple[str, ...]) -> frozenset[str]:
         """The relations that link one of ``nodes`` to itself: one store query answers every hop tried from them."""
         values = "VALUES ?c { " + " ".join(str(NamedNode(n)) for n in nodes) + " }"
         text = Template(_body("reader_loops")).substitute(constants=values)
         return frozenset(row["p"].value for row in self.kb.store.query(text, use_default_graph_as_union=True))
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019
+    @per_instance(4096)
     def _mirrors(self, first: tuple[str, bool], second: tuple[str, bool]) -> bool:
         text = Template(_body("reader_mirror")).substitute(first=walk([first], "?a", "?b"),
                                                            back=walk([second], "?b", "?a"), cap=2000)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pyoxigraph import NamedNode
 
+from ...core.caches import per_instance
 from ...kb import queries
 from ...kb.linking import normalise_name
 from ...kb.words import FUNCTION_WORDS
@@ -63,7 +64,7 @@ class RoleReader:
                 out[position] = Role(position, word, found.chain, found.values)
         return out
 
-    @functools.lru_cache(maxsize=4096)  # noqa: B019 - one reader per KB, for the process
+    @per_instance(4096)
     def role(self, word: str) -> Role | None:
         from ...kb.lexicon import role
 
@@ -86,7 +87,7 @@ class RoleReader:
                 out[rel] = weight
         return out
 
-    @functools.lru_cache(maxsize=1024)  # noqa: B019
+    @per_instance(1024)
     def values(self, quality: str) -> tuple[tuple[str, str, str], ...]:
         """(relation, node, name) for each node named ``quality`` that an attribute-like relation points at."""
         index = self.kb.names

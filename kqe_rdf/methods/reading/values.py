@@ -14,13 +14,13 @@ Nothing here names a relation of one KB: the value relations are the KB's, the k
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from pyoxigraph import Literal, NamedNode
 
+from ...core.caches import per_instance
 from ...kb import queries
 from ...kb.documents import text_properties
 from ...kb.ontology import CORE, RDFS_LABEL, local_name, readable
@@ -135,7 +135,7 @@ class ValueRelations:
             self._phrases[relation] = labels[0] if labels else readable(local_name(relation))
         return self._phrases[relation]
 
-    @functools.lru_cache(maxsize=1024)  # noqa: B019 - one per KB
+    @per_instance(1024)
     def _text_vector(self, text: str) -> np.ndarray:
         return self.kb.encoder.encode([text])[0]
 
