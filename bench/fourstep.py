@@ -55,6 +55,7 @@ def requests(query_set: str, queries: int) -> tuple[list[str], list[str] | None]
 
 
 def measure(kb_path: Path, query_set: str, queries: int, repeats: int) -> dict:
+    from kqe_rdf.core.caches import forget
     from kqe_rdf.core.config import Settings
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
     from kqe_rdf.kb.ontology import local_name
@@ -83,7 +84,7 @@ def measure(kb_path: Path, query_set: str, queries: int, repeats: int) -> dict:
     for round_ in range(repeats):
         print(f"round {round_ + 1}/{repeats}", flush=True)
         for i, text in enumerate(texts):
-            kb.embed_query.cache_clear()
+            forget(kb)
             kb.hierarchies.cache_clear()
             t0 = time.perf_counter()
             batch = fourstep.run(text)
@@ -98,7 +99,7 @@ def measure(kb_path: Path, query_set: str, queries: int, repeats: int) -> dict:
             base[i].append(time.perf_counter() - t0)
         # A stream of distinct requests, as a server meets them: the caches emptied once, at the round's start, so
         # a request finds there only what the requests before it left (a shared wording, common phenotypes).
-        kb.embed_query.cache_clear()
+        forget(kb)
         kb.hierarchies.cache_clear()
         for i, text in enumerate(texts):
             t0 = time.perf_counter()

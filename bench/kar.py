@@ -31,6 +31,7 @@ from harness import ms, percentile, table
 
 def measure(args) -> dict:
     from kqe_rdf.evaluation import querysets
+    from kqe_rdf.core.caches import forget
     from kqe_rdf.core.config import Settings
     from kqe_rdf.methods.expansion import expander
     from kqe_rdf.methods.expansion.base import Expansion
@@ -50,13 +51,10 @@ def measure(args) -> dict:
         kar.propagate(text, nodes[text])
         dense.search(text)
 
-    def forget() -> None:
-        kb.embed_query.cache_clear()
-
     def cold(text: str) -> float:
         kar.neighbourhood._cache.clear()
         kar.documents._vectors.clear()
-        forget()
+        forget(kb)
         t0 = time.perf_counter()
         kar.propagate(text, nodes[text])
         return time.perf_counter() - t0

@@ -104,17 +104,13 @@ def queries_for(kb, limit: int) -> tuple[list[str], list[str] | None, str]:
 
 
 def query_caches(kb) -> list:
-    """``cache_clear`` of kqe_rdf's per-query caches (e.g. ``KnowledgeBase.embed_query``, an LRU of query vectors).
-
-    They are cleared before every timed call, so each call costs what a new query costs; otherwise the
-    repeats of a query would time only the cache.
+    """What empties kqe_rdf's per-query caches of ``kb`` (``KnowledgeBase.embed_query``'s query vectors: every
+    ``per_instance`` cache of the KB). They are cleared before every timed call, so each call costs what a new
+    query costs; otherwise the repeats of a query would time only the cache.
     """
-    found = []
-    for name in dir(type(kb)):
-        clear = getattr(getattr(type(kb), name, None), "cache_clear", None)
-        if callable(clear):
-            found.append((name, clear))
-    return found
+    from kqe_rdf.core.caches import forget
+
+    return [("per-instance caches of the KB", lambda: forget(kb))]
 
 
 def measure(args, kb_path: Path) -> dict:

@@ -165,6 +165,7 @@ def milvus_latency(target: str, scratch: Path) -> dict:
     """BM25 and dense p50/p95 of the same requests with the indexes in this process (Tantivy, usearch) and in
     Milvus (a milvus-lite file in ``scratch``, loaded here from the KB's documents and vectors, as `kb build
     --text` and `kb embed --vectors` write them), in this one process, one after the other."""
+    from kqe_rdf.core.caches import forget
     from kqe_rdf.core.config import Settings
     from kqe_rdf.kb import ann
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
@@ -180,7 +181,7 @@ def milvus_latency(target: str, scratch: Path) -> dict:
         stage.run(texts[method][0])
         times, tops = [], []
         for text in texts[method]:
-            kb.embed_query.cache_clear()
+            forget(kb)
             t0 = time.perf_counter()
             tops.append([h.iri for h in stage.run(text).ranked("q")])
             times.append(time.perf_counter() - t0)
@@ -409,6 +410,7 @@ def query_latency(target: str, stages: bool = False, rankings: str | None = None
     """Latency of each method's requests on the KB at ``target`` (a fresh process, one warm-up request each);
     with ``stages``, where each method's time goes and the engine floors; with ``rankings``, each request's
     top 10 written to that file."""
+    from kqe_rdf.core.caches import forget
     from kqe_rdf.core.config import Settings
     from kqe_rdf.kb.knowledge_base import KnowledgeBase
     from kqe_rdf.methods.registry import pipeline
@@ -426,7 +428,7 @@ def query_latency(target: str, stages: bool = False, rankings: str | None = None
         if clock:
             clock.take()
         for text in batch:
-            kb.embed_query.cache_clear()
+            forget(kb)
             t0 = time.perf_counter()
             result = stage.run(text)
             times.append(time.perf_counter() - t0)

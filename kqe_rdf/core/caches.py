@@ -52,3 +52,17 @@ def per_instance(most: int) -> Callable[[F], F]:
         return kept  # type: ignore[return-value]
 
     return wrap
+
+
+def forget(obj: object) -> None:
+    """Empty every :func:`per_instance` cache of ``obj`` (a benchmark times each request as a new one).
+
+    >>> class Squares:
+    ...     @per_instance(2)
+    ...     def of(self, n):
+    ...         return n * n
+    >>> s = Squares(); _ = s.of(3); forget(s); [k for k in vars(s) if k.startswith("_kept_")]
+    []
+    """
+    for slot in [k for k in vars(obj) if k.startswith("_kept_")]:
+        del obj.__dict__[slot]
