@@ -46,12 +46,19 @@ class Path:
 class PathReader:
     """Grounded relation paths from constants (this module), ranked against a request (:mod:`.ranking`)."""
 
+    #: How many solutions of a further hop's walk a listing on a local store reads at most (``walked``): the nodes
+    #: their ends reach are a sample of the walk, and a listing only needs which kinds of edge leave them. Without
+    #: it a walk that comes back to few nodes reads every edge on the way ("the brands of the products of brand X":
+    #: every product of the brand, for one brand).
+    WALKED = 40
+
     def __init__(self, kb, max_hops: int = 3, beam: int = 6, cap: int = 40, hop_penalty: float = 0.25,
-                 phrase_vectors: dict | None = None) -> None:
+                 phrase_vectors: dict | None = None, walked: int = WALKED) -> None:
         self.kb = kb
         self.max_hops = max_hops
         self.beam = beam
         self.cap = cap
+        self.walked = walked
         self.hop_penalty = hop_penalty
         #: Which words name which relation (:mod:`.words`).
         self.words = RelationWords(kb, phrase_vectors)
@@ -104,15 +111,17 @@ class PathReader:
 
     def _first_reached(self, slots: dict, reached: str) -> list[str]:
         """The first :attr:`cap` distinct nodes of class ``reached`` the walk in ``slots`` reaches, in the store's
-        order: ``queries/reader_reached.rq``'s answer. On a local store the walk streams without its type
-        pattern (``queries/reader_walked.rq``) and each node's classes come from the name index (the store's for
-        a node the index does not know): one store lookup per distinct node instead of one per walked edge."""
+        order. On a local store the walk streams without its type pattern and stops after :attr:`walked` solutions
+        (``queries/reader_walked.rq``), and each node's classes come from the name index (the store's for a node
+        the index does not know): one store lookup per distinct node instead of one per walked edge, and a walk
+        that comes back to a few nodes stops early. A remote store answers ``queries/reader_reached.rq`` whole."""
         store = self.kb.store
         if not hasattr(store, "quads_for_pattern"):  # a remote store answers whole: the LIMIT stays in the query
             text = Template(_body("reader_reached")).substitute(slots)
             return [row["n"].value for row in store.query(text, use_default_graph_as_union=True)]
         types, cls, out = self.kb.names.types, NamedNode(reached), []
-        text = Template(_body("reader_walked")).substitute(constants=slots["constants"], walk=slots["walk"])
+        text = Template(_body("reader_walked")).substitute(constants=slots["constants"], walk=slots["walk"],
+                                                           walked=self.walked)
         for row in store.query(text, use_default_graph_as_union=True):
             node = row["n"]
             if isinstance(node, Literal):
