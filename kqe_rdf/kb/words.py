@@ -1,4 +1,4 @@
-"""The English word lists, in one place: the stop list and the term splitter shared by name linking, RM3 feedback
+"""The English word lists, in one place, and a light stemmer for relation words: the stop list and the term splitter shared by name linking, RM3 feedback
 and query expansion, and the closed classes of words the reader, the linker and the sentence splitter read
 requests by (function words, prepositions, wh-words, articles, titles, negations). General English only: no list
 names a word of one KB (``tests/methods/test_reader_meaning.py``).
@@ -9,6 +9,7 @@ names a word of one KB (``tests/methods/test_reader_meaning.py``).
 
 from __future__ import annotations
 
+import functools
 import re
 
 _WORD = re.compile(r"[^\W_]{2,}", re.UNICODE)
@@ -66,3 +67,36 @@ HONORIFICS = frozenset("sir dame lord lady dr prof professor mr mrs ms miss sain
 NAME_PARTICLES = frozenset("van von de der den da di du del della la le ten ter bin ibn".split())
 #: Words after which a full stop ends no sentence ("Dr. Ehrlich's Magic Bullet", "Mr. Smith Goes to Washington").
 ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr mt vs prof gen col lt sgt capt fr rev no vol fig al etc ca".split())
+
+
+_RELATION_WORD = re.compile(r"[a-z0-9]+")
+_SUFFIXES = ("ings", "ing", "ers", "ors", "er", "or", "ed", "en", "es", "s")
+
+
+@functools.lru_cache(maxsize=65536)  # (a request's words are stemmed once per path it ranks)
+def stem(word: str) -> str:
+    """A light English stemmer, enough to match relation words across forms: "directed", "director",
+    "directors" → "direct"; "starred", "starring", "stars" → "star"; "written", "writer" → "writ".
+
+    >>> stem("directed") == stem("director") == stem("directs")
+    True
+    """
+    w = word.lower()
+    for suffix in _SUFFIXES:
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            break
+    if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "lsz":
+        w = w[:-1]
+    if len(w) >= 4 and w.endswith("e"):
+        w = w[:-1]
+    return w
+
+
+def phrase_stems(phrase: str) -> set[str]:
+    """The stems of a phrase's words that can name a relation.
+
+    >>> sorted(phrase_stems("directed by"))
+    ['direct']
+    """
+    return {stem(w) for w in _RELATION_WORD.findall(phrase.lower()) if w not in FUNCTION_WORDS}

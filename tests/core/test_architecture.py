@@ -262,9 +262,10 @@ def test_every_reading_rule_shows_itself_in_a_doctest_example():
     from kqe_rdf.kb.linking import Linker
     from kqe_rdf.methods.reading import ranking
     from kqe_rdf.methods.reading.offline import OfflineTriplets
+    from kqe_rdf.methods.reading.paths import PathReader
 
     rules = [getattr(Linker, name) for name, _after_names in Linker.MENTION_RULES]
     rules += [ranking.hop_support, ranking.unread_words, ranking.hop_order, ranking.further_hop_cost,
               ranking.path_similarity, ranking.score]
-    rules += [OfflineTriplets._from_graph, OfflineTriplets._guessed, OfflineTriplets._abstained]
+    rules += [PathReader.from_graph, OfflineTriplets._guessed, OfflineTriplets._abstained]
     assert [rule.__qualname__ for rule in rules if ">>>" not in (rule.__doc__ or "")] == []

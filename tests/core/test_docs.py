@@ -264,7 +264,8 @@ def cited(text: str) -> list[str]:
 
 def missing_code(token: str) -> str | None:
     """Why a cited file or name does not exist in the code, or None when it does."""
-    files = [str(p.relative_to(ROOT)) for p in (*CODE.rglob("*.py"), *ROOT.glob("tests/**/*.py"))]
+    files = [str(p.relative_to(ROOT))
+             for p in (*CODE.rglob("*.py"), *ROOT.glob("tests/**/*.py"), *ROOT.glob("bench/*.py"))]
     folders = {str(p.relative_to(ROOT)) + "/" for p in (*CODE.rglob("*"), *ROOT.glob("*"), *ROOT.glob("tests/*"))
                if p.is_dir()}
     if match := CITED_FILE.match(token):

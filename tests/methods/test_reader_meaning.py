@@ -107,9 +107,9 @@ def test_two_constants_on_one_answer_meet_in_the_data(people_kb):
 def test_the_ranking_says_which_related_word_it_read(people_kb):
     reader = OfflineTriplets(people_kb)
     mentions = reader.linker.mentions("who is Ann_SMITH's dad", skip_words=people_kb.schema.words)
-    request = reader._request("who is Ann_SMITH's dad", mentions)
-    groups = reader._groups(mentions)
-    best = reader._rank(groups, mentions, request)[next(iter(groups))][0]
+    request = reader.requests.read("who is Ann_SMITH's dad", mentions)
+    groups = reader.reader.groups(mentions, reader.linker.index)
+    best = reader.reader.ranked(groups, mentions, request, reader.linker.index)[next(iter(groups))][0]
     assert "dad (narrower of parents)" in best.why["related words"]
 
 

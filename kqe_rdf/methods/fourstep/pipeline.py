@@ -28,7 +28,7 @@ from ...kb.linking import Linker
 from ...kb.ontology import local_name
 from ...core.progress import StepClock
 from ..reading import OfflineTriplets
-from ..reading.values import valued
+from ..reading.chains import valued
 from ..retrieval import Batch, Hit, Stage
 from ..reading.triplets import End, TripletQuery, normalise
 

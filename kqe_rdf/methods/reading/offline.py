@@ -21,26 +21,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ...kb.linking import Linker, Mention, list_items
+from ...kb.linking import Linker, Mention
 from ...kb.ontology import local_name
-from ...kb.words import FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS
+from ...kb.words import FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS, stem
 from ..retrieval import STOPWORDS
 from .triplets import End, Triplet, TripletQuery
 from .chains import ChainReader
-from .values import ValueAsk, counting
+from .chains import ValueAsk
 from .paths import Path, PathReader
 from .ranking import Scored
-from .request import Request
-from .request import (RequestReader, is_common_word, is_complement, is_name, modifies_a_noun,
-                      names_the_asked_kind)
-from .words import stem
+from .request import Request, RequestReader, is_common_word, is_name
 
 
 #: What stands between two conditions on one answer: a coordinating word, then the second condition's own words
 #: ("… by X and released by Y"), in the same clause.
-#: Items a request needs to be read as a list: its items no name matched are then linked approximately
-#: (:meth:`~kqe_rdf.kb.linking.Linker.phrases`).
-LIST_ITEMS = 3
 _COORDINATION = re.compile(r"\s*,?\s*(?:and|but|as well as)\s+(?:[^\W\d]+\s+){1,4}", re.I)
 
 
@@ -78,17 +72,12 @@ class OfflineTriplets:
         self.alternatives = alternatives
         #: How much worse than the best group's path another group's may fit and still join the reading.
         self.margin = margin
-        self._reader: PathReader | None = None
+        #: Steps 3 and 4: the relation paths that leave the constants, ranked.
+        self.reader = PathReader(kb, max_hops=max_hops, hop_penalty=hop_penalty)
         #: Step 1: the request around its mentions.
-        self.requests = RequestReader(kb, self.reader.words)
+        self.requests = RequestReader(kb, self.reader.words, self.linker)
         #: The chain a request's possessives and ``of`` phrases spell (:mod:`.chains`).
         self.chains = ChainReader(kb, self.reader.words, self.requests.roles)
-
-    @property
-    def reader(self) -> PathReader:
-        if self._reader is None:
-            self._reader = PathReader(self.kb, max_hops=self.max_hops, hop_penalty=self.hop_penalty)
-        return self._reader
 
     def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
         """The class a question asks for (:meth:`.request.RequestReader.answer_types`)."""
@@ -99,45 +88,18 @@ class OfflineTriplets:
         return self.requests.classes_named(phrase)
 
     def mentions(self, query: str) -> tuple[list[Mention], list[Mention]]:
-        """The request's constants, and its conditions on the answer: the one mention finder of the package
-        (``search``, ``ask`` and ``expand`` link the same constants). Words of the schema
-        (:attr:`~kqe_rdf.kb.ontology.Schema.words`) are never a mention alone; then the mention rules of
-        :mod:`.request` run in this order:
-
-        1. a word that names a relation is not a mention ("the star in X" is no film "The Star"), unless the
-           request has no other ("which films can be described by play": a tag) —
-           :meth:`~.request.RequestReader.relation_words`;
-        2. the kind of thing asked for is not a constant ("which films are about X") —
-           :func:`~.request.names_the_asked_kind`;
-        3. beside a name, an adjective before a noun is not a constant ("the primary language of X" is no film
-           "Primary") — :func:`~.request.modifies_a_noun`;
-        4. the complement of a copula that ends the request is a condition on the answer, not a constant ("which
-           people born in X are painters") — :func:`~.request.is_complement`.
-
-        Then :meth:`_groups` (a lone lower-case word beside a name of its type) and :meth:`__call__` (a common
-        word beside a proper name) keep the names a reading starts from."""
-        schema_words = self.kb.schema.words
-        relation_words = self.requests.relation_words(query)
-        mentions = [m for m in self.linker.mentions(query, skip_words=schema_words | relation_words)
-                    or self.linker.mentions(query, skip_words=schema_words)
-                    if not names_the_asked_kind(query, m)]
-        if any(is_name(query, m) for m in mentions):
-            mentions = [m for m in mentions if not modifies_a_noun(query, m)]
-        if mentions and len(list_items(query)) >= LIST_ITEMS:
-            # A list's items that no name matched, linked approximately within the class its other items name.
-            mentions = self.linker.phrases(query, mentions)
-        conditions = mentions[-1:] if len(mentions) > 1 and is_complement(query, mentions[-1]) else []
-        return [m for m in mentions if m not in conditions], conditions
+        """The request's constants and its conditions on the answer (:meth:`.request.RequestReader.mentions`)."""
+        return self.requests.mentions(query)
 
     def __call__(self, query: str) -> TripletQuery:
         """The request read as triplets: its mentions, their groups' relation paths, the primary group's reading
         (:meth:`_decide`), every group's path to the answer (:meth:`_choose`), the conditions, the alternatives."""
-        mentions, conditions = self.mentions(query)
+        mentions, conditions = self.requests.mentions(query)
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
-        request = self._request(query, mentions)
-        groups = self._groups(mentions)
-        ranked = self._rank(groups, mentions, request)
+        request = self.requests.read(query, mentions, self.given_types)
+        groups = self.reader.groups(mentions, self.linker.index)
+        ranked = self.reader.ranked(groups, mentions, request, self.linker.index)
         usable = [t for t in groups if ranked[t]]
         if not usable:
             return TripletQuery(query, [], "?x", None, "offline",
@@ -161,15 +123,16 @@ class OfflineTriplets:
                 triplets.append(Triplet(End("?x"), held[0][0], End(condition.text)))
                 notes.append(f"'{condition.text}' after the copula: a condition on the answer by "
                              f"'{self.reader.phrase(held[0][0], True)}'")
+        reading = self._reading(mentions, choice, groups, ranked)
+        unread = self._unread(request, choice, conditions)
+        alternatives = self._alternatives(query, mentions, choice, groups[primary], ranked[primary])
         tq = TripletQuery(query, triplets, "?x", best.path.end, "offline", notes,
-                          returning=self._returning(mentions, choice),
-                          revisiting=self._revisiting(mentions, choice), value=best.why.get("value"))
-        tq.reading = self._reading(mentions, choice, groups, ranked)
-        tq.unread = self._unread(request, choice, conditions)
-        if tq.value is None and triplets and counting(query):
+                          returning=self.reader.returning(mentions, choice),
+                          revisiting=self.reader.revisiting(mentions, choice), value=best.why.get("value"))
+        tq.reading, tq.unread, tq.alternatives = reading, unread, alternatives
+        if tq.value is None and triplets and request.counting:
             tq.value = ValueAsk("", "number of answers", "'how many' asks for a count of what the reading answers",
                                 count=True)
-        tq.alternatives = self._alternatives(query, mentions, choice, groups[primary], ranked[primary])
         return tq
 
     def _decide(self, query: str, mentions: Sequence[Mention], conditions: list[Mention], request: Request,
@@ -193,7 +156,7 @@ class OfflineTriplets:
             # no other word, is read from the graph (with the class asked for or given), else answered as text; the
             # words around one name are read by the encoder ("what has X", "X is a film by that person").
             if len(groups[primary]) > 1 or not self._says_more(request) or self._is_list(query, request):
-                best = self._from_graph(ranked[primary], groups[primary], mentions, request.wanted)
+                best = self.reader.from_graph(ranked[primary], groups[primary], mentions, request.wanted)
                 if best is None:
                     return self._abstained(query, ranked[primary][0], request.wanted)
             else:
@@ -242,8 +205,8 @@ class OfflineTriplets:
             out.append(TripletQuery(query, self._triplets(mentions, alt), "?x", other.path.end, "offline",
                                     [f"next relation path '{' / '.join(other.phrases)}' → "
                                      f"{local_name(other.path.end)} (score {other.score:.2f})"],
-                                    returning=self._returning(mentions, alt),
-                                    revisiting=self._revisiting(mentions, alt)))
+                                    returning=self.reader.returning(mentions, alt),
+                                    revisiting=self.reader.revisiting(mentions, alt)))
         return out
 
     #: Below this confidence a one-link reading of the words gives way to the request's structure (a chain of two
@@ -265,53 +228,6 @@ class OfflineTriplets:
         if len(scored.path.steps) < 2 and best.confidence >= self.chain_over:
             return None
         return scored
-
-    def _request(self, query: str, mentions: Sequence[Mention]) -> Request:
-        request = self.requests.read(query, mentions)
-        if self.given_types and not request.wanted:
-            # The caller's classes (``--type``) are the answer's where the request asks for none ("a, b and c");
-            # where it does ("who directed X" with --type Year) they only filter the answers.
-            request.wanted = {c for t in self.given_types for c in self.kb.schema.subclasses(t)}
-        return request
-
-    def _from_graph(self, ranked: list[Scored], members: list[int], mentions: Sequence[Mention],
-                    wanted: set[str]) -> Scored | None:
-        """The relation the graph says links the constants to the answer class when no word names one: of the
-        one-hop paths to a wanted class, the one that leaves most of the constants, then the one with most edges
-        between the two classes ("seizures and microcephaly" → diseases that have them; "Tom Hanks, Meg Ryan" →
-        films they starred in). Where no one-hop path reaches the class asked for, the best longer path to it
-        ("what genre is X" for a film with no genre of its own). Without an answer class, the one relation that
-        leaves the constants when there is only one ("who are painters": their holders); else None.
-
-        >>> OfflineTriplets(example_kb())("Gran Torino").notes[0][:69]
-        "no word names a relation: read from the graph, 'directed by' → Person"
-        """
-        options = [s for s in ranked if len(s.path.steps) == 1 and (s.path.end in wanted or not wanted)]
-        if not options and wanted and (longer := [s for s in ranked if s.path.end in wanted]):
-            why = f"no word names a relation: the best path to the class asked for ({local_name(longer[0].path.end)})"
-            return Scored(longer[0].path, longer[0].score, longer[0].phrases,
-                          {**longer[0].why, "read from": why, "source": "graph"}, longer[0].confidence)
-        if not options or (not wanted and len({s.path.steps for s in options}) > 1):
-            return None  # which of the constants' relations, to which class, the graph cannot tell
-        leaving: dict[tuple, int] = {}
-        for steps in self.reader.first_steps_each([[c.iri for c in mentions[n].candidates] for n in members]):
-            for step in steps:
-                leaving[step] = leaving.get(step, 0) + 1
-        edges = self.kb.relation_edges
-
-        def count(s: Scored) -> int:
-            (rel, forward), = s.path.steps
-            head, tail = (s.path.start, s.path.end) if forward else (s.path.end, s.path.start)
-            return edges.get((head, rel, tail), 0)
-
-        best = max(options, key=lambda s: (leaving.get(s.path.steps, 0), count(s), s.score))
-        shown = (f"no word names a relation: read from the graph, '{best.phrases[0]}' → "
-                 f"{local_name(best.path.end)} leaves {leaving.get(best.path.steps, 0)} of the {len(members)} "
-                 f"constant(s) of this class (of {len(mentions)} linked) and has the most edges between the two "
-                 f"classes ({count(best):,})")
-        hops = [{"relation": best.phrases[0], "how": f"graph, {count(best):,} edges", "words": []}]
-        return Scored(best.path, best.score, best.phrases,
-                      {**best.why, "hops": hops, "read from": shown, "source": "graph"}, best.confidence)
 
     @staticmethod
     def _says_more(request: Request) -> bool:
@@ -354,42 +270,6 @@ class OfflineTriplets:
                        "confidence": round(best.confidence, 2), "used": False, "hops": best.why.get("hops", []),
                        "beat": []}]
         return tq
-
-    def _groups(self, mentions: Sequence[Mention]) -> dict[frozenset, list[int]]:
-        """Mentions grouped by their types: mentions that share types share the relation choice (phenotype
-        lists have dozens)."""
-        index = self.linker.index
-        groups: dict[frozenset, list[int]] = {}
-        for n, mention in enumerate(mentions):
-            types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
-            if types:
-                groups.setdefault(types, []).append(n)
-        for types, members in groups.items():
-            if 2 <= len(members) <= 3 and any(any(ch.isupper() for ch in mentions[n].text) for n in members):
-                # Beside a capitalised name, a lone lower-case word that happens to name a node of the same
-                # type ("the creator of the film script for La Belle Noiseuse") is not a second constant.
-                groups[types] = [n for n in members if " " in mentions[n].text.strip()
-                                 or any(ch.isupper() for ch in mentions[n].text)]
-        return groups
-
-    def _rank(self, groups: dict[frozenset, list[int]], mentions: Sequence[Mention],
-              request: Request) -> dict[frozenset, list[Scored]]:
-        """Each group's grounded relation paths, best first."""
-        index = self.linker.index
-        ranked: dict[frozenset, list[Scored]] = {}
-        listing = any(len(members) > 3 for members in groups.values())
-        for types, members in groups.items():
-            nodes = [c.iri for n in members for c in mentions[n].candidates]
-            spans = [request.mention_positions[n] for n in members]
-            # A list of constants of one type (phenotypes of a case) reads as one relation each to the answer.
-            paths = self.reader.enumerate(nodes, types, request, spans, max_hops=1 if listing else None)
-            # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,
-            # not the tag "parents") prefers paths from that class (the rule "starts at the class a name is spelt as").
-            exact = frozenset(t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
-                              for t in index.types.get(c.iri, ()))
-            ranked[types] = self.reader.rank(paths, request, spans,
-                                             written=exact if exact and exact != set(types) else frozenset())
-        return ranked
 
     def _joins(self, other: Scored, best: Scored, types: frozenset, primary: frozenset, request: Request,
                common: bool = False) -> bool:
@@ -548,24 +428,6 @@ class OfflineTriplets:
             if scored.why.get("unread"):
                 out[-1]["unread"] = scored.why["unread"]
         return out
-
-    def _returning(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
-        """The constants whose path comes back to them by its structure (:meth:`.paths.PathReader.returns`): "the
-        mother of X's daughter" may be X; "who wrote the films X directed" is never X, though X wrote one."""
-        return {mentions[n].text for n, scored in choice.items()
-                if scored.why.get("returns", False)
-                or ("returns" not in scored.why
-                    and self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps))}
-
-    def _revisiting(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
-        """The constants the path may pass through: its first hops come back to them by structure ("the release of
-        X's track", where X is its own track; "the genre of the release of X's tracks"). "The films of the writer
-        of X's director" may not."""
-        return {mentions[n].text for n, scored in choice.items()
-                if scored.why.get("revisits", False)
-                or ("revisits" not in scored.why
-                    and any(self.reader.returns([c.iri for c in mentions[n].candidates], scored.path.steps[:i])
-                            for i in range(1, len(scored.path.steps))))}
 
     def _triplets(self, mentions: Sequence[Mention], choice: dict[int, Scored],
                   notes: list[str] | None = None) -> list[Triplet]:

@@ -18,12 +18,14 @@ from pyoxigraph import Literal, NamedNode
 
 from ...core.caches import per_instance
 from ...kb import queries
+from ...kb.linking import Mention
 from ...kb.ontology import local_name
 from ...kb.rdfize import RDF_TYPE
+from ...kb.words import phrase_stems
 from . import ranking
 from .ranking import Scored
 from .request import Request
-from .words import RelationWords, phrase_stems
+from .words import RelationWords
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,24 @@ class PathReader:
             del steps[undone : undone + 2]
         return True
 
+    def returning(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
+        """The constants whose path comes back to them by its structure (:meth:`returns`): "the
+        mother of X's daughter" may be X; "who wrote the films X directed" is never X, though X wrote one."""
+        return {mentions[n].text for n, scored in choice.items()
+                if scored.why.get("returns", False)
+                or ("returns" not in scored.why
+                    and self.returns([c.iri for c in mentions[n].candidates], scored.path.steps))}
+
+    def revisiting(self, mentions: Sequence[Mention], choice: dict[int, Scored]) -> set[str]:
+        """The constants the path may pass through: its first hops come back to them by structure ("the release of
+        X's track", where X is its own track; "the genre of the release of X's tracks"). "The films of the writer
+        of X's director" may not."""
+        return {mentions[n].text for n, scored in choice.items()
+                if scored.why.get("revisits", False)
+                or ("revisits" not in scored.why
+                    and any(self.returns([c.iri for c in mentions[n].candidates], scored.path.steps[:i])
+                            for i in range(1, len(scored.path.steps))))}
+
     def _loops(self, nodes: tuple[str, ...], step: tuple[str, bool]) -> bool:
         return step[0] in self._looped(nodes)
 
@@ -267,6 +287,83 @@ class PathReader:
         fitting = sorted(c for c in starts if expected and c in self.kb.schema.subclasses(expected))
         return fitting or sorted(starts)
 
+    # ------------------------------------------------------------------ a request's groups of constants
+
+    def groups(self, mentions: Sequence[Mention], index) -> dict[frozenset, list[int]]:
+        """Mentions grouped by their types: mentions that share types share the relation choice (phenotype
+        lists have dozens). ``index``: the linker's name index (node → its types)."""
+        groups: dict[frozenset, list[int]] = {}
+        for n, mention in enumerate(mentions):
+            types = frozenset(t for c in mention.candidates for t in index.types.get(c.iri, ()))
+            if types:
+                groups.setdefault(types, []).append(n)
+        for types, members in groups.items():
+            if 2 <= len(members) <= 3 and any(any(ch.isupper() for ch in mentions[n].text) for n in members):
+                # Beside a capitalised name, a lone lower-case word that happens to name a node of the same
+                # type ("the creator of the film script for La Belle Noiseuse") is not a second constant.
+                groups[types] = [n for n in members if " " in mentions[n].text.strip()
+                                 or any(ch.isupper() for ch in mentions[n].text)]
+        return groups
+
+    def ranked(self, groups: dict[frozenset, list[int]], mentions: Sequence[Mention], request: Request,
+               index) -> dict[frozenset, list[Scored]]:
+        """Each group's grounded relation paths, best first (``index``: the linker's name index, for the classes
+        a name is spelt as)."""
+        ranked: dict[frozenset, list[Scored]] = {}
+        listing = any(len(members) > 3 for members in groups.values())
+        for types, members in groups.items():
+            nodes = [c.iri for n in members for c in mentions[n].candidates]
+            spans = [request.mention_positions[n] for n in members]
+            # A list of constants of one type (phenotypes of a case) reads as one relation each to the answer.
+            paths = self.enumerate(nodes, types, request, spans, max_hops=1 if listing else None)
+            # A name written exactly as a node of one of the group's classes is spelt ("Parents", the film,
+            # not the tag "parents") prefers paths from that class (the rule "starts at the class a name is spelt as").
+            exact = frozenset(t for n in members for c in mentions[n].candidates if c.name == mentions[n].text
+                              for t in index.types.get(c.iri, ()))
+            ranked[types] = self.rank(paths, request, spans,
+                                             written=exact if exact and exact != set(types) else frozenset())
+        return ranked
+
+    def from_graph(self, ranked: list[Scored], members: list[int], mentions: Sequence[Mention],
+                    wanted: set[str]) -> Scored | None:
+        """The relation the graph says links the constants to the answer class when no word names one: of the
+        one-hop paths to a wanted class, the one that leaves most of the constants, then the one with most edges
+        between the two classes ("seizures and microcephaly" → diseases that have them; "Tom Hanks, Meg Ryan" →
+        films they starred in). Where no one-hop path reaches the class asked for, the best longer path to it
+        ("what genre is X" for a film with no genre of its own). Without an answer class, the one relation that
+        leaves the constants when there is only one ("who are painters": their holders); else None.
+
+        >>> from kqe_rdf.methods.reading import OfflineTriplets
+        >>> OfflineTriplets(example_kb())("Gran Torino").notes[0][:69]
+        "no word names a relation: read from the graph, 'directed by' → Person"
+        """
+        options = [s for s in ranked if len(s.path.steps) == 1 and (s.path.end in wanted or not wanted)]
+        if not options and wanted and (longer := [s for s in ranked if s.path.end in wanted]):
+            why = f"no word names a relation: the best path to the class asked for ({local_name(longer[0].path.end)})"
+            return Scored(longer[0].path, longer[0].score, longer[0].phrases,
+                          {**longer[0].why, "read from": why, "source": "graph"}, longer[0].confidence)
+        if not options or (not wanted and len({s.path.steps for s in options}) > 1):
+            return None  # which of the constants' relations, to which class, the graph cannot tell
+        leaving: dict[tuple, int] = {}
+        for steps in self.first_steps_each([[c.iri for c in mentions[n].candidates] for n in members]):
+            for step in steps:
+                leaving[step] = leaving.get(step, 0) + 1
+        edges = self.kb.relation_edges
+
+        def count(s: Scored) -> int:
+            (rel, forward), = s.path.steps
+            head, tail = (s.path.start, s.path.end) if forward else (s.path.end, s.path.start)
+            return edges.get((head, rel, tail), 0)
+
+        best = max(options, key=lambda s: (leaving.get(s.path.steps, 0), count(s), s.score))
+        shown = (f"no word names a relation: read from the graph, '{best.phrases[0]}' → "
+                 f"{local_name(best.path.end)} leaves {leaving.get(best.path.steps, 0)} of the {len(members)} "
+                 f"constant(s) of this class (of {len(mentions)} linked) and has the most edges between the two "
+                 f"classes ({count(best):,})")
+        hops = [{"relation": best.phrases[0], "how": f"graph, {count(best):,} edges", "words": []}]
+        return Scored(best.path, best.score, best.phrases,
+                      {**best.why, "hops": hops, "read from": shown, "source": "graph"}, best.confidence)
+
     # ------------------------------------------------------------------ ranking
 
     def label_stems(self, cls: str) -> set[str]:
@@ -281,8 +378,17 @@ class PathReader:
 
     def rank(self, paths: Sequence[Path], request: Request, positions: Sequence[tuple[int, int]] = (),
              prefix: bool = False, written: frozenset[str] = frozenset()) -> list[Scored]:
-        """Paths best first (:func:`.ranking.rank`)."""
-        return ranking.rank(self, paths, request, positions, prefix, written)
+        """Paths best first (:func:`.ranking.rank`), with what it reads of them here: their phrases, the encoder's
+        similarity of each to the request, the stems of their answer classes' labels."""
+        if not paths:
+            return []
+        phrase_lists = [[self.phrase(r, f) for r, f in p.steps] for p in paths]
+        label_stems = {p.end: self.label_stems(p.end) for p in paths}
+        sims: dict[str, float] = {}
+        if request.vector is not None:
+            every = sorted({x for ph in phrase_lists for x in ph} | {" ".join(ph) for ph in phrase_lists})
+            sims = dict(zip(every, (float(s) for s in self.words.vectors(every) @ request.vector)))
+        return ranking.rank(self, paths, phrase_lists, sims, label_stems, request, positions, prefix, written)
 
 
 def retraces(steps: Sequence[tuple[str, bool]]) -> bool:

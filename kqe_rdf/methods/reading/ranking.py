@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...kb.lexicon import is_noun
-from ...kb.words import DETERMINERS, FUNCTION_WORDS, NEGATION_WORDS, PERSON_WH, PREPOSITIONS
+from ...kb.words import DETERMINERS, FUNCTION_WORDS, NEGATION_WORDS, PERSON_WH, PREPOSITIONS, stem
 from .request import Request
-from .words import RelationWords, stem
+from .words import RelationWords
 
 #: What a word supports a hop with when a hop of another relation has read it already.
 REUSED = 0.5
@@ -306,20 +306,17 @@ class _Context:
     written: frozenset[str] = frozenset()
 
 
-def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[int, int]] = (),
+def rank(reader, paths: Sequence, phrase_lists: list[list[str]], sims: dict[str, float],
+         label_stems: dict[str, set[str]], request: Request, positions: Sequence[tuple[int, int]] = (),
          prefix: bool = False, written: frozenset[str] = frozenset()) -> list[Scored]:
-    """``paths`` (:class:`.paths.Path`) best first, for ``reader`` (:class:`.paths.PathReader`). ``positions``: the
-    word spans of the constant(s) the paths leave (for the hop order); ``prefix``: the paths are beginnings, so
-    neither the answer class nor unread words count; ``written``: the classes the constants' names are spelt as
-    exactly, where they are not all of the group's."""
+    """``paths`` (:class:`.paths.Path`) best first, for ``reader`` (:class:`.paths.PathReader`), which gives each
+    path's phrases, the encoder's similarity of every phrase (and each path's phrases joined) to the request, and
+    the stems of each answer class's label. ``positions``: the word spans of the constant(s) the paths leave (for
+    the hop order); ``prefix``: the paths are beginnings, so neither the answer class nor unread words count;
+    ``written``: the classes the constants' names are spelt as exactly, where they are not all of the group's."""
     if not paths:
         return []
     vocabulary: RelationWords = reader.words
-    phrase_lists = [[reader.phrase(r, f) for r, f in p.steps] for p in paths]
-    sims: dict[str, float] = {}
-    if request.vector is not None:
-        all_phrases = sorted({x for ph in phrase_lists for x in ph} | {" ".join(ph) for ph in phrase_lists})
-        sims = dict(zip(all_phrases, (float(s) for s in vocabulary.vectors(all_phrases) @ request.vector)))
     spans = list(positions) or request.mention_positions
     # The strongest weight of each related word of the request, by WordNet or by the encoder.
     weights = {s: vocabulary.related_weight[s] for _p, s in request.words if s in vocabulary.related_weight}
@@ -329,14 +326,9 @@ def rank(reader, paths: Sequence, request: Request, positions: Sequence[tuple[in
     # The request's wh-words that WordNet relates to some relation's kind ("where" to a relation of places).
     context = _Context(request, spans, preposition_cue(spans, request.surface, request.kinds), weights,
                        frozenset(s for _p, s in request.words if s in vocabulary.wh_stems), sims, prefix, written)
-    label_stems: dict[str, set[str]] = {}
     out = []
     for path, phrases in zip(paths, phrase_lists):
-        if prefix:
-            own = set()
-        elif (own := label_stems.get(path.end)) is None:
-            own = label_stems[path.end] = reader.label_stems(path.end)
-        reading = read_path(reader, path, phrases, own, context)
+        reading = read_path(reader, path, phrases, set() if prefix else label_stems[path.end], context)
         if reading is not None:
             out.append(Scored(path, score(reading), phrases, reading.why,
                               1.0 - reading.unsupported / len(path.steps)))
@@ -407,7 +399,7 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
         # reaches a year), as written: where the graph lacks the edge, the best path left reads around them.
         why["unread"] = list(dict.fromkeys(request.surface.get(p, st) for p, st in words if st in evidence - covered))
     return PathReading(unsupported, uncovered, inversions, extra, similarity, why,
-                       1.0 if path.start in context.written else 0.0)
+                       1.0 if path.classes[0] in context.written else 0.0)
 
 
 def _naming(words: list[tuple[int, str]], kinds: set[int], related: dict[str, list]) -> list[tuple[int, str]]:

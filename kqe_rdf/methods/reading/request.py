@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...kb.lexicon import base_forms, is_adjective, is_inflected_verb, is_noun
-from ...kb.linking import NEGATION, Mention, singular
+from ...kb.linking import NEGATION, Linker, Mention, list_items, singular
 from ...kb.sentences import split_sentences
-from ...kb.words import ARTICLES, FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS
+from ...kb.words import ARTICLES, FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS, stem
 from ..retrieval import STOPWORDS
-from .roles import RoleReader
-from .words import RelationWords, stem
+from .words import RelationWords, RoleReader
 
 _LIST_GAP = re.compile(r"\x00(?:(?:\s*(?:,|;|\band\b|\bor\b))+\s*\x00)*")
 #: A request that opens with one of these verbs asks for what follows, as a wh-word does ("can you name a film
@@ -58,8 +57,21 @@ class Request:
     #: Positions of words that say what kind of thing the answer or a constant is ("which films", "the film X"):
     #: they may name a hop, and cost nothing when none does.
     kinds: set[int] = field(default_factory=set)
-    #: Role words by position (:class:`.roles.Role`): "grandfather" names two hops of parents and a male.
+    #: Role words by position (:class:`.words.Role`): "grandfather" names two hops of parents and a male.
     roles: dict = field(default_factory=dict)
+    #: Whether it asks how many answers there are (:func:`counting`).
+    counting: bool = False
+
+
+def counting(query: str) -> bool:
+    """Whether a question asks how many of something there are ("how many albums did X produce"); a value that
+    says how many ("how many tracks does X have", a number stored with X) is read first.
+
+    >>> counting("How many albums did Nora Vale produce?"), counting("how much is it")
+    (True, False)
+    """
+    words = query.lower().split()
+    return any(a == "how" and b == "many" for a, b in zip(words, words[1:]))
 
 
 def is_name(query: str, mention: Mention) -> bool:
@@ -146,12 +158,18 @@ def modifies_a_noun(query: str, mention: Mention) -> bool:
     return following is not None and following.group(1) not in STOPWORDS and is_noun(following.group(1))
 
 
+#: Items a request needs to be read as a list: its items no name matched are then linked approximately
+#: (:meth:`~kqe_rdf.kb.linking.Linker.phrases`).
+LIST_ITEMS = 3
+
+
 class RequestReader:
     """Reads a request around its mentions against one KB's schema (see the module docstring)."""
 
-    def __init__(self, kb, words: RelationWords) -> None:
+    def __init__(self, kb, words: RelationWords, linker: Linker | None = None) -> None:
         self.kb = kb
         self.words = words
+        self.linker = linker or Linker(kb)
         #: Role words ("grandfather", "mom"): a chain of relations and a value of who holds it.
         self.roles = RoleReader(kb, words)
         #: The classes a wh-word asks for by WordNet ("whom" → the class labelled "person"), where no cue says;
@@ -163,9 +181,43 @@ class RequestReader:
             for wh in wh_words(term.label.lower()) if " " not in term.label.strip() else ():
                 self.wh_classes.setdefault(wh, set()).add(cls)
 
-    def read(self, query: str, mentions: Sequence[Mention]) -> Request:
+    def mentions(self, query: str) -> tuple[list[Mention], list[Mention]]:
+        """The request's constants, and its conditions on the answer: the one mention finder of the package
+        (``search``, ``ask`` and ``expand`` link the same constants). Words of the schema
+        (:attr:`~kqe_rdf.kb.ontology.Schema.words`) are never a mention alone; then the mention rules of
+        this module run in this order:
+
+        1. a word that names a relation is not a mention ("the star in X" is no film "The Star"), unless the
+           request has no other ("which films can be described by play": a tag) —
+           :meth:`relation_words`;
+        2. the kind of thing asked for is not a constant ("which films are about X") —
+           :func:`names_the_asked_kind`;
+        3. beside a name, an adjective before a noun is not a constant ("the primary language of X" is no film
+           "Primary") — :func:`modifies_a_noun`;
+        4. the complement of a copula that ends the request is a condition on the answer, not a constant ("which
+           people born in X are painters") — :func:`is_complement`.
+
+        Then :meth:`.paths.PathReader.groups` (a lone lower-case word beside a name of its type) and
+        :meth:`.offline.OfflineTriplets.__call__` (a common word beside a proper name) keep the names a reading
+        starts from."""
+        schema_words = self.kb.schema.words
+        relation_words = self.relation_words(query)
+        mentions = [m for m in self.linker.mentions(query, skip_words=schema_words | relation_words)
+                    or self.linker.mentions(query, skip_words=schema_words)
+                    if not names_the_asked_kind(query, m)]
+        if any(is_name(query, m) for m in mentions):
+            mentions = [m for m in mentions if not modifies_a_noun(query, m)]
+        if mentions and len(list_items(query)) >= LIST_ITEMS:
+            # A list's items that no name matched, linked approximately within the class its other items name.
+            mentions = self.linker.phrases(query, mentions)
+        conditions = mentions[-1:] if len(mentions) > 1 and is_complement(query, mentions[-1]) else []
+        return [m for m in mentions if m not in conditions], conditions
+
+    def read(self, query: str, mentions: Sequence[Mention], given: set[str] = frozenset()) -> Request:
         """The request around its mentions: the relation is read from what the query says about its positive
-        mentions, so mentions and negated sentences ("D and E were not observed") are taken out."""
+        mentions, so mentions and negated sentences ("D and E were not observed") are taken out. ``given``: the
+        caller's classes (``--type``), the answer's where the request asks for none ("a, b and c"); where it does
+        ("who directed X" with --type Year) they only filter the answers."""
         stripped = query
         for m in sorted(mentions, key=lambda m: -m.start):
             stripped = stripped[: m.start] + "\x00" + stripped[m.end :]
@@ -183,7 +235,10 @@ class RequestReader:
         gap = self.stranded_range(marked)
         if gap and wanted and not wanted & gap:
             wanted = gap
-        return self.request(query, mentions, wanted, self.kb.embed_query(positive))
+        request = self.request(query, mentions, wanted, self.kb.embed_query(positive))
+        if given and not request.wanted:
+            request.wanted = {c for t in given for c in self.kb.schema.subclasses(t)}
+        return request
 
     def answer_types(self, query: str, wh_only: bool = False) -> set[str]:
         """The class a question asks for: the class word right after its wh-word ("which years",
@@ -350,6 +405,7 @@ class RequestReader:
 
     def request(self, query: str, mentions: Sequence[Mention], wanted: set[str], vector) -> Request:
         """The request's words outside the mentions (word position, stem) and the mentions' word spans."""
+        asks_count = counting(query)
         tokens = [(m.group(0), m.start(), m.end()) for m in re.finditer(r"[a-z0-9]+", query.lower())]
         spans, words = [], []
         for m in mentions:
@@ -379,5 +435,5 @@ class RequestReader:
         kinds = {i for i, (w, a, b) in enumerate(query_tokens) if names_the_asked_kind(query, Mention(w, a, b, ()))}
         surface = {i: w for i, (w, _a, _b) in enumerate(tokens)}
         return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown, phrases), surface, kinds,
-                       self.roles.read(surface, [i for i, _s in words]))
+                       self.roles.read(surface, [i for i, _s in words]), asks_count)
 

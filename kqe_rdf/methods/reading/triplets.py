@@ -79,7 +79,7 @@ class TripletQuery:
     #: Words of the request the reading did not read: no mention, no hop, no class or question word took them.
     unread: list[str] = field(default_factory=list)
     #: What the request asks as a value of the answers (or of ``value.nodes``): a
-    #: :class:`~kqe_rdf.methods.reading.values.ValueAsk`, None for a request that asks for nodes.
+    #: :class:`~kqe_rdf.methods.reading.chains.ValueAsk`, None for a request that asks for nodes.
     value: object | None = None
 
     def constants(self) -> list[End]:
