@@ -1,8 +1,9 @@
 """The offline reading of a request as relation paths (4StepFocus without an LLM), in one package.
 
 Start at :mod:`.offline` (:class:`OfflineTriplets`): it reads top-down through :mod:`.request` (the request
-around its mentions), :mod:`.words` (which words name which relation), :mod:`.paths` (grounded relation
-paths) and :mod:`.ranking` (the rules that rank them).
+and its mentions), :mod:`.words` (which words name which relation), :mod:`.paths` (grounded relation paths),
+:mod:`.ranking` (the rules that rank them) and :mod:`.chains` (the chain a request's syntax spells), and writes
+:mod:`.triplets`; ``bench/walk.py`` measures how often a request's reading moves between them.
 """
 
 from .offline import OfflineTriplets

@@ -1,14 +1,19 @@
 """The offline reader: a request read as relation paths from the nodes it names to its answer, without an LLM.
 
-Read top-down, the steps are one module each:
+Read top-down, the steps are one module each, in the order :meth:`OfflineTriplets.__call__` calls them:
 
-1. :mod:`.request` — the request around its mentions: its words, the class its wh-phrase asks for;
-2. :mod:`.words` — which words name which relation: the ontology's labels, WordNet, the encoder;
-3. :mod:`.paths` — the relation paths that really leave the mentioned nodes in the KB (grounded);
-4. :mod:`.ranking` — those paths ranked by how the request names their relations, rule by rule;
-5. this module — constants grouped by type, each group's best path, constants of other types joined on the
-   same answer, several constants on one answer made to meet in the data, and the triplets 4StepFocus
-   compiles to SPARQL, with the reading shown in the explanation.
+1. :mod:`.request` — the request's mentions (the one mention finder) and the request around them: its words,
+   the class its wh-phrase asks for, its role words;
+2. :mod:`.words` — which words name which relation: the ontology's labels, WordNet, the encoder, role words;
+3. :mod:`.paths` — the mentions grouped by type and the relation paths that really leave them in the KB
+   (grounded), each group's ranked by
+4. :mod:`.ranking` — how the request names their relations, rule by rule (the score is a table);
+5. :mod:`.chains` — the chain the request's possessives and ``of`` phrases spell, filled link by link from the
+   graph (and a value asked of its last node);
+6. this module — the primary group's reading (the chain, else its best path, else one read from the graph or
+   the encoder, or an abstention), constants of other types joined on the same answer, several constants on one
+   answer made to meet in the data, and the triplets (:mod:`.triplets`) 4StepFocus compiles to SPARQL, with the
+   reading shown in the explanation.
 
 Nothing here names a relation, a class or a word of a particular KB: rules follow from the ontology, the
 graph and WordNet.
@@ -67,8 +72,6 @@ class OfflineTriplets:
         #: The classes the caller asks for (``--type``), read as the answer class when the request names none.
         self.given_types = set(answer_types or ())
         self.linker = linker or Linker(kb)
-        self.max_hops = max_hops
-        self.hop_penalty = hop_penalty
         self.alternatives = alternatives
         #: How much worse than the best group's path another group's may fit and still join the reading.
         self.margin = margin
