@@ -1,7 +1,8 @@
-"""The English word lists, in one place, and a light stemmer for relation words: the stop list and the term splitter shared by name linking, RM3 feedback
+"""The English word lists, in one place: the stop list and the term splitter shared by name linking, RM3 feedback
 and query expansion, and the closed classes of words the reader, the linker and the sentence splitter read
-requests by (function words, prepositions, wh-words, articles, titles, negations). General English only: no list
-names a word of one KB (``tests/methods/test_reader_meaning.py``).
+requests by (function words, prepositions, wh-words, articles, titles, negations); and the light stemmer the
+reader matches relation words with (:func:`stem`). General English only: no list names a word of one KB
+(``tests/methods/test_reader_meaning.py``).
 
 >>> terms("The films directed by Jeff Nichols in 2016")
 ['films', 'directed', 'jeff', 'nichols']

@@ -97,7 +97,7 @@ class OfflineTriplets:
     def __call__(self, query: str) -> TripletQuery:
         """The request read as triplets: its mentions, their groups' relation paths, the primary group's reading
         (:meth:`_decide`), every group's path to the answer (:meth:`_choose`), the conditions, the alternatives."""
-        mentions, conditions = self.requests.mentions(query)
+        mentions, conditions = self.mentions(query)
         if not mentions:
             return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
         request = self.requests.read(query, mentions, self.given_types)

@@ -311,9 +311,10 @@ def rank(reader, paths: Sequence, phrase_lists: list[list[str]], sims: dict[str,
          prefix: bool = False, written: frozenset[str] = frozenset()) -> list[Scored]:
     """``paths`` (:class:`.paths.Path`) best first, for ``reader`` (:class:`.paths.PathReader`), which gives each
     path's phrases, the encoder's similarity of every phrase (and each path's phrases joined) to the request, and
-    the stems of each answer class's label. ``positions``: the word spans of the constant(s) the paths leave (for
-    the hop order); ``prefix``: the paths are beginnings, so neither the answer class nor unread words count;
-    ``written``: the classes the constants' names are spelt as exactly, where they are not all of the group's."""
+    the stems of each answer class's label (unread for prefixes). ``positions``: the word spans of the constant(s)
+    the paths leave (for the hop order); ``prefix``: the paths are beginnings, so neither the answer class nor
+    unread words count; ``written``: the classes the constants' names are spelt as exactly, where they are not all
+    of the group's."""
     if not paths:
         return []
     vocabulary: RelationWords = reader.words
