@@ -39,6 +39,7 @@ from .importers import Importer
 from .linking import NameIndex
 from .ontology import CORE, Schema
 from ..core.progress import Progress
+from ..core.resources import cyclic_gc_paused
 from .phrases import PHRASES, phrase_encoder, write_phrase_vectors
 from .rdfize import RecordWriter
 from .records import ImportReport
@@ -131,7 +132,7 @@ def build_kb(
         work = path.parent / f".{path.name}.build-{os.getpid()}"
         work.mkdir(parents=True)
         try:
-            with _cyclic_gc_paused(), _terminate_as_exit():
+            with cyclic_gc_paused(), _terminate_as_exit():
                 manifest = _build_into(importer, work, settings, progress, previous=path)
             gc.collect()
             old = path.parent / f".{path.name}.old"
@@ -166,19 +167,6 @@ def _terminate_as_exit() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """A build makes millions of objects and frees few before it ends; Python's cyclic collector, run by
-    allocation counts, walked them over and over (half the name index's time on MetaQA)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Background:

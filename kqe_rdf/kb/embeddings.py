@@ -67,6 +67,58 @@ POOLINGS = ("mean", "cls")
 log = logging.getLogger(__name__)
 
 
+def optimized_session(model_path: Path, threads: int | None = None):
+    """An ONNX Runtime session on ``model_path``'s graph as ONNX Runtime optimizes it, that graph kept per machine
+    (:func:`~kqe_rdf.core.resources.cache_dir`, by the model's sha256 and onnxruntime's version): optimizing was
+    most of opening the encoder in a new process, 0.15 of 0.2 s, and the kept graph, run with no optimization
+    left to do, gives the very same vectors (tests/kb/test_encoder.py). Kept graphs are optimized at the
+    extended level, which does not depend on the CPU. A kept graph that cannot be read or written is made anew
+    or not kept, never an error; it is written aside and renamed, so a reader never sees half a file."""
+    import onnxruntime as ort
+
+    from ..core.resources import cache_dir
+
+    def session(path: Path, level, save: Path | None = None):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = level
+        options.log_severity_level = 3
+        # ONNX Runtime's pool threads spin for work after each call by default, holding a core the request's next
+        # steps need (Tantivy's worker, numpy): on 2 cores that cost hierarchy matching at 8M edges 9 ms a request.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if threads:
+            options.intra_op_num_threads = threads
+        if save is not None:
+            options.optimized_model_filepath = str(save)
+        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+    levels = ort.GraphOptimizationLevel
+    kept = cache_dir() / "models" / "optimized" / f"{file_sha256(model_path)[:24]}-onnxruntime-{ort.__version__}.onnx"
+    if kept.is_file():
+        try:
+            return session(kept, levels.ORT_DISABLE_ALL)
+        except Exception:  # noqa: BLE001 - a damaged kept graph: optimized and kept again below
+            log.info("the optimized graph kept at %s cannot be read; optimizing %s again", kept, model_path)
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=kept.parent, suffix=".part")
+        os.close(handle)
+    except OSError:  # a home that cannot be written keeps nothing
+        return session(model_path, levels.ORT_ENABLE_EXTENDED)
+    aside = Path(name)
+    try:
+        made = session(model_path, levels.ORT_ENABLE_EXTENDED, save=aside)
+    except Exception:  # noqa: BLE001 - not written (a full disk?) or not a model: opened as it is, or its error
+        aside.unlink(missing_ok=True)
+        return session(model_path, levels.ORT_ENABLE_EXTENDED)
+    try:
+        if aside.stat().st_size:
+            os.replace(aside, kept)
+    except OSError:
+        pass
+    aside.unlink(missing_ok=True)
+    return made
+
+
 class Encoder(Protocol):
     """What dense retrieval needs from an embedding model."""
 
@@ -172,17 +224,8 @@ class OnnxEncoder:
             raise KqeError(f"{tokenizer_path} is not a tokenizers tokenizer.json ({exc})") from None
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(max_length=max_tokens)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        # ONNX Runtime's pool threads spin for work after each call by default, holding a core the request's next
-        # steps need (Tantivy's worker, numpy): on 2 cores that cost hierarchy matching at 8M edges 9 ms a request.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if threads:
-            options.intra_op_num_threads = threads
         try:
-            self.session = ort.InferenceSession(str(model_path), sess_options=options,
-                                                providers=["CPUExecutionProvider"])
+            self.session = optimized_session(Path(model_path), threads)
         except Exception as exc:  # noqa: BLE001 - ONNX Runtime raises its own exception types
             raise KqeError(f"{model_path} is not an ONNX model ONNX Runtime can run ({exc})") from None
         self.input_names = {i.name for i in self.session.get_inputs()}

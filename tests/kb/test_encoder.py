@@ -211,3 +211,36 @@ def test_a_variant_of_the_requantized_model_leaves_the_named_matmuls_in_float(tm
     texts = ["seizures and microcephaly", "who directed the film Alien"]
     near = (OnnxEncoder.packaged().encode(texts) * OnnxEncoder(variant, tokenizer).encode(texts)).sum(1)
     assert (near > 0.95).all()
+
+
+def test_a_new_process_opens_the_encoder_from_its_kept_optimized_graph_with_the_same_vectors(tmp_path, monkeypatch):
+    import onnxruntime as ort
+
+    monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path))
+    texts = ["seizures and microcephaly", "who directed the film Alien", "a camera for wildlife photography " * 30]
+    first = OnnxEncoder.packaged()  # optimizes the export's graph and keeps it
+    kept = list((tmp_path / "models" / "optimized").iterdir())
+    assert len(kept) == 1 and kept[0].suffix == ".onnx" and kept[0].stat().st_size > 1_000_000
+    again = OnnxEncoder.packaged()  # reads the kept graph, with nothing left to optimize
+    # The vectors ONNX Runtime gives when it optimizes the export at its highest level in the process, as before.
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    plain = OnnxEncoder.packaged()
+    plain.session = ort.InferenceSession(str(_packaged_files()[0]), sess_options=options,
+                                         providers=["CPUExecutionProvider"])
+    expected = plain.encode(texts)
+    assert np.array_equal(first.encode(texts), expected) and np.array_equal(again.encode(texts), expected)
+    assert first.fingerprint == again.fingerprint == plain.fingerprint  # the export's bytes, as the KB records them
+
+
+def test_a_damaged_kept_graph_is_made_again_and_an_unwritable_cache_keeps_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path / "cache"))
+    texts = ["seizures and microcephaly"]
+    expected = OnnxEncoder.packaged().encode(texts)
+    (kept,) = (tmp_path / "cache" / "models" / "optimized").iterdir()
+    kept.write_bytes(b"not an ONNX graph")
+    assert np.array_equal(OnnxEncoder.packaged().encode(texts), expected)
+    assert kept.stat().st_size > 1_000_000  # written again, whole
+    (tmp_path / "file").write_text("a file where the cache folder would be")
+    monkeypatch.setenv("KQE_CACHE_DIR", str(tmp_path / "file"))
+    assert np.array_equal(OnnxEncoder.packaged().encode(texts), expected)
