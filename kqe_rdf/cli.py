@@ -7,6 +7,7 @@ one message, without a traceback, and exit with status 2.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -90,6 +91,21 @@ def _at_least_one(ctx, param, value):
     if value is not None and value < 1:
         raise _UserError(f"--{param.name.replace('_', '-')} must be at least 1, got {value}")
     return value
+
+
+def _one_request(command):
+    """For a command that answers one request and exits: Python's cyclic collector is paused while it runs (the
+    process ends before the few cycles it makes matter, and the collector, run by allocation counts, walked the
+    modules' objects, the name index and the reader's tables again and again: tens of ms of a first request)."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from .core.resources import cyclic_gc_paused
+
+        with cyclic_gc_paused():
+            return command(*args, **kwargs)
+
+    return run
 
 
 class _Commands(click.Group):
@@ -337,6 +353,7 @@ def _open_kb(kb_path, **overrides):
               help="4step: every triplet must hold (strict) or rank by satisfied triplets (soft, default).")
 @click.option("--explain", is_flag=True, help="Show how the results were reached (triplets, SPARQL, bindings).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_one_request
 def search(text, kb_path, method, types, k, strict, explain, as_json):
     """Search the KB for nodes matching TEXT (methods: bm25, dense, hybrid, prf, 4step)."""
     from .methods.registry import pipeline
@@ -500,6 +517,7 @@ def _print_fusion(how):
 @KB_OPTION
 @click.option("--strict/--soft", "strict", default=False, help="Compile for strict or soft substitution.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@_one_request
 def triplets(text, kb_path, strict, as_json):
     """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
     from .methods.registry import pipeline
@@ -757,6 +775,7 @@ def demo(kb_path):
 @click.option("--offline", is_flag=True, help="Read the intent and the answer without the LLM even if one is set.")
 @click.option("--evidence", "shown", type=int, default=5, show_default=True, help="Top evidence pieces to print.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (what the /answer endpoint returns).")
+@_one_request
 def ask(question, kb_path, sources, offline, shown, as_json):
     """Answer QUESTION from the KG, node text and registered tables, with the evidence it rests on."""
     from .methods.answering import answer
@@ -980,6 +999,7 @@ def _print_links(links: list[dict]) -> None:
 @click.option("--show-context", is_flag=True, help="Also print the knowledge the expansion came from.")
 @click.option("--plain", is_flag=True, help="Print only the expanded query, on one line (the default in a pipe).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output (the whole expansion).")
+@_one_request
 def expand(text, kb_path, method, types, hops, neighbours, expansions, passages, grounded, show_context, plain,
            as_json):
     """Expand TEXT with METHOD (TEXT '-' reads it from standard input) and print the query and its expansions,

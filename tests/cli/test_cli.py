@@ -241,6 +241,19 @@ def test_search_takes_k_as_a_short_option_too(run, kb):
     assert len(search(run, kb.path, "camera", "-k", "2")["results"]) == 2
 
 
+def test_a_search_runs_with_the_cyclic_collector_paused_and_leaves_it_on(run, kb, monkeypatch):
+    import gc
+
+    from kqe_rdf.methods import registry
+
+    seen = []
+    made = registry.pipeline
+    monkeypatch.setattr(registry, "pipeline", lambda *a, **k: seen.append(gc.isenabled()) or made(*a, **k))
+    assert gc.isenabled()
+    ok(run("search", "camera", "--kb", kb.path, "--json"))
+    assert seen == [False] and gc.isenabled()
+
+
 def test_search_as_a_table(run, kb):
     out = ok(run("search", "travel tripod", "--kb", kb.path)).stdout
     assert "bm25: travel tripod" in out and "Manfrotto Befree Travel Tripod" in out and "B007" in out
