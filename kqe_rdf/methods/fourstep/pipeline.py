@@ -262,9 +262,10 @@ class FourStep(Stage):
             if found:
                 sims = matrix @ self.kb.embed_query(text)
                 return {i: float(s) for i, s in zip(found, sims)}
-        bm25 = dict(self.kb.text_index.search(text, 2000, self.types))
-        top = max(bm25.values(), default=1.0) or 1.0
-        return {i: bm25.get(i, 0.0) / top for i in iris}
+        # The candidates' scores among BM25's top 2000 and the top score, without naming all 2000 hits (most of
+        # a MetaQA request's tie-break).
+        bm25, top = self.kb.text_index.scores_among(text, iris, 2000, self.types)
+        return {i: bm25.get(i, 0.0) / (top or 1.0) for i in iris}
 
     def plan(self, text: str, clock: StepClock | None = None) -> tuple[TripletQuery, dict, Compiled | None]:
         """The reading of ``text``, its linked constants (as shown) and the compiled SPARQL (None without
