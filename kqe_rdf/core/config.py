@@ -138,10 +138,11 @@ class EmbeddingSettings(SettingsGroup, prefix="embedding"):
 
     #: Embedding model: "minilm-int8" for the default all-MiniLM-L6-v2 (int8 weights; its bytes are verified),
     #: "minilm-int8-matmul" for the same model with int8 matrix products (made from it on first use, verified;
-    #: faster, not the default: issue 52), or a path to a sentence-transformers-style ONNX export (inputs
-    #: input_ids, attention_mask[, token_type_ids]; output the token vectors), e.g. a biomedical or multilingual
-    #: encoder. A KB records the encoder of its vectors; a KB embedded with one packaged encoder keeps it until
-    #: `kqe-rdf kb embed` re-embeds it with the configured one.
+    #: faster, not the default: issue 52), "minilm-int8-mixed" (the same, the first three layers' FFN
+    #: down-projections in float: nearer the export, as fast, not the default either), or a path to a
+    #: sentence-transformers-style ONNX export (inputs input_ids, attention_mask[, token_type_ids]; output the
+    #: token vectors), e.g. a biomedical or multilingual encoder. A KB records the encoder of its vectors; a KB
+    #: embedded with one packaged encoder keeps it until `kqe-rdf kb embed` re-embeds it with the configured one.
     model: str = setting("minilm-int8")
     #: Its tokenizer.json ("" for the one beside the model file).
     tokenizer: str = setting("")

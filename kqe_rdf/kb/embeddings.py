@@ -5,7 +5,9 @@ The default encoder (``minilm-int8``) is all-MiniLM-L6-v2 with int8 weights: the
 (``kqe_rdf/models/all-MiniLM-L6-v2/``, Apache-2.0, origin in the README there). ``minilm-int8-matmul`` is the
 same graph with int8 matrix products, made on first use from that file by :mod:`.requantize` (0.41x the time
 per short request, but phenopacket dense retrieval lost 2 points of Hit@1 with it: docs/results-log.md, issue
-52, so it is not the default). Every file's sha256 is recorded
+52, so it is not the default); ``minilm-int8-mixed``, made the same way with the FFN down-projections of its
+first three layers left in float, is nearer the export at about the same speed (not the default either: over 21
+per-query rows its mean fell by 0.03 points, docs/results-log.md, issue 52, item 1). Every file's sha256 is recorded
 here and checked the first time a process loads it: different bytes would silently change every vector and
 ranking, so they stop the load with an error naming the file and both hashes.
 
@@ -37,15 +39,17 @@ from typing import Protocol
 import numpy as np
 
 from ..core.errors import KqeError
-from .requantize import EXPORT_SHA256, MODEL_SHA256, requantize
+from .requantize import EXPORT_SHA256, MIXED_SHA256, MODEL_SHA256, requantize
 
 #: The default encoder (setting ``embedding_model``).
 PACKAGED_MODEL = "minilm-int8"
 #: The MatMul-quantized encoder made from it (issue 52): faster, not the default (see the module's docstring).
 REQUANTIZED_MODEL = "minilm-int8-matmul"
+#: The same with the first three layers' FFN down-projections in float: nearer the export, as fast.
+MIXED_MODEL = "minilm-int8-mixed"
 _TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 #: The packaged encoders by setting, and their bytes as measured with (docs/results-log.md, docs/benchmarks.md):
-#: the pinned export, and the default made from it (:mod:`.requantize`, with onnxruntime and onnx as pinned).
+#: the pinned export, and the two made from it (:mod:`.requantize`, with onnxruntime and onnx as pinned).
 PACKAGED = {
     "minilm-int8": {
         "name": "all-MiniLM-L6-v2-onnx-int8",
@@ -60,6 +64,15 @@ PACKAGED = {
         # Its activations are quantized at run time with one scale per call: texts batched together would change
         # each other's vectors, so it encodes one text per call (no padding either: faster than batches of 32,
         # 10.8 against 24.8 s for 160 MS MARCO passages, issue 52).
+        "one_text_per_call": True,
+    },
+    "minilm-int8-mixed": {
+        "name": "all-MiniLM-L6-v2-onnx-int8-mixed",
+        "model_sha256": MIXED_SHA256,
+        "tokenizer_sha256": _TOKENIZER_SHA256,
+        "made_from": "minilm-int8",
+        # The FFN down-projections of layers 1-3 left in float (:func:`.requantize.down_projections`).
+        "requantize": {"float_down_layers": 3},
         "one_text_per_call": True,
     },
 }
@@ -185,9 +198,10 @@ def made_model(setting: str) -> Path:
         return target
     source, _tokenizer = _packaged_files(entry["made_from"])
     try:
-        requantize(source, target)
+        requantize(source, target, **entry.get("requantize", {}))
     except OSError:  # a cache folder that cannot be written: made for this process only
-        target = requantize(source, Path(tempfile.mkdtemp(prefix="kqe-rdf-encoder-")) / "model.onnx")
+        target = requantize(source, Path(tempfile.mkdtemp(prefix="kqe-rdf-encoder-")) / "model.onnx",
+                            **entry.get("requantize", {}))
     found = file_sha256(target)
     if found != entry["model_sha256"]:
         raise KqeError(f"the encoder {setting} made from {source} at {target} is not the model kqe-rdf was measured "
@@ -255,7 +269,8 @@ class OnnxEncoder:
     def from_setting(cls, name: str, max_tokens: int = 256, batch_size: int = 32, threads: int | None = None,
                      tokenizer: str = "", pooling: str = "mean", normalize: bool = True,
                      dimension: int = 0) -> OnnxEncoder:
-        """``minilm-int8`` (the default) or ``minilm-int8-matmul`` (made from it, int8 products), verified, or
+        """``minilm-int8`` (the default), ``minilm-int8-matmul`` or ``minilm-int8-mixed`` (made from it, int8
+        products), verified, or
         ``/path/model.onnx``, a sentence-transformers-style ONNX export, with ``tokenizer`` (default:
         ``tokenizer.json`` beside the model), its pooling (``mean`` over the attention mask, or ``cls``), whether
         vectors are L2-normalised and, if given, their dimension."""

@@ -17,8 +17,8 @@ import pytest
 from kqe_rdf.core.config import Settings
 from kqe_rdf.core.errors import KqeError
 from kqe_rdf.kb.build import build_kb, embed_kb
-from kqe_rdf.kb.embeddings import (PACKAGED, PACKAGED_MODEL, REQUANTIZED_MODEL, OnnxEncoder, _packaged_files, file_sha256, made_model,
-                                  verified)
+from kqe_rdf.kb.embeddings import (MIXED_MODEL, PACKAGED, PACKAGED_MODEL, REQUANTIZED_MODEL, OnnxEncoder,
+                                  _packaged_files, file_sha256, made_model, verified)
 from kqe_rdf.kb.importers.jsonl import JsonlImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.kb.phrases import stored_phrase_vectors
@@ -66,7 +66,7 @@ def tiny_kb(tmp_path_factory) -> Path:
     return folder
 
 
-DEFAULT, MATMUL = PACKAGED[PACKAGED_MODEL], PACKAGED[REQUANTIZED_MODEL]
+DEFAULT, MATMUL, MIXED = PACKAGED[PACKAGED_MODEL], PACKAGED[REQUANTIZED_MODEL], PACKAGED[MIXED_MODEL]
 
 
 def test_the_default_encoder_is_the_verified_packaged_one():
@@ -94,6 +94,25 @@ def test_the_requantized_model_is_made_from_the_pinned_export_by_a_script_anyone
     texts = ["seizures and microcephaly", "who directed the film Alien"]
     near = (OnnxEncoder.packaged().encode(texts) * OnnxEncoder.packaged(setting=REQUANTIZED_MODEL).encode(texts)).sum(1)
     assert (near > 0.95).all() and (near < 0.9999).all()
+
+
+def test_the_mixed_model_is_made_by_the_same_script_and_is_nearer_the_export(tmp_path):
+    # --mixed leaves the first three layers' FFN down-projections in float: the bytes minilm-int8-mixed loads.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kqe_rdf.kb.requantize", str(tmp_path / "model.onnx"), "--mixed"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"sha256 {MIXED['model_sha256']} (the pinned one)" in done.stdout
+    assert file_sha256(tmp_path / "model.onnx") == MIXED["model_sha256"] == file_sha256(made_model(MIXED_MODEL))
+    texts = ["seizures and microcephaly", "A male patient presents with short stature, hypotonia, seizures, "
+             "global developmental delay, microcephaly and a high palate. Which disease explains this?"]
+    export = OnnxEncoder.packaged().encode(texts)
+    mixed = (export * OnnxEncoder.packaged(setting=MIXED_MODEL).encode(texts)).sum(1)
+    matmul = (export * OnnxEncoder.packaged(setting=REQUANTIZED_MODEL).encode(texts)).sum(1)
+    assert (mixed > matmul).all() and (mixed < 0.99999).all()
+    assert OnnxEncoder.packaged(setting=MIXED_MODEL).model_id == "all-MiniLM-L6-v2-onnx-int8-mixed@256"
 
 
 def test_a_damaged_copy_of_the_made_model_is_made_again(tmp_path, monkeypatch):
