@@ -126,7 +126,8 @@ def main() -> None:
     ops = table(["model (one thread)", "operator", "share of kernel time", "calls per request"],
                 [[model, op, f"{share * 100:.0f}%", calls] for model, rows in shares.items() for op, share, calls in rows])
     near = table(["vectors vs the export's", "texts", "mean cosine", "min cosine"],
-                 [[f"{model}: {what}", len(c), f"{c.mean():.4f}", f"{c.min():.4f}"] for (model, what), c in cosines.items()])
+                 [[f"{model}: {what}", len(c), f"{c.mean():.4f}", f"{c.min():.4f}"]
+                  for (model, what), c in cosines.items()])
     print(speed, ops, near, sep="\n\n")
     if args.doc:
         body = f"""{env.markdown(harness.command_line())}
