@@ -227,6 +227,7 @@ def kb_embed(kb_path, types, as_json, index_vectors, workers):
     except KeyboardInterrupt:
         _console().print("interrupted: the work so far is saved; run the same command to resume")
         sys.exit(130)
+    _say_if_the_fit_is_stale(settings)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -236,6 +237,17 @@ def kb_embed(kb_path, types, as_json, index_vectors, workers):
                f"re-used)" + (f"; approximate index ({ann['library']})" if ann.get("library") else "")
                + (f"; searched in Milvus ({held.get('uri') or held.get('file')}, collection {held['collection']})"
                   if held.get("backend") == "milvus" else ""))
+
+
+def _say_if_the_fit_is_stale(settings) -> None:
+    """After embedding with another encoder, the fusion weight `kb tune-fusion` fitted on the old vectors is no
+    longer used and hybrid weighs each request: on MetaQA that cost 10 points of Hit@1 (issue 52), so it is said."""
+    from .kb.knowledge_base import KnowledgeBase
+    from .methods.retrieval import fusion_weight
+
+    weight = fusion_weight(KnowledgeBase.open(settings.kb, settings), settings)
+    if weight.note:
+        click.echo(f"note: {weight.note} (until then hybrid weighs each request)", err=True)
 
 
 @kb.command("tune-fusion")

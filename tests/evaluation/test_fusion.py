@@ -161,6 +161,23 @@ def test_a_fitted_weight_is_not_used_once_the_vectors_changed(noise_kb, tmp_path
     assert how["weighed by"] == "request" and "model_id changed" in how["note"]
 
 
+def test_embedding_a_kb_whose_fit_was_made_on_other_vectors_says_to_fit_again(noise_kb, tmp_path):
+    import shutil
+
+    kb, topics, qrels = noise_kb
+    shutil.copytree(kb.path, tmp_path / "kb")
+    assert CliRunner().invoke(cli, ["kb", "embed", "--kb", str(tmp_path / "kb")]).exit_code == 0
+    copy = KnowledgeBase.open(tmp_path / "kb")
+    fit = fit_fusion(copy, load("trec", topics, qrels).half(1), Settings())
+    record_fusion(copy.path, fit)
+    embedded = CliRunner().invoke(cli, ["kb", "embed", "--kb", str(tmp_path / "kb")])
+    assert embedded.exit_code == 0 and "note:" not in embedded.stderr  # fitted on these vectors: nothing to say
+    record_fusion(copy.path, {**fit, "model_id": "another-encoder"})  # as if fitted before the vectors changed
+    embedded = CliRunner().invoke(cli, ["kb", "embed", "--kb", str(tmp_path / "kb")])
+    assert embedded.exit_code == 0
+    assert "model_id changed since `kqe-rdf kb tune-fusion`; run it again" in embedded.stderr
+
+
 def test_halves_split_a_query_set_the_same_way_every_time(noise_kb):
     _kb, topics, qrels = noise_kb
     whole = load("trec", topics, qrels)
