@@ -6,8 +6,9 @@ The default encoder (``minilm-int8``) is all-MiniLM-L6-v2 with int8 weights: the
 same graph with int8 matrix products, made on first use from that file by :mod:`.requantize` (0.41x the time
 per short request, but phenopacket dense retrieval lost 2 points of Hit@1 with it: docs/results-log.md, issue
 52, so it is not the default); ``minilm-int8-mixed``, made the same way with the FFN down-projections of its
-first three layers left in float, is nearer the export at about the same speed (not the default either: over 21
-per-query rows its mean fell by 0.03 points, docs/results-log.md, issue 52, item 1). Every file's sha256 is recorded
+first three layers left in float, is nearer the export at about the same speed (not the default either: two of
+49 per-query rows moved by more than the 0.5 points the rule allows, upward, docs/results-log.md, issue 52, item
+1). Every file's sha256 is recorded
 here and checked the first time a process loads it: different bytes would silently change every vector and
 ranking, so they stop the load with an error naming the file and both hashes.
 
