@@ -35,11 +35,11 @@ DISEASE = "https://w3id.org/kqe/bio#Disease"
 
 
 def variants(graph) -> dict[str, dict]:
-    """Name -> requantize() arguments. The folded graph has 8 MatMuls per layer in this order: Q, K, the score
-    product, V, the context product, the output projection, FFN up, FFN down (its input is the GELU's)."""
-    names = [n.name for n in graph.node if n.op_type == "MatMul"]
-    layers = [names[i:i + 8] for i in range(0, len(names), 8)]
-    down = [layer[7] for layer in layers]
+    """Name -> requantize() arguments, by the folded graph's MatMuls layer by layer (:func:`matmul_layers`)."""
+    from kqe_rdf.kb.requantize import down_projections, matmul_layers
+
+    layers = matmul_layers(graph)
+    down = down_projections(graph, len(layers))
     return {
         "pinned (minilm-int8-matmul)": {},
         "MatMulConstBOnly": {"extra_options": {"MatMulConstBOnly": True}},

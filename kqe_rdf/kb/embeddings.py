@@ -40,7 +40,7 @@ from typing import Protocol
 import numpy as np
 
 from ..core.errors import KqeError
-from .requantize import EXPORT_SHA256, MIXED_SHA256, MODEL_SHA256, requantize
+from .requantize import EXPORT_SHA256, MIXED_DOWN_LAYERS, MIXED_SHA256, MODEL_SHA256, requantize
 
 #: The default encoder (setting ``embedding_model``).
 PACKAGED_MODEL = "minilm-int8"
@@ -73,7 +73,7 @@ PACKAGED = {
         "tokenizer_sha256": _TOKENIZER_SHA256,
         "made_from": "minilm-int8",
         # The FFN down-projections of layers 1-3 left in float (:func:`.requantize.down_projections`).
-        "requantize": {"float_down_layers": 3},
+        "requantize": {"float_down_layers": MIXED_DOWN_LAYERS},
         "one_text_per_call": True,
     },
 }
@@ -198,11 +198,11 @@ def made_model(setting: str) -> Path:
     if target.is_file() and file_sha256(target) == entry["model_sha256"]:
         return target
     source, _tokenizer = _packaged_files(entry["made_from"])
+    options = entry.get("requantize", {})
     try:
-        requantize(source, target, **entry.get("requantize", {}))
+        requantize(source, target, **options)
     except OSError:  # a cache folder that cannot be written: made for this process only
-        target = requantize(source, Path(tempfile.mkdtemp(prefix="kqe-rdf-encoder-")) / "model.onnx",
-                            **entry.get("requantize", {}))
+        target = requantize(source, Path(tempfile.mkdtemp(prefix="kqe-rdf-encoder-")) / "model.onnx", **options)
     found = file_sha256(target)
     if found != entry["model_sha256"]:
         raise KqeError(f"the encoder {setting} made from {source} at {target} is not the model kqe-rdf was measured "
@@ -223,7 +223,6 @@ class OnnxEncoder:
     def __init__(self, model_path: Path, tokenizer_path: Path, max_tokens: int = 256, batch_size: int = 32,
                  model_id: str | None = None, threads: int | None = None, pooling: str = "mean",
                  normalize: bool = True, dimension: int = 0) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         if not Path(model_path).is_file():

@@ -142,7 +142,8 @@ class NameIndex:
 
     def __init__(self, kb) -> None:
         self.kb = kb
-        with cyclic_gc_paused():  # (tens of thousands of lists and sets: a new process read the bio KB's in 0.11 s, not 0.2)
+        # (tens of thousands of lists and sets: a new process read the bio KB's in 0.11 s, not 0.2)
+        with cyclic_gc_paused():
             self._open(kb)
 
     def _open(self, kb) -> None:

