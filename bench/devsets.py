@@ -39,7 +39,9 @@ class DevSet:
 
 SETS = [
     *(DevSet(f"phenopackets-{w}", "phenopackets", ("phenopackets/dev.jsonl.gz",), "bio",
-             ("--type", "Disease", "--wording", w)) for w in ("template", "list", "which", "child")),
+             ("--type", "Disease", "--wording", w))
+      for w in ("template", "list", "which", "child", "semicolon", "but", "without", "denies", "negative", "ruled",
+                "first")),
     *(DevSet(f"metaqa-{h}", "metaqa", (f"metaqa/{h}/dev.txt.gz",), "metaqa") for h in ("1-hop", "2-hop", "3-hop")),
     DevSet("metaqa-ntm", "metaqa", ("metaqa/1-hop/ntm_dev.txt.gz",), "metaqa"),
     *(DevSet(f"wc2014-{s}", "irn", (f"wc2014/{s}.txt.gz",), "wc2014") for s in ("WC-P1", "WC-P2", "WC-C")),

@@ -19,10 +19,15 @@ from .methods.registry import EXPANSION, method_help
 KB_OPTION = click.option("--kb", "kb_path", type=click.Path(path_type=Path), envvar="KQE_KB", default=None,
                          help="Knowledge-base directory [default: data/kb/bio, or $KQE_KB].")
 WORDING_OPTION = click.option(
-    "--wording", type=click.Choice(["template", "list", "which", "child"]), default=None,
+    # (querysets.WORDINGS, written out: importing the query sets costs a one-request command 0.13 s)
+    "--wording", type=click.Choice(["template", "list", "which", "child", "semicolon", "but", "without", "denies",
+                                    "negative", "ruled", "first"]), default=None,
     help="phenopackets: how each case is worded. template (the default): 'A female patient presents with a and b. C "
          "was not observed. Which disease explains this?'; list: 'a and b'; which: 'which disease causes a and b?'; "
-         "child: 'child with a and b' (the last three: observed phenotypes only).")
+         "child: 'child with a and b' (those three: observed phenotypes only); observed and excluded in one line: "
+         "semicolon 'a and b; no c or d', but 'a and b but no c or d', without 'a and b, without c or d', denies "
+         "'a and b; denies c or d', negative 'a and b, negative for c and d', ruled 'a and b; c and d ruled out', "
+         "first 'no c or d, but has a and b'.")
 HALF_OPTION = click.option(
     "--half", type=click.Choice(["1", "2"]), default=None,
     help="Only half 1 or 2 of the queries, split by the parity of each query id's sha256 (fit on one half with "
@@ -452,8 +457,13 @@ def _print_explain(how, kb):
                   f"{', type ' + escape(named(t['answer_type'])) if t.get('answer_type') else ''}):", highlight=False)
     for tr in t.get("triplets", []):
         neg = "NOT " if tr.get("negated") else ""
-        console.print(f"  {neg}({named(tr['head'])}, {named(tr['relation'])}, {named(tr['tail'])})",
+        unsure = " [uncertain]" if tr.get("uncertain") else ""
+        console.print(f"  {neg}({named(tr['head'])}, {named(tr['relation'])}, {named(tr['tail'])}){unsure}",
                       markup=False, highlight=False)
+    if any(term["state"] != "present" for term in t.get("terms", [])):
+        console.print("  terms: " + "; ".join(
+            f"{term['text']}: {term['state']}" + (f" ({term['trigger']!r})" if term.get("trigger") else "")
+            for term in t["terms"]), markup=False, highlight=False)
     for note in t.get("notes", []):
         console.print(f"  note: {note}", markup=False, highlight=False)
     if t.get("unread"):

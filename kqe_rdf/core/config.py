@@ -259,6 +259,9 @@ class FourStepSettings(SettingsGroup, prefix="fourstep"):
     #: split, "cost" worst at every weight (docs/results.md).
     negated: str = setting("context", choices=("context", "cost", "ignore"))
     negated_weight: float = setting(0.05, min=0.0)
+    #: How much a term the request is unsure of ("possible hypotonia", "suspected ...") counts, against 1 for a term
+    #: it states: a weaker constraint, not none.
+    uncertain_weight: float = setting(0.5, min=0.0, max=1.0)
     #: Let the LLM rerank the top ``rerank_depth`` results (needs an LLM).
     rerank: bool = setting(False, flat="rerank")
     rerank_depth: int = setting(10, min=1, flat="rerank_depth")

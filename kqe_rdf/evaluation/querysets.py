@@ -289,9 +289,20 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-#: How a case can be worded: the evaluation's template (observed and excluded phenotypes), and three ways a user
-#: types the observed phenotypes alone. The structural reader is measured on each, so no wording is learned.
-WORDINGS = ("template", "list", "which", "child")
+#: How a case can be worded: the evaluation's template (observed and excluded phenotypes), three ways a user
+#: types the observed phenotypes alone, and the observed and excluded ones in one line as clinicians write them
+#: (:data:`NEGATED_WORDINGS`: a negation whose scope is one clause). The structural reader is measured on each, so
+#: no wording is learned.
+NEGATED_WORDINGS = {
+    "semicolon": "{observed}; no {excluded_or}",
+    "but": "{observed} but no {excluded_or}",
+    "without": "{observed}, without {excluded_or}",
+    "denies": "{observed}; denies {excluded_or}",
+    "negative": "{observed}, negative for {excluded_and}",
+    "ruled": "{observed}; {excluded_and} ruled out",
+    "first": "no {excluded_or}, but has {observed}",
+}
+WORDINGS = ("template", "list", "which", "child", *NEGATED_WORDINGS)
 
 
 def phenopacket_question(sex: str | None, observed: list[str], excluded: list[str], target: str = "disease",
@@ -300,10 +311,19 @@ def phenopacket_question(sex: str | None, observed: list[str], excluded: list[st
 
     >>> phenopacket_question("FEMALE", ["a", "b"], ["c"])
     'A female patient presents with a and b. C was not observed. Which disease explains this?'
-    >>> [phenopacket_question(None, ["a", "b", "c"], ["d"], wording=w) for w in WORDINGS[1:]]
+    >>> [phenopacket_question(None, ["a", "b", "c"], ["d"], wording=w) for w in WORDINGS[1:4]]
     ['a, b and c', 'which disease causes a, b and c?', 'child with a, b and c']
+    >>> [phenopacket_question(None, ["a", "b"], ["c", "d"], wording=w) for w in ("semicolon", "negative", "first")]
+    ['a and b; no c or d', 'a and b, negative for c and d', 'no c or d, but has a and b']
     """
     observed_text = _join(observed)
+    if wording in NEGATED_WORDINGS:
+        shown = excluded[:MAX_EXCLUDED]
+        if not shown:
+            return observed_text  # nothing excluded: the plain list
+        return NEGATED_WORDINGS[wording].format(observed=observed_text, excluded_and=_join(shown),
+                                                excluded_or=_join(shown).rsplit(" and ", 1)[0] + (
+                                                    f" or {shown[-1]}" if len(shown) > 1 else ""))
     if wording == "list":
         return observed_text
     if wording == "which":

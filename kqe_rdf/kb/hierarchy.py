@@ -299,12 +299,12 @@ class HierarchyMatch:
     def cache_clear(self) -> None:
         self._powered.clear()
 
-    def score(self, terms: Sequence[str]) -> np.ndarray:
-        return self.scored(terms)[0]
+    def score(self, terms: Sequence[str], weights: dict[str, float] | None = None) -> np.ndarray:
+        return self.scored(terms, weights)[0]
 
-    def scored(self, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    def scored(self, terms: Sequence[str], weights: dict[str, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`score`, and the nodes that score above 0 (in order)."""
-        total, known = self.summed(terms)
+        total, known = self.summed(terms, weights)
         total = total if total.flags.writeable else total.copy()
         # The root of a power is most of the cost on a large KB: it is taken where the sum is not 0 (most nodes
         # share no informative ancestor with a request), the others stay 0, as the power would leave them.
@@ -312,12 +312,22 @@ class HierarchyMatch:
         total[matched] = self.rooted(total[matched], known)
         return total, matched
 
-    def summed(self, terms: Sequence[str]) -> tuple[np.ndarray, int]:
+    def summed(self, terms: Sequence[str], weights: dict[str, float] | None = None) -> tuple[np.ndarray, float]:
         """Per node, the sum over the known ``terms`` of ``IC ** power`` (what :meth:`score` roots; one term's kept
-        scores themselves, read-only, when there is one), and how many terms were known."""
+        scores themselves, read-only, when there is one), and how many terms were known. ``weights``: a term's
+        share where it is not 1 (an uncertain term counts for less), in the sum and in the count alike."""
         known = [self.term_index[t] for t in terms if t in self.term_index]
         if not known:
             return np.zeros(len(self.nodes), dtype=np.float64), 0
+        if weights and any(weights.get(t, 1.0) != 1.0 for t in terms if t in self.term_index):
+            total = np.zeros(len(self.nodes), dtype=np.float64)
+            count = 0.0
+            for t in terms:
+                if t in self.term_index:
+                    w = weights.get(t, 1.0)
+                    total += w * self.term_scores(self.term_index[t])
+                    count += w
+            return total, count
         if len(known) == 1:
             return self.term_scores(known[0]), 1
         # Summed one term after another, as np.sum over the stacked rows adds them, without stacking them.
@@ -496,14 +506,15 @@ class Hierarchies:
         return self._matchers[key]
 
 
-def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[str]] | None:
+def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[str], dict[str, float]] | None:
     """When every path of a soft reading is one annotation edge from the answer to a constant of one
-    hierarchical class (``?x hasPhenotype <seizure>``, ``<seizure> phenotypeOf ?x``, ...): the matcher and the
-    (positive, negated) terms; None for any other reading, which keeps the exact-path soft mode."""
+    hierarchical class (``?x hasPhenotype <seizure>``, ``<seizure> phenotypeOf ?x``, ...): the matcher, the
+    (positive, negated) terms and the weights of the uncertain ones; None for any other reading, which keeps the
+    exact-path soft mode."""
     if compiled.mode != "soft" or not compiled.units or not kb.hierarchies:
         return None
     schema = kb.schema
-    relation, positive, negated = None, [], []
+    relation, positive, negated, weights = None, [], [], {}
     for unit in compiled.units:
         if len(unit.triplets) != 1 or not unit.values:
             return None
@@ -516,12 +527,14 @@ def hierarchical_units(kb, compiled) -> tuple[HierarchyMatch, list[str], list[st
             return None
         relation = forward
         (negated if unit.negated else positive).append(unit.values[0])
+        if unit.uncertain and not unit.negated:
+            weights[unit.values[0]] = kb.settings.fourstep.uncertain_weight
     matcher = kb.hierarchies.matcher(relation, kb.settings.fourstep.ic_power)
     if matcher is None or not positive:
         return None
     if matcher.terms_are_tails != constant_is_tail:
         return None  # the answer is the term side ("which phenotypes does X have"): exact paths answer that
-    return matcher, positive, negated
+    return matcher, positive, negated, weights
 
 
 @dataclass
@@ -549,14 +562,16 @@ def hierarchical_scores(kb, compiled, text: str, types: Sequence[str] | None = N
     found = hierarchical_units(kb, compiled)
     if found is None:
         return None
-    matcher, positive, ruled_out = found
+    matcher, positive, ruled_out, weights = found
     weight = kb.settings.fourstep.text_weight
     # The BM25 side needs only the request: Tantivy searches while the arrays below are summed.
     bm25_among = kb.text_index.scores_among_later(text, top, list(types) if types else None) if weight else None
-    if ruled_out and negated_weight and negated != "ignore":
-        structural, _above = matcher.scored(positive)
-        sign = 1.0 if negated == "context" else -1.0
-        structural = structural + sign * negated_weight * matcher.score(ruled_out)
+    counts_negated = bool(ruled_out and negated_weight and negated != "ignore")
+    if counts_negated or weights:
+        structural, _above = matcher.scored(positive, weights)
+        if counts_negated:
+            sign = 1.0 if negated == "context" else -1.0
+            structural = structural + sign * negated_weight * matcher.score(ruled_out)
         # Only nodes that score above 0 are kept: the best of those, without ordering every node of a large KB.
         above = np.flatnonzero(structural > 0)
         order, matched = above[best_first(structural[above], top)], len(above)

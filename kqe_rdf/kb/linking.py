@@ -17,17 +17,17 @@ import json
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import queries
+from . import context, queries
 from ..core.resources import cyclic_gc_paused
 from .documents import BROAD_ALIAS
 from .lexicon import opposites
 from .phrases import term_name_vectors
-from .sentences import sentence_at
+from .context import ABSENT, PRESENT
 from .words import HONORIFICS, NAME_PARTICLES, STOPWORDS
 
 # A possessive "'s" is a token of its own ("Ann's dad": "Ann", "'s", "dad"); names keep their apostrophes'
@@ -129,6 +129,10 @@ class Mention:
     end: int
     candidates: tuple[Candidate, ...]
     negated: bool = False
+    #: What the request says of the term (:mod:`.context`): present, absent, family or uncertain, and the trigger
+    #: phrase that said it ("no", "family history of"; '' for present). ``negated`` is ``state == "absent"``.
+    state: str = PRESENT
+    trigger: str = ""
 
 
 class NameIndex:
@@ -490,14 +494,14 @@ class Linker:
             first = hits[0][0] if hits else None
             if first is not None and (near := self._near_in_words(words, named, first)) is not None:
                 out = [m for m in out if m not in inside]
-                out.append(Mention(text, start, end, (near,), _negated(query, start)))
+                out.append(Mention(text, start, end, (near,)))
             elif not inside and len(words) > 1 and (meant := self.meant(text, cls, first)):
-                out.append(Mention(text, start, end, (meant,), _negated(query, start)))
+                out.append(Mention(text, start, end, (meant,)))
         if len(self.made) > 10_000:  # (a long-running server: the links of recent requests only)
             self.made.clear()
         self.made.update((normalise_name(m.text), m.candidates) for m in out
                          if m.candidates and m.candidates[0].how in ("approximate", "meaning"))
-        return sorted(out, key=lambda m: m.start)
+        return in_context(query, sorted(out, key=lambda m: m.start))
 
     def _near_in_words(self, words: list[str], named: set[str], iri: str) -> Candidate | None:
         """``iri``, marked ``approximate``, where its name is one word apart from an item's ``words`` at most (one of
@@ -639,13 +643,9 @@ class _Scan:
         self.found.append(Mention(self.query[start:end], start, end, cands))
 
     def mentions(self) -> list[Mention]:
-        """The mentions found, in the order of the request, negated where a cue outside them negates their sentence
-        ("absent speech" names a phenotype, it negates nothing)."""
-        outside = list(self.query)
-        for m in self.found:
-            outside[m.start : m.end] = " " * (m.end - m.start)
-        masked = "".join(outside)
-        return sorted((replace(m, negated=_negated(masked, m.start)) for m in self.found), key=lambda m: m.start)
+        """The mentions found, in the order of the request, each with what the request says of it (:func:`in_context`:
+        "absent speech" names a phenotype, it negates nothing)."""
+        return in_context(self.query, sorted(self.found, key=lambda m: m.start))
 
 #: What separates a list's items: commas, semicolons, sentence ends, "and", "with", "plus".
 _SEPARATORS = re.compile(r"[,;:.!?]|\b(?:and|with|plus)\b", re.I)
@@ -722,10 +722,13 @@ def english_word(word: str) -> bool:
     return wn is not None and (any(wn.morphy(word, pos) is not None for pos in ("n", "v")) or word in wn.adjectives)
 
 
-#: Words that negate the sentence they stand in ("... were not observed"): its mentions are negated.
-NEGATION = re.compile(r"\b(not observed|were not|was not|no |without|excluded|absent|absence of|negative for)", re.I)
+def in_context(query: str, mentions: Sequence[Mention]) -> list[Mention]:
+    """``mentions`` with their state in ``query`` (:func:`.context.read`: the trigger and its scope, "seizures; no
+    hypotonia" negates hypotonia alone).
 
-
-def _negated(query: str, position: int) -> bool:
-    """A mention is negated when its sentence has a negation cue ("... were not observed")."""
-    return bool(NEGATION.search(sentence_at(query, position)))
+    >>> [(m.text, m.state, m.trigger) for m in in_context("seizures, no ataxia", [
+    ...     Mention("seizures", 0, 8, ()), Mention("ataxia", 13, 19, ())])]
+    [('seizures', 'present', ''), ('ataxia', 'absent', 'no')]
+    """
+    read = context.read(query, [(m.start, m.end) for m in mentions])
+    return [replace(m, negated=c.state == ABSENT, state=c.state, trigger=c.trigger) for m, c in zip(mentions, read)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ...core.errors import SchemaError
 from ..reading import OfflineTriplets
+from ...kb.context import FAMILY
 from ...kb.linking import Linker, normalise_name, singular
 from ...kb.ontology import local_name
 
@@ -84,16 +85,18 @@ class OfflineIntent:
     def __call__(self, question: str) -> Intent:
         constants, conditions = self.reader.mentions(question)  # as 4StepFocus reads them
         mentions = constants + conditions
-        negated = [m for m in mentions if m.negated]  # "... was not observed": not what the answer is about
+        # "... was not observed", "family history of ...": not what the answer is about
+        negated = [m for m in mentions if m.negated or m.state == FAMILY]
         entities = [IntentEntity(m.text, tuple(c.iri for c in m.candidates), "mention")
-                    for m in mentions if not m.negated]
+                    for m in mentions if m not in negated]
         stripped = question
         for m in sorted(mentions, key=lambda m: -m.start):
             stripped = stripped[: m.start] + " " + stripped[m.end :]
         relation = " ".join(w for w in re.findall(r"[\w'-]+", stripped) if w.lower() not in _WH)
         notes = [] if mentions else ["no entity of the KB is named in the question"]
         if negated:
-            notes.append(f"{len(negated)} negated mention(s) left out: {', '.join(m.text for m in negated[:5])}")
+            notes.append(f"{len(negated)} negated or relatives' mention(s) left out: "
+                         f"{', '.join(f'{m.text} ({m.trigger})' for m in negated[:5])}")
         return Intent(question, sorted(self.reader.answer_types(stripped)), entities, relation,
                       self.relations(relation), time_cues(question), self.places(question, entities),
                       "offline", notes)

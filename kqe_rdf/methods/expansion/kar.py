@@ -45,7 +45,8 @@ from pyoxigraph import NamedNode
 
 from ...kb import queries
 from ...core.errors import KqeError
-from ...kb.linking import NEGATION, Candidate, Linker, singular
+from ...kb import context
+from ...kb.linking import Candidate, Linker, singular
 from ...kb.ontology import negates
 from ...kb.words import STOPWORDS, terms
 from ..answering.grounded import Grounded, GroundedReading
@@ -382,7 +383,7 @@ class KAR(Expander):
         # A fact that something is absent contradicts a request that names it as present ("... with seizures"
         # is no place for "X lacks phenotype Seizure"): such relations are followed only when the request negates.
         schema = self.kb.schema
-        skip = set() if NEGATION.search(query) else {iri for iri in schema.relations
+        skip = set() if context.negates(query) else {iri for iri in schema.relations
                                                        if negates(schema.label(iri))}
         grounded = self.grounded(query)
         reached = self.reached(query, grounded, skip) if grounded is not None else []

@@ -40,6 +40,8 @@ class Unit:
     constant: str
     negated: bool = False
     constant_type: str | None = None
+    #: The request is unsure of the constant ("possible ..."): it counts for less (``fourstep_uncertain_weight``).
+    uncertain: bool = False
     #: The IRIs the constant was linked to (filled in by :func:`compile_query`).
     values: list[str] = field(default_factory=list)
 
@@ -158,7 +160,7 @@ def units(tq: TripletQuery) -> list[Unit]:
             if path is not None:
                 inner = {v for u in path for v in u.variables()}
                 path += [c for c in conditions if set(c.variables()) & inner]
-                out.append(Unit(path, end.text, t.negated, end.type))
+                out.append(Unit(path, end.text, t.negated, end.type, uncertain=t.uncertain))
     return out
 
 

@@ -30,7 +30,7 @@ from ...core.progress import StepClock
 from ..reading import OfflineTriplets
 from ..reading.chains import valued
 from ..retrieval import Batch, Hit, Stage
-from ..reading.triplets import End, TripletQuery, normalise
+from ..reading.triplets import End, TripletQuery, abstain_from_negations, normalise
 
 
 def _constants(compiled: Compiled | None, returning: bool = True) -> set[str]:
@@ -246,7 +246,9 @@ class FourStep(Stage):
         scores: dict[str, float] = defaultdict(float)
         for unit, iris in by_unit.items():
             weight = self.path_weight(len(iris))
-            sign = -self.negation_weight if compiled.units[unit].negated else 1.0
+            found = compiled.units[unit]
+            sign = -self.negation_weight if found.negated else (
+                self.kb.settings.fourstep.uncertain_weight if found.uncertain else 1.0)
             for iri in iris:
                 scores[iri] += sign * weight
         return dict(scores), dict(bindings), {}
@@ -271,7 +273,7 @@ class FourStep(Stage):
         """The reading of ``text``, its linked constants (as shown) and the compiled SPARQL (None without
         triplets): steps 1-3, which ``kqe-rdf triplets`` and ``/triplets`` show without running the query."""
         clock = clock or StepClock()
-        tq = normalise(self.generator(text), self.kb.schema)
+        tq = abstain_from_negations(normalise(self.generator(text), self.kb.schema))
         clock.lap("triplets")
         if not tq.triplets:
             return tq, {}, None
@@ -291,6 +293,10 @@ class FourStep(Stage):
             return Attempt(tq)
         linked, shown = self.link(tq)
         compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
+        if compiled.units and all(u.negated for u in compiled.units) and tq.answer_type:
+            # Only negated conditions ("which albums were not produced by X"): the answers are the asked class's
+            # nodes that do not meet them (FILTER NOT EXISTS), not the nodes that do, ranked lower.
+            compiled = compile_query(self.kb.schema, tq, linked, "strict", self.sparql_limit)
         clock.lap("linking")
         attempt = Attempt(tq, shown, compiled)
         try:
@@ -324,7 +330,7 @@ class FourStep(Stage):
         if self.matcher == "hierarchy" and self.kb.settings.fourstep.text_weight and self.kb.hierarchies:
             # Hierarchy matching fuses BM25's top of the request: Tantivy searches while the request is read.
             self.kb.text_index.search_ahead(text, self.fusion_depth, self.types)
-        tq = normalise(self.generator(text), self.kb.schema)
+        tq = abstain_from_negations(normalise(self.generator(text), self.kb.schema))
         clock.lap("triplets")
         explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
         used = self._attempt(tq, clock)

@@ -26,6 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
+from ...kb.context import FAMILY, UNCERTAIN
 from ...kb.linking import Linker, Mention
 from ...kb.ontology import local_name
 from ...kb.words import FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS, stem
@@ -98,15 +99,21 @@ class OfflineTriplets:
         """The request read as triplets: its mentions, their groups' relation paths, the primary group's reading
         (:meth:`_decide`), every group's path to the answer (:meth:`_choose`), the conditions, the alternatives."""
         mentions, conditions = self.mentions(query)
+        terms = [{"text": m.text, "state": m.state, **({"trigger": m.trigger} if m.trigger else {})} for m in mentions]
+        # A relative's finding ("family history of X", "her mother has X") is not the patient's: no constraint.
+        relatives = [m.text for m in mentions if m.state == FAMILY]
+        mentions = [m for m in mentions if m.state != FAMILY]
         if not mentions:
-            return TripletQuery(query, [], "?x", None, "offline", ["no entity of the KB is named in the query"])
+            notes = ["no entity of the KB is named in the query"] if not relatives else [
+                f"only a relative's findings are named ({', '.join(relatives)}): nothing of the patient's to read"]
+            return TripletQuery(query, [], "?x", None, "offline", notes, terms=terms)
         request = self.requests.read(query, mentions, self.given_types)
         groups = self.reader.groups(mentions, self.linker.index)
         ranked = self.reader.ranked(groups, mentions, request, self.linker.index)
         usable = [t for t in groups if ranked[t]]
         if not usable:
             return TripletQuery(query, [], "?x", None, "offline",
-                                ["no relation of the KB leaves the entities named in the query"])
+                                ["no relation of the KB leaves the entities named in the query"], terms=terms)
         # Beside a proper name, a common word that happens to name a node is not the request's constant
         # ("who wrote movies together with Todd McFarlane", where "together" is also a film).
         common = set()
@@ -117,6 +124,7 @@ class OfflineTriplets:
         notes: list[str] = []
         best = self._decide(query, mentions, conditions, request, groups, ranked, primary, notes)
         if isinstance(best, TripletQuery):
+            best.terms = terms
             return best
         choice = self._choose(query, mentions, request, groups, ranked, usable, primary, common, best, notes)
         triplets = self._triplets(mentions, choice, notes)
@@ -132,7 +140,9 @@ class OfflineTriplets:
         tq = TripletQuery(query, triplets, "?x", best.path.end, "offline", notes,
                           returning=self.reader.returning(mentions, choice),
                           revisiting=self.reader.revisiting(mentions, choice), value=best.why.get("value"))
-        tq.reading, tq.unread, tq.alternatives = reading, unread, alternatives
+        tq.reading, tq.unread, tq.alternatives, tq.terms = reading, unread, alternatives, terms
+        if relatives:
+            notes.append(f"a relative's, not the patient's (not required): {', '.join(relatives)}")
         if tq.value is None and triplets and request.counting:
             tq.value = ValueAsk("", "number of answers", "'how many' asks for a count of what the reading answers",
                                 count=True)
@@ -448,7 +458,7 @@ class OfflineTriplets:
             for i, (rel, mention_is_head) in enumerate(steps):
                 nxt = End("?x") if i == len(steps) - 1 else End(f"?m{n}_{i}")
                 head, tail = (prev, nxt) if mention_is_head else (nxt, prev)
-                triplets.append(Triplet(head, rel, tail, negated=negated))
+                triplets.append(Triplet(head, rel, tail, negated=negated, uncertain=mention.state == UNCERTAIN))
                 # The node a role word names has its values, joined to its hop: "X's mom" is a parent who is female.
                 triplets += [Triplet(nxt, value_rel, End(name), constraint=True)
                              for value_rel, _node, name in constraints.get(i, ())]

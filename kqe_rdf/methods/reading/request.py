@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...kb.lexicon import base_forms, is_adjective, is_inflected_verb, is_noun
-from ...kb.linking import NEGATION, Linker, Mention, list_items, singular
+from ...kb.context import affirmed_sentences
+from ...kb.linking import Linker, Mention, list_items, singular
 from ...kb.sentences import split_sentences
 from ...kb.words import ARTICLES, FUNCTION_WORDS, QUESTION_WORDS, WH_WORDS, stem
 from ..retrieval import STOPWORDS
@@ -215,7 +216,7 @@ class RequestReader:
 
     def read(self, query: str, mentions: Sequence[Mention], given: set[str] = frozenset()) -> Request:
         """The request around its mentions: the relation is read from what the query says about its positive
-        mentions, so mentions and negated sentences ("D and E were not observed") are taken out. ``given``: the
+        mentions, so mentions and what it says is absent or a relative's ("D and E were not observed") are taken out. ``given``: the
         caller's classes (``--type``), the answer's where the request asks for none ("a, b and c"); where it does
         ("who directed X" with --type Year) they only filter the answers."""
         stripped = query
@@ -226,7 +227,7 @@ class RequestReader:
         stripped = " ".join(_LIST_GAP.sub("", stripped).split())
         # With its mentions taken out, a sentence of the request may start with a gap or in lower case ("High
         # forehead. Seizure was not observed."): cut as a typed request is.
-        positive = " ".join(s for s in split_sentences(stripped, typed=True) if not NEGATION.search(s)) or stripped
+        positive = " ".join(affirmed_sentences(stripped)) or stripped
         # Only a wh-phrase ("which films", "who") or a request that starts or ends with a class ("films starring
         # X", "... also wrote movies") says which class is asked for; a class merely named ("describe movie X")
         # does not.

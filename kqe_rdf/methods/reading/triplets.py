@@ -43,6 +43,8 @@ class Triplet:
     #: A condition on a node of another triplet's path ("X's mom": the parent is female), joined to that path in the
     #: compiled query, never a path to the answer of its own.
     constraint: bool = False
+    #: The request is unsure of the constant ("possible hypotonia", "rule out ..."): a weaker constraint.
+    uncertain: bool = False
 
     def variables(self) -> list[str]:
         return [e.text for e in (self.head, self.tail) if e.is_variable]
@@ -52,7 +54,7 @@ class Triplet:
             return e.text if e.is_variable else f'"{e.text}"' + (f":{e.type}" if e.type else "")
 
         return ("NOT " if self.negated else "") + f"({show(self.head)}, {self.relation}, {show(self.tail)})" + (
-            " [condition]" if self.constraint else "")
+            " [condition]" if self.constraint else "") + (" [uncertain]" if self.uncertain else "")
 
 
 @dataclass
@@ -81,6 +83,9 @@ class TripletQuery:
     #: What the request asks as a value of the answers (or of ``value.nodes``): a
     #: :class:`~kqe_rdf.methods.reading.chains.ValueAsk`, None for a request that asks for nodes.
     value: object | None = None
+    #: What the request says of each term it names (:mod:`kqe_rdf.kb.context`): text, state (present, absent,
+    #: family, uncertain) and the trigger that set it.
+    terms: list[dict] = field(default_factory=list)
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -94,9 +99,12 @@ class TripletQuery:
         out = {
             "answer": self.answer, "answer_type": self.answer_type, "source": self.source, "notes": self.notes,
             "triplets": [{"head": t.head.text, "head_type": t.head.type, "relation": t.relation, "tail": t.tail.text,
-                          "tail_type": t.tail.type, "negated": t.negated, **({"condition": True} if t.constraint else {})}
+                          "tail_type": t.tail.type, "negated": t.negated, **({"condition": True} if t.constraint else {}),
+                          **({"uncertain": True} if t.uncertain else {})}
                          for t in self.triplets],
         }
+        if self.terms:
+            out["terms"] = self.terms
         if self.reading:
             out["reading"] = self.reading
         if self.unread:
@@ -210,7 +218,7 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
             as_answer = End(tq.answer, guessed[0].type)
             t = Triplet(as_answer if t.head is guessed[0] else t.head, t.relation,
                         as_answer if t.tail is guessed[0] else t.tail, t.negated)
-        kept.append(Triplet(fix_type(t.head), rel, fix_type(t.tail), t.negated, t.constraint))
+        kept.append(Triplet(fix_type(t.head), rel, fix_type(t.tail), t.negated, t.constraint, t.uncertain))
     answer_type = _closest(tq.answer_type, classes) if tq.answer_type else None
     if tq.answer_type and answer_type is None:
         notes.append(f"answer type {tq.answer_type!r} is not in the ontology; ignored")
@@ -222,4 +230,38 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
     alternatives = [normalise(a, schema) for a in tq.alternatives]
     return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses,
                         [a for a in alternatives if a.triplets], tq.reading, set(tq.returning), set(tq.revisiting),
-                        list(tq.unread), tq.value)
+                        list(tq.unread), tq.value, list(tq.terms))
+
+
+def abstain_from_negations(tq: TripletQuery) -> TripletQuery:
+    """The reading without its negations where they cannot be trusted to narrow the answers: a list of terms of
+    which more than half are negated (a misread scope would invert the request), or a term both stated and
+    negated. What is left is the positive terms, ranked with the request's text, so the answer is never below
+    what BM25 gives; with no positive term left there is no reading and BM25 answers. A single negated condition
+    ("which albums were not produced by X") is a filter and stays.
+
+    >>> r = TripletQuery("a; no b or c", [Triplet(End("?x"), "has", End("a")), Triplet(End("?x"), "has", End("b"),
+    ...     negated=True), Triplet(End("?x"), "has", End("c"), negated=True)], "?x")
+    >>> [str(t) for t in abstain_from_negations(r).triplets], abstain_from_negations(r).notes[0][:40]
+    (['(?x, has, "a")'], 'abstained from the negations of b, c: mo')
+    """
+    def constants(negated: bool) -> list[str]:
+        return list(dict.fromkeys(e.text for t in tq.triplets if t.negated == negated and not t.constraint
+                                  for e in (t.head, t.tail) if not e.is_variable))
+
+    positive, negative = constants(False), constants(True)
+    if not negative:
+        return tq
+    contradicted = sorted(set(positive) & set(negative))
+    if contradicted:
+        why = f"{', '.join(contradicted)} both stated and negated"
+    elif len(positive) + len(negative) >= 2 and len(negative) > len(positive):
+        why = f"more than half of the request's {len(positive) + len(negative)} terms negated"
+    else:
+        return tq
+    paths = [t for t in tq.triplets if not t.negated and not t.constraint]
+    reached = {v for t in paths for v in t.variables()}
+    kept = [t for t in tq.triplets if not t.negated and (not t.constraint or set(t.variables()) <= reached)]
+    note = f"abstained from the negations of {', '.join(negative)}: {why}"
+    return replace(tq, triplets=kept, notes=[*tq.notes, note],
+                   alternatives=[abstain_from_negations(a) for a in tq.alternatives])
