@@ -13,6 +13,7 @@ from kqe_rdf.evaluation.metrics import stark_metrics
 from kqe_rdf.evaluation.querysets import (
     LOADERS,
     MAX_EXCLUDED,
+    NEGATED_WORDINGS,
     WORDINGS,
     EvalQuery,
     load,
@@ -205,15 +206,32 @@ def test_phenopacket_cases_become_one_fixed_question_template(tmp_path: Path) ->
 
 def test_phenopacket_cases_in_the_wordings_a_user_types_list_the_observed_phenotypes_only(tmp_path: Path) -> None:
     worded = {w: load_phenopackets(cases(tmp_path, CASE), wording=w) for w in WORDINGS}
-    assert {w: qs.queries[0].text for w, qs in worded.items() if w != "template"} == {
+    assert {w: qs.queries[0].text for w, qs in worded.items() if w in ("list", "which", "child")} == {
         "list": "high forehead, seizure and EEG abnormality",
         "which": "which disease causes high forehead, seizure and EEG abnormality?",
         "child": "child with high forehead, seizure and EEG abnormality",
     }
     assert worded["list"].name == "phenopackets disease, wording 'list'" and worded["template"].name == "phenopackets disease"
     assert all(qs.queries[0].answers == {"OMIM:147791": 1, "ORPHA:2308": 1} for qs in worded.values())
-    with pytest.raises(InputError, match="unknown wording 'prose'; one of template, list, which, child"):
+    with pytest.raises(InputError, match="unknown wording 'prose'; one of template, list, which, child, semicolon"):
         load_phenopackets(cases(tmp_path, CASE), wording="prose")
+
+
+def test_phenopacket_cases_in_the_negation_wordings_say_the_excluded_phenotypes_in_the_same_line(tmp_path: Path):
+    worded = {w: load_phenopackets(cases(tmp_path, CASE), wording=w).queries[0].text for w in NEGATED_WORDINGS}
+    observed = "high forehead, seizure and EEG abnormality"
+    assert worded == {
+        "semicolon": f"{observed}; no hypertelorism or cataract",
+        "but": f"{observed} but no hypertelorism or cataract",
+        "without": f"{observed}, without hypertelorism or cataract",
+        "denies": f"{observed}; denies hypertelorism or cataract",
+        "negative": f"{observed}, negative for hypertelorism and cataract",
+        "ruled": f"{observed}; hypertelorism and cataract ruled out",
+        "first": f"no hypertelorism or cataract, but has {observed}",
+    }
+    # a case that excludes nothing is the plain list in every such wording
+    bare = load_phenopackets(cases(tmp_path, {**CASE, "excluded": []}), wording="semicolon").queries[0].text
+    assert bare == observed
 
 
 def test_eval_offers_every_wording_for_phenopackets_only() -> None:

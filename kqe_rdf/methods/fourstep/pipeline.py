@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from .compiler import Compiled, compile_query, run
 from ...core.errors import KqeError
-from ...kb.hierarchy import hierarchical_scores
+from ...kb.hierarchy import hierarchical_scores, hierarchical_units
 from ...kb.linking import Linker
 from ...kb.ontology import local_name
 from ...core.progress import StepClock
@@ -273,13 +273,30 @@ class FourStep(Stage):
         """The reading of ``text``, its linked constants (as shown) and the compiled SPARQL (None without
         triplets): steps 1-3, which ``kqe-rdf triplets`` and ``/triplets`` show without running the query."""
         clock = clock or StepClock()
-        tq = abstain_from_negations(normalise(self.generator(text), self.kb.schema))
+        tq = normalise(self.generator(text), self.kb.schema)
         clock.lap("triplets")
         if not tq.triplets:
             return tq, {}, None
+        tq, shown, compiled = self._compiled(tq)
+        clock.lap("linking")
+        return tq, shown, compiled
+
+    def _compiled(self, tq: TripletQuery) -> tuple[TripletQuery, dict, Compiled | None]:
+        """A reading linked and compiled: without the negations that could invert it
+        (:func:`~..reading.triplets.abstain_from_negations`; hierarchy matching reads them as context only, so only
+        a contradiction is left out there), and, when only negated conditions are left, as the asked class's nodes
+        that do not meet them ("which albums were not produced by X": FILTER NOT EXISTS), not the nodes that do,
+        ranked lower. None compiled when no triplet is left."""
         linked, shown = self.link(tq)
         compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
-        clock.lap("linking")
+        context = self.matcher == "hierarchy" and hierarchical_units(self.kb, compiled) is not None
+        if (guarded := abstain_from_negations(tq, as_context=context)) is not tq:
+            tq = guarded
+            if not tq.triplets:
+                return tq, shown, None
+            compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
+        if compiled.units and all(u.negated for u in compiled.units) and tq.answer_type:
+            compiled = compile_query(self.kb.schema, tq, linked, "strict", self.sparql_limit)
         return tq, shown, compiled
 
     def reading(self, text: str) -> dict:
@@ -291,13 +308,10 @@ class FourStep(Stage):
         """One reading linked, compiled and run."""
         if not tq.triplets:
             return Attempt(tq)
-        linked, shown = self.link(tq)
-        compiled = compile_query(self.kb.schema, tq, linked, self.mode, self.sparql_limit)
-        if compiled.units and all(u.negated for u in compiled.units) and tq.answer_type:
-            # Only negated conditions ("which albums were not produced by X"): the answers are the asked class's
-            # nodes that do not meet them (FILTER NOT EXISTS), not the nodes that do, ranked lower.
-            compiled = compile_query(self.kb.schema, tq, linked, "strict", self.sparql_limit)
+        tq, shown, compiled = self._compiled(tq)
         clock.lap("linking")
+        if compiled is None:
+            return Attempt(tq)
         attempt = Attempt(tq, shown, compiled)
         try:
             scores, attempt.support, attempt.notes = self.candidates(tq, compiled)
@@ -330,7 +344,7 @@ class FourStep(Stage):
         if self.matcher == "hierarchy" and self.kb.settings.fourstep.text_weight and self.kb.hierarchies:
             # Hierarchy matching fuses BM25's top of the request: Tantivy searches while the request is read.
             self.kb.text_index.search_ahead(text, self.fusion_depth, self.types)
-        tq = abstain_from_negations(normalise(self.generator(text), self.kb.schema))
+        tq = normalise(self.generator(text), self.kb.schema)
         clock.lap("triplets")
         explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
         used = self._attempt(tq, clock)

@@ -233,12 +233,14 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
                         list(tq.unread), tq.value, list(tq.terms))
 
 
-def abstain_from_negations(tq: TripletQuery) -> TripletQuery:
+def abstain_from_negations(tq: TripletQuery, as_context: bool = False) -> TripletQuery:
     """The reading without its negations where they cannot be trusted to narrow the answers: a list of terms of
     which more than half are negated (a misread scope would invert the request), or a term both stated and
     negated. What is left is the positive terms, ranked with the request's text, so the answer is never below
     what BM25 gives; with no positive term left there is no reading and BM25 answers. A single negated condition
-    ("which albums were not produced by X") is a filter and stays.
+    ("which albums were not produced by X") is a filter and stays. ``as_context``: the negations only add context
+    to positive terms' ranking (hierarchy matching, ``fourstep_negated``), which cannot invert it: only a
+    contradiction abstains.
 
     >>> r = TripletQuery("a; no b or c", [Triplet(End("?x"), "has", End("a")), Triplet(End("?x"), "has", End("b"),
     ...     negated=True), Triplet(End("?x"), "has", End("c"), negated=True)], "?x")
@@ -255,7 +257,7 @@ def abstain_from_negations(tq: TripletQuery) -> TripletQuery:
     contradicted = sorted(set(positive) & set(negative))
     if contradicted:
         why = f"{', '.join(contradicted)} both stated and negated"
-    elif len(positive) + len(negative) >= 2 and len(negative) > len(positive):
+    elif len(positive) + len(negative) >= 2 and len(negative) > len(positive) and not (as_context and positive):
         why = f"more than half of the request's {len(positive) + len(negative)} terms negated"
     else:
         return tq
@@ -264,4 +266,4 @@ def abstain_from_negations(tq: TripletQuery) -> TripletQuery:
     kept = [t for t in tq.triplets if not t.negated and (not t.constraint or set(t.variables()) <= reached)]
     note = f"abstained from the negations of {', '.join(negative)}: {why}"
     return replace(tq, triplets=kept, notes=[*tq.notes, note],
-                   alternatives=[abstain_from_negations(a) for a in tq.alternatives])
+                   alternatives=[abstain_from_negations(a, as_context) for a in tq.alternatives])
