@@ -290,3 +290,27 @@ def affirmed_sentences(text: str, typed: bool = True) -> list[str]:
     from .sentences import split_sentences
 
     return [s for s in split_sentences(affirmed_text(text), typed=typed) if re.search(r"[^\W_]", s)]
+
+
+def trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    """A span of ``text`` without the triggers at its edges: a list item linked approximately may have taken in the
+    words around its term ("short stature were not observed"), which say what the request says of it.
+
+    >>> t = "seizures; short stature were not observed"
+    >>> a, b = trimmed(t, 10, len(t)); t[a:b]
+    'short stature'
+    """
+    while True:
+        inside = [f for f in triggers(text[start:end]) if f.rule.direction != PSEUDO]
+        piece = text[start:end]
+        if inside and inside[0].start == len(piece) - len(piece.lstrip()):
+            start += inside[0].end
+        elif inside and inside[-1].end == len(piece.rstrip(" .,;:!?")):
+            end = start + inside[-1].start
+        else:
+            break
+        start += len(text[start:end]) - len(text[start:end].lstrip())
+        end -= len(text[start:end]) - len(text[start:end].rstrip())
+        if end <= start:
+            return start, max(start, end)
+    return start, end

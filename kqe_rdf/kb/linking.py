@@ -730,5 +730,9 @@ def in_context(query: str, mentions: Sequence[Mention]) -> list[Mention]:
     ...     Mention("seizures", 0, 8, ()), Mention("ataxia", 13, 19, ())])]
     [('seizures', 'present', ''), ('ataxia', 'absent', 'no')]
     """
-    read = context.read(query, [(m.start, m.end) for m in mentions])
+    # (an item linked approximately may have taken in the trigger beside its term: "... stature were not observed")
+    near = ("approximate", "meaning")
+    spans = [context.trimmed(query, m.start, m.end) if m.candidates and m.candidates[0].how in near
+             else (m.start, m.end) for m in mentions]
+    read = context.read(query, spans)
     return [replace(m, negated=c.state == ABSENT, state=c.state, trigger=c.trigger) for m, c in zip(mentions, read)]
