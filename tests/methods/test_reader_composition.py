@@ -13,7 +13,7 @@ import itertools
 
 import pytest
 
-from support.fixtures_kb import ask
+from support.fixtures_kb import ask, turtle_kb
 
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.kb.importers.rdf import RdfImporter
@@ -169,10 +169,7 @@ ex:peace_1920 a ex:Prize ; rdfs:label "Peace 1920" ; ex:laureate ex:jan_kowal .
 
 @pytest.fixture(scope="module")
 def music(tmp_path_factory) -> KnowledgeBase:
-    folder = tmp_path_factory.mktemp("music")
-    (folder / "music.ttl").write_text(MUSIC)
-    build_kb(RdfImporter([folder / "music.ttl"]), folder / "kb")
-    return KnowledgeBase.open(folder / "kb")
+    return turtle_kb(tmp_path_factory.mktemp("music"), MUSIC)
 
 
 def test_a_plural_class_noun_is_the_answers_type_not_a_hop(music):

@@ -10,13 +10,12 @@ import re
 
 import pytest
 
-from support.fixtures_kb import HPOA_HEADER, G2P
+from support.fixtures_kb import HPOA_HEADER, G2P, turtle_kb
 from support.paths import SHARED_DATA
 from kqe_rdf.evaluation.querysets import NEGATED_WORDINGS, phenopacket_question
 from kqe_rdf.kb import context
 from kqe_rdf.kb.build import build_kb
 from kqe_rdf.kb.importers.bio import BioImporter
-from kqe_rdf.kb.importers.rdf import RdfImporter
 from kqe_rdf.kb.knowledge_base import KnowledgeBase
 from kqe_rdf.methods.registry import pipeline
 
@@ -153,10 +152,7 @@ ex:ida_lund a ex:Person ; rdfs:label "Ida Lund" .
 
 @pytest.fixture(scope="module")
 def music(tmp_path_factory) -> KnowledgeBase:
-    folder = tmp_path_factory.mktemp("context-music")
-    (folder / "music.ttl").write_text(MUSIC)
-    build_kb(RdfImporter([folder / "music.ttl"]), folder / "kb")
-    return KnowledgeBase.open(folder / "kb")
+    return turtle_kb(tmp_path_factory.mktemp("context-music"), MUSIC)
 
 
 def test_a_negated_condition_on_a_kg_is_a_filter_on_that_condition_alone(music):

@@ -232,6 +232,15 @@ def metaqa_kb(folder: Path, lines: str, **options: str) -> KnowledgeBase:
     return KnowledgeBase.open(folder / "kb")
 
 
+def turtle_kb(folder: Path, turtle: str) -> KnowledgeBase:
+    """A KB of a Turtle text, read by the RDF importer and built in ``folder`` (``graph.ttl``, ``kb/``)."""
+    from kqe_rdf.kb.importers.rdf import RdfImporter
+
+    (folder / "graph.ttl").write_text(turtle, encoding="utf-8")
+    build_kb(RdfImporter([folder / "graph.ttl"]), folder / "kb")
+    return KnowledgeBase.open(folder / "kb")
+
+
 def node(kb: KnowledgeBase, identifier: str) -> str:
     """The IRI of the node with this source id (MetaQA ids are the names; HPO ids like HP:0001250)."""
     [iri] = kb.resolve_identifiers([identifier])[identifier]
