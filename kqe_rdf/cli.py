@@ -553,6 +553,26 @@ def triplets(text, kb_path, strict, as_json):
         _print_explain(how, kb)
 
 
+@cli.command()
+@click.argument("iri")
+@KB_OPTION
+@click.option("--relation", default=None, metavar="IRI", help="Page this relation's group (with --offset).")
+@click.option("--direction", type=click.Choice(["out", "in"]), default="out", show_default=True,
+              help="Which way the paged relation goes.")
+@click.option("--offset", type=int, default=0, show_default=True, help="Where the paged group's page starts.")
+@click.option("--limit", type=int, default=20, show_default=True, help="Values shown per relation.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output (what /node answers).")
+@_one_request
+def describe(iri, kb_path, relation, direction, offset, limit, as_json):
+    """Show one node: label, types, text, owl:sameAs, facts leaving and reaching it by relation (IRI or bio:x)."""
+    from .service.node import describe as describing, describe_text, node_iri
+
+    kb, _settings = _open_kb(kb_path)
+    page = describing(kb, node_iri(iri, kb.prefixes), relation and node_iri(relation, kb.prefixes), direction,
+                      offset, limit)
+    click.echo(json.dumps(page, indent=2, ensure_ascii=False) if as_json else describe_text(page))
+
+
 def _print_results(text, method, rows):
     from rich.table import Table
 

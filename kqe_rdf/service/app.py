@@ -98,6 +98,7 @@ def create_app(kb, settings, writable: bool | None = None):
         Route("/update", _update_endpoint(settings, pool), methods=methods),
         *(Route(f"/{kind}", _rest_endpoint(kind, settings, pool), methods=methods)
           for kind in ("search", "triplets", "expand", "answer")),
+        Route("/node", _node_endpoint(kb, settings, pool), methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Mount("/static", _with_headers(StaticFiles(directory=WEB), PAGE_HEADERS), name="static"),
@@ -273,6 +274,33 @@ def _rest_endpoint(kind: str, settings, pool):
         return Response(body, media_type="application/json")
 
     return endpoint
+
+
+def _node_endpoint(kb, settings, pool):
+    """``/node?iri=…``: a node's page (:mod:`.node`), HTML for a browser, JSON for ``Accept: application/json`` or
+    ``format=json``. An IRI the KB holds no fact about is sent on to itself when it is a web address (an outside
+    IRI keeps its link), else 404."""
+    from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+    from .node import render_html
+
+    async def node(request):
+        try:
+            params = await rest_params(request, settings)
+            body = await pool.run(client_of(request), "node", params)
+        except Exception as exc:  # noqa: BLE001
+            return error(exc)
+        wanted = params.get("format", [""])[0] or negotiate(request.headers.get("accept", ""),
+                                                             ["text/html", "application/json"])
+        if wanted in ("json", "application/json"):
+            return Response(body, media_type="application/json", headers={"Vary": "Accept"})
+        page = json.loads(body)
+        if not page["found"] and page["iri"].lower().startswith(("http://", "https://")):
+            return RedirectResponse(page["iri"], 303)
+        return HTMLResponse(render_html(page, kb.path.name), 200 if page["found"] else 404,
+                            headers={"Vary": "Accept", "Cache-Control": "no-cache", **PAGE_HEADERS})
+
+    return node
 
 
 def examples(kb) -> dict:

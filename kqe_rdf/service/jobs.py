@@ -115,7 +115,24 @@ def answer_job(context, params: dict) -> dict:
     return answering(kb, settings, _text(params), checked).as_dict()
 
 
-REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_job, "answer": answer_job}
+def node_job(context, params: dict) -> dict:
+    """A node's page as data (:func:`.node.describe`); 404 when the KB holds no fact about the IRI."""
+    from .node import PAGE, describe, node_iri
+
+    kb = context.kb
+    try:
+        iri = node_iri(one(params, "iri"), kb.prefixes)
+        page = describe(kb, iri, params.get("relation", [None])[0], one(params, "direction", "out"),
+                        one(params, "offset", 0, int), one(params, "limit", PAGE, int))
+    except HTTPError:
+        raise
+    except KqeError as exc:
+        raise HTTPError(400, str(exc)) from None
+    return page
+
+
+REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_job, "answer": answer_job,
+             "node": node_job}
 
 
 @contextlib.contextmanager

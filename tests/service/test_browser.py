@@ -296,3 +296,40 @@ def test_the_page_s_examples_come_from_the_kb(page):
     page.wait_for_function("document.getElementById('search-type').placeholder.startsWith('any, e.g. ')")
     node = page.get_attribute("#search-text", "placeholder").removeprefix("e.g. ")
     assert node and node != "seizures and intellectual disability in a child"
+
+
+def test_a_result_opens_its_node_page_whose_query_this_button_fills_the_editor(page):
+    """Issue 71: a result's name links to its node page on this server (facts by relation, counted and paged), a
+    drawn provenance node too; the page's "query this" opens the node's facts in the editor; nothing leaves."""
+    search_diseases(page, "Which disease has Seizure and High forehead?")
+    link = page.locator("#search-results li.result a.name").first
+    assert link.text_content() == "Generalized epilepsy with forehead anomaly"
+    href = link.get_attribute("href")
+    assert href.startswith("/node?iri=")
+    page.wait_for_selector("#provenance-graph svg a.node-link")
+    assert all(h.startswith("/node?iri=") for h in
+               page.eval_on_selector_all("#provenance-graph svg a.node-link", "links => links.map(a => a.getAttribute('href'))"))
+    server = page.url.split("/")[0] + "//" + page.url.split("/")[2]
+    tab = new_tab(page.context.browser)
+    tab.outside = []
+    tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(server)
+              else (tab.outside.append(route.request.url), route.abort()))
+    tab.goto(server + href)
+    assert tab.text_content("#node-label") == "Generalized epilepsy with forehead anomaly"
+    assert "Disease" in tab.text_content("#node-types")
+    phenotypes = tab.locator('#node-outgoing .group[data-relation="https://w3id.org/kqe/bio#hasPhenotype"]')
+    assert phenotypes.locator("a.node").count() >= 2 and "of" in phenotypes.locator(".shown").text_content()
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "node-page.png"
+    tab.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot saved: {shot}")
+    # a linked phenotype opens its own page, and "query this" opens its facts in the editor
+    linked = phenotypes.locator("a.node").first
+    name, iri = linked.text_content(), linked.get_attribute("title")
+    linked.click()
+    wait_until(tab, f"document.querySelector('#node-label').textContent === {name!r}")
+    assert tab.text_content("#node-iri") == iri
+    tab.click("#node-query")
+    wait_until(tab, f"window.kqeYasgui && window.kqeYasgui.getTab().getYasqe().getValue().includes({iri!r})")
+    assert tab.outside == []
+    tab.close()

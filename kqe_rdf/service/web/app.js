@@ -24,6 +24,16 @@ function iriElement(iri) {
   return node;
 }
 
+// A node of the KB (a result, a provenance node) opens its own page on this server, where its facts are.
+const nodePage = (iri) => "/node?iri=" + encodeURIComponent(iri);
+
+function nodeElement(text, iri, className) {
+  const node = element("a", text, className);
+  node.href = nodePage(iri);
+  node.title = iri;
+  return node;
+}
+
 async function readError(response) {
   const text = await response.text();
   try {
@@ -59,7 +69,7 @@ async function search(event) {
   const explain = data.provenance.explain;
   for (const row of data.results) {
     const item = element("li", undefined, "result");
-    item.append(element("span", row.name, "name"), element("span", row.types.join(", "), "types"),
+    item.append(nodeElement(row.name, row.iri, "name"), element("span", row.types.join(", "), "types"),
                 element("span", row.score.toFixed(3), "score"));
     if (row.filler) {  // topped up from the fallback search, not an answer of the structural reading
       item.classList.add("filler");
@@ -266,12 +276,19 @@ function drawProvenance(model) {
     wrap(n.sub, 33, 3 - lines.length).forEach((line, i) => sub.append(svg("tspan", { x: 8, dy: i ? 13 : 0 }, line)));
     g.append(label, sub);
     g.append(svg("title", {}, `${n.label}${n.iri ? " <" + n.iri + ">" : ""}\n${n.sub}`));
-    root.append(g);
+    root.append(n.iri ? wrapLink(g, n.iri) : g);
   }
   if (model.hidden) {
     root.append(svg("text", { x: PAD, y: height - 8, class: "sub" }, `+ ${model.hidden} more request term(s) not drawn`));
   }
   return root;
+}
+
+// A drawn node of the KB opens its own page.
+function wrapLink(g, iri) {
+  const link = svg("a", { href: nodePage(iri), class: "node-link" });
+  link.append(g);
+  return link;
 }
 
 async function showProvenance(explain, result) {
@@ -389,6 +406,15 @@ function showExamples(examples) {
 }
 
 $("search-form").addEventListener("submit", search);
+
+// An IRI in the SPARQL table opens its node page on this server (which sends an IRI the KB holds no fact about on
+// to itself): the link is pointed there as it is followed, so YASR's table and its sorting stay as they are.
+$("yasgui").addEventListener("click", (event) => {
+  const link = event.target.closest && event.target.closest(".yasr a[href]");
+  if (!link || link.dataset.iri || !isWebLink(link.getAttribute("href"))) return;
+  link.dataset.iri = link.getAttribute("href");
+  link.href = nodePage(link.dataset.iri);
+}, true);
 info();
 
 // A link with a search in its fragment (#q=…&method=…&k=…&type=…) runs that search when opened.
