@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from ...kb.ontology import local_name
-from ..reading.triplets import End, Triplet, TripletQuery, _mentioned
+from ..reading.triplets import End, Triplet, TripletQuery
 
 _SANE_VARIABLE = re.compile(r"^\?[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -34,10 +34,20 @@ class Check:
 NEAR_TIE = 0.1
 
 
+def _mentioned(name: str, text: str) -> bool:
+    """Whether ``text`` writes ``name``: as it is, or with a small misspelling (a fuzzy partial match of 90)."""
+    from rapidfuzz import fuzz
+
+    name, text = " ".join(name.lower().split()), " ".join(text.lower().split())
+    return bool(name) and (name in text or fuzz.partial_ratio(name, text) >= 90)
+
+
 def why_ask(offline: TripletQuery, found: bool) -> str | None:
     """Why the LLM is asked about a request (None: the grounded reading is confident and costs no call). Unread
     words alone are no reason: the LLM's reading can change the answer only where the graph leaves a choice
     (:func:`contest`), so without a near-tie a call could only cost time."""
+    if offline.value is not None:
+        return None  # a value asked ("what year did X come out"): the LLM's triplets cannot express one
     if not offline.triplets:
         return "the offline reader abstains (" + ("; ".join(offline.notes[:1]) or "no triplet") + ")"
     if not found:
@@ -78,22 +88,46 @@ def path_from(schema, triplets: list[Triplet], start: str, answer: str) -> str |
     return " / ".join(phrases) or None
 
 
-def raw_problems(obj: dict) -> list[str]:
+def raw_problems(obj: dict, repairs: list[str] | None = None) -> list[str]:
     """What is wrong with the model's JSON as written, before it is mapped onto the ontology: variables that are
-    not names ("?the film"), an answer that is no variable of the triplets."""
-    problems, variables = [], set()
+    not names ("?the film"), an answer that is no variable of the triplets. A name written as the answer (the
+    model's guess, "London") is mended in ``obj`` where it can be: the triplets' constant of that name becomes the
+    answer variable, else their one variable is the answer (said in ``repairs``)."""
+    problems, variables = [], []
     for item in obj.get("triplets") or []:
         for end in (str(item.get("head", "")).strip().strip('"'), str(item.get("tail", "")).strip().strip('"')):
             if end.startswith("?"):
                 if not _SANE_VARIABLE.match(end):
                     problems.append(f"variable {end!r} is not a variable name")
-                variables.add(end)
+                if end not in variables:
+                    variables.append(end)
     answer = str(obj.get("answer") or "").strip().strip('"')
+    if answer and not answer.startswith("?") and repairs is not None:
+        answer = _guess_as_variable(obj, answer, variables, repairs)
     if not answer.startswith("?") or not _SANE_VARIABLE.match(answer):
         problems.append(f"answer {answer!r} is not a variable")
     elif variables and answer not in variables and not _guesses_answer(obj, answer):
         problems.append(f"answer {answer} appears in no triplet")
     return problems
+
+
+def _guess_as_variable(obj: dict, guess: str, variables: list[str], repairs: list[str]) -> str:
+    """The answer variable for a model that wrote its guess at the answer in its place (see :func:`raw_problems`)."""
+    fresh = next(v for v in ("?x", "?answer", "?a0") if v not in variables)
+    replaced = False
+    for item in obj.get("triplets") or []:
+        for key in ("head", "tail"):
+            if str(item.get(key, "")).strip().strip('"').lower() == guess.lower():
+                item[key], replaced = fresh, True
+    if replaced:
+        repairs.append(f"the answer {guess!r} (the model's guess) read as the variable {fresh}")
+        obj["answer"] = fresh
+        return fresh
+    if len(variables) == 1:
+        repairs.append(f"the answer {guess!r} (the model's guess) read as the triplets' one variable {variables[0]}")
+        obj["answer"] = variables[0]
+        return variables[0]
+    return guess
 
 
 def _guesses_answer(obj: dict, answer: str) -> bool:
@@ -107,19 +141,23 @@ def check(kb, linker, offline_reader, tq: TripletQuery, offline: TripletQuery, p
     schema, query = kb.schema, tq.query
     reasons: list[str] = []
     repairs: list[str] = []
-    for guess in tq.guessed_answers:
-        if _mentioned(guess, prompt):
-            reasons.append(f"its answer {guess!r} is the prompt's example")
     triplets, answer_type = [], tq.answer_type
+    for guess in tq.guessed_answers:
+        if cls := offline_reader.classes_named(guess.lower()):
+            # "Laureate" as the answer: the class the model expects the answer to have, not a guess at it.
+            answer_type = answer_type or sorted(cls)[0]
+            repairs.append(f"the answer {guess!r} names a class: read as the answer's class")
+        elif _mentioned(guess, prompt):
+            reasons.append(f"its answer {guess!r} is the prompt's example")
     for t in tq.triplets:
+        classes = {e: offline_reader.classes_named(e.text.lower()) for e in (t.head, t.tail) if not e.is_variable}
+        named = {e: c for e, c in classes.items() if c}
         for end in (t.head, t.tail):
-            if end.is_variable:
+            if end.is_variable or end in named:
                 continue
             if not _mentioned(end.text, query):
                 where = "the prompt's example" if _mentioned(end.text, prompt) else "not in the request"
                 reasons.append(f"constant {end.text!r} is {where}")
-        classes = {e: offline_reader.classes_named(e.text.lower()) for e in (t.head, t.tail) if not e.is_variable}
-        named = {e: c for e, c in classes.items() if c}
         if named:
             # "Disease" is a class the request names, not an instance: the answer's class, not a constant.
             for end, cls in named.items():

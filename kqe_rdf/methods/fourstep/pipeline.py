@@ -107,11 +107,14 @@ class LLMTriplets:
             record["why"] = f"LLM answer unusable ({result.error})"
             return None, record
         record["outcome"] = "rejected"
-        problems = raw_problems(result.value)
+        guessed: list[str] = []
+        problems = raw_problems(result.value, guessed)
+        record["repairs"] += guessed
         if problems:
             record["why"] = "LLM reading rejected: " + "; ".join(problems)
             return None, record
         usable = normalise(from_json(result.value, query, self.name), self.kb.schema)
+        usable.guessed_answers += [g.split("'")[1] for g in guessed]  # checked against the prompt's examples
         if not usable.triplets:
             record["why"] = ("LLM gave no triplet the ontology can express ("
                              + ("; ".join(usable.notes) or "it gave no triplets") + ")")
