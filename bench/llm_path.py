@@ -6,7 +6,7 @@ both ways: Hit@1, seconds and LLM calls per question, tokens, cache hits, and wh
 (not asked, used, merged, lost, rejected, failed, repaired, re-asked). Not in CI.
 
     OPENAI_BASE_URL=http://127.0.0.1:8765/v1 OPENAI_API_KEY=local KQE_LLM_MODEL=qwen2.5-coder-1.5b \\
-        python bench/llm_path.py --kbs /work/kbs --userkg-kbs /tmp/userkg --sample 20 --seed 0 --out /tmp/llm_path.json
+        python bench/llm_path.py --kbs $KBS --userkg-kbs $KBS/userkg --sample 20 --seed 0 --out $RUN/llm_path.json
 """
 
 from __future__ import annotations
