@@ -433,6 +433,28 @@ def _namer(kb):
     return named
 
 
+def _print_readings(how, named):
+    """4step with an LLM: whether it was asked and why, both readings, which won and why."""
+    record, readings = how.get("llm_reading"), how.get("readings", {})
+    if not record:
+        return
+    console = _stdout()
+    asked = f"asked: {record['why_asked']}" if record.get("asked") else "not asked"
+    console.print(f"llm reading: {record['outcome']} ({asked}); {record['why']}", markup=False, highlight=False)
+    for item in record.get("repairs") or []:
+        console.print(f"  repaired: {item}", markup=False, highlight=False)
+    if record.get("reasked"):
+        console.print("  the model was re-asked once (its first answer was unusable)", markup=False, highlight=False)
+    for side in ("offline", "llm"):
+        if side in readings:
+            shown = "; ".join(f"({named(x['head'])}, {named(x['relation'])}, {named(x['tail'])})"
+                              for x in readings[side]["triplets"].get("triplets", []))
+            console.print(f"  {side} reading: {shown or '(none)'}; {readings[side]['candidates']} candidates",
+                          markup=False, highlight=False)
+    if readings.get("winner"):
+        console.print(f"  kept: {readings['winner']} ({readings['why']})", markup=False, highlight=False)
+
+
 def _print_explain(how, kb):
     from rich.markup import escape
 
@@ -468,6 +490,7 @@ def _print_explain(how, kb):
         console.print(f"  note: {note}", markup=False, highlight=False)
     if t.get("unread"):
         console.print(f"  left unread: {', '.join(t['unread'])}", markup=False, highlight=False)
+    _print_readings(how, named)
     for read in t.get("reading", []):
         sure = f"score {read['score']}, confidence {read.get('confidence', '?')}"
         if read.get("read from"):

@@ -161,6 +161,12 @@ class EmbeddingSettings(SettingsGroup, prefix="embedding"):
     workers: str = setting("", check=_workers)
 
 
+#: The "cpu-server" LLM profile's floor on the timeout and its completion cap (measured: a triplet call took 76 s
+#: on the two-core machine, docs/results.md).
+CPU_SERVER_TIMEOUT = 300.0
+CPU_SERVER_OUTPUT_TOKENS = 256
+
+
 class LLMSettings(SettingsGroup, prefix="llm"):
     """The LLM: an OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama).
 
@@ -185,6 +191,10 @@ class LLMSettings(SettingsGroup, prefix="llm"):
     #: Per-query budget that `LLM.budget()` opens: calls and prompt+completion tokens (0: unlimited).
     max_calls_per_query: int = setting(0, min=0)
     max_tokens_per_query: int = setting(0, min=0)
+    #: "cpu-server": a small model on a busy CPU box (llama.cpp, one thread, 20-75 s a triplet call): at least
+    #: CPU_SERVER_TIMEOUT seconds a call, at most one retry, completions capped at CPU_SERVER_OUTPUT_TOKENS unless a
+    #: cap is set (a timed-out call re-asked is another minute lost). "default": the settings as they are.
+    profile: str = setting("default", choices=("default", "cpu-server"))
 
 
 class DenseSettings(SettingsGroup, prefix="dense_ann"):
@@ -262,6 +272,10 @@ class FourStepSettings(SettingsGroup, prefix="fourstep"):
     #: How much a term the request is unsure of ("possible hypotonia", "suspected ...") counts, against 1 for a term
     #: it states: a weaker constraint, not none.
     uncertain_weight: float = setting(0.5, min=0.0, max=1.0)
+    #: When 4step asks the LLM for triplets: "unsure" only where the offline reading abstains, finds no candidate
+    #: or leaves request words unread (a confident grounded reading costs no call); "always" for every request.
+    #: Either way its checked reading competes with the offline one on the graph's evidence.
+    llm_reading: str = setting("unsure", choices=("unsure", "always"))
     #: Let the LLM rerank the top ``rerank_depth`` results (needs an LLM).
     rerank: bool = setting(False, flat="rerank")
     rerank_depth: int = setting(10, min=1, flat="rerank_depth")

@@ -101,8 +101,25 @@ class Evaluation:
                 row["llm tokens/query"] = round((u["prompt_tokens"] + u["completion_tokens"]
                                                  + u.get("cached_tokens", 0)) / n, 1)
                 row["llm cache hits/query"] = round(u.get("cache_hits", 0) / n, 2)
+                row.update(reading_counts(r.explain))
             rows.append(row)
         return rows
+
+
+#: What became of 4step's LLM reading per query (``explain["llm_reading"]["outcome"]``), as the table counts it.
+READING_OUTCOMES = ("not asked", "used", "merged", "lost", "rejected", "failed")
+
+
+def reading_counts(explain: dict[str, dict]) -> dict[str, int]:
+    """How often the LLM's reading was used, merged, lost, rejected, failed (or not asked), repaired and re-asked
+    over a run's queries; {} for a method without LLM readings."""
+    records = [e["llm_reading"] for e in explain.values() if isinstance(e, dict) and e.get("llm_reading")]
+    if not records:
+        return {}
+    out = {f"llm reading {o}": sum(r["outcome"] == o for r in records) for o in READING_OUTCOMES}
+    out["llm reading repaired"] = sum(bool(r.get("repairs")) for r in records)
+    out["llm reading re-asked"] = sum(bool(r.get("reasked")) for r in records)
+    return out
 
 
 def gold_qrels(kb, queryset: QuerySet, resolved: dict[str, list[str]] | None = None

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Settings
+from ..core.config import CPU_SERVER_OUTPUT_TOKENS, CPU_SERVER_TIMEOUT, Settings
 from ..core.errors import KqeError
 from .structured import StructuredResult, extract_json, interpret, validate_json  # noqa: F401 - re-exported
 
@@ -307,10 +307,13 @@ class LLM:
         if not settings.llm.base_url and not settings.llm.model:
             return None
         off = str(settings.llm.cache).strip().lower() in ("", ".", "off", "none", "false", "0")
+        timeout, retries, cap = settings.llm.timeout, settings.llm.max_retries, settings.llm.max_output_tokens
+        if settings.llm.profile == "cpu-server":
+            timeout, retries, cap = max(timeout, CPU_SERVER_TIMEOUT), min(retries, 1), cap or CPU_SERVER_OUTPUT_TOKENS
         return cls(settings.llm.model or None, settings.llm.base_url or None, settings.llm.api_key or None,
-                   timeout=settings.llm.timeout, max_retries=settings.llm.max_retries,
+                   timeout=timeout, max_retries=retries,
                    backoff=settings.llm.backoff, cache=None if off else settings.llm.cache,
-                   temperature=settings.llm.temperature, max_tokens=settings.llm.max_output_tokens or None,
+                   temperature=settings.llm.temperature, max_tokens=cap or None,
                    max_calls_per_query=settings.llm.max_calls_per_query or None,
                    max_tokens_per_query=settings.llm.max_tokens_per_query or None)
 

@@ -283,16 +283,19 @@ def test_search_4step_uses_the_llm_configured_in_the_environment(run, movie_kb, 
     monkeypatch.setenv("OPENAI_BASE_URL", chat_server.url)
     monkeypatch.setenv("KQE_LLM_MODEL", "scripted")
     monkeypatch.setenv("KQE_LLM_CACHE", "off")
+    monkeypatch.setenv("KQE_FOURSTEP_LLM_READING", "always")  # asked even where the offline reading is confident
     chat_server.script('{"answer": "?x", "triplets": [{"head": "Kismet", "relation": "written_by", "tail": "?x"}]}')
     out = search(run, movie_kb.path, "who wrote Kismet", "--method", "4step", "--explain", "--k", "3")
     assert out["results"][0]["id"] == "Edward Knoblock"
-    assert out["explain"]["triplets"]["source"] == "llm:scripted"
+    assert out["explain"]["readings"]["llm"]["triplets"]["source"] == "llm:scripted"
+    assert out["explain"]["llm_reading"]["outcome"] == "merged"
     assert chat_server.requests[0]["model"] == "scripted"
 
 
 def test_search_4step_with_a_failing_llm_still_answers(run, movie_kb, chat_server, monkeypatch):
     for name, value in (("OPENAI_BASE_URL", chat_server.url), ("KQE_LLM_MODEL", "scripted"),
-                        ("KQE_LLM_CACHE", "off"), ("KQE_LLM_MAX_RETRIES", "0"), ("KQE_LLM_TIMEOUT", "0.5")):
+                        ("KQE_LLM_CACHE", "off"), ("KQE_LLM_MAX_RETRIES", "0"), ("KQE_LLM_TIMEOUT", "0.5"),
+                        ("KQE_FOURSTEP_LLM_READING", "always")):
         monkeypatch.setenv(name, value)
     chat_server.script(error(503))
     out = search(run, movie_kb.path, "who directed Kismet", "--method", "4step", "--explain", "--k", "3")

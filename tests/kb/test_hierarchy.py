@@ -264,11 +264,12 @@ def test_the_llm_variant_ranks_its_phenotype_reading_with_the_same_hierarchy_mat
     chat_server.script(json.dumps({"answer": "?x", "triplets": [
         {"head": "?x", "relation": "hasPhenotype", "tail": "Focal-onset seizure"},
         {"head": "?x", "relation": "hasPhenotype", "tail": "High forehead"}]}))
-    settings = Settings(llm_base_url=chat_server.url, llm_model="scripted", llm_cache="off", llm_timeout=2.0)
+    settings = Settings(llm_base_url=chat_server.url, llm_model="scripted", llm_cache="off", llm_timeout=2.0,
+                        fourstep_llm_reading="always")
     llm = pipeline("4step", bio_kb, settings, 3, ["Disease"]).run(request)
     offline = pipeline("4step-offline", bio_kb, Settings(), 3, ["Disease"]).run(request)
     explain = llm.explain["q"]
-    assert explain["matcher"] == "hierarchy" and explain["triplets"]["source"].startswith("llm")
+    assert explain["matcher"] == "hierarchy" and explain["readings"]["llm"]["triplets"]["source"].startswith("llm")
     # Both readings are the same two paths, so the same matcher ranks the same diseases.
     assert names(bio_kb, llm.hits["q"]) == names(bio_kb, offline.hits["q"])
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from support.chat_server import ChatServer, Reply, chat_server, delay, error, malformed, settings  # noqa: F401 (fixtures)
+from support.chat_server import ChatServer, Reply, chat_server, delay, error, malformed  # noqa: F401 (fixtures)
+from support.chat_server import settings as server_settings  # noqa: F401 (fixture)
 
 from support.fixtures_kb import movie_kb, names, node  # noqa: F401 - fixtures
 from kqe_rdf.core.config import Settings
@@ -36,6 +37,13 @@ def reading(*triplets: tuple[str, str, str], answer: str = "?x", **extra: object
 
 
 KISMET = reading(("Kismet", "directed_by", "?x"))
+
+
+@pytest.fixture
+def settings(server_settings):
+    """The test server's settings with the LLM asked for every request (``fourstep_llm_reading="always"``): these
+    tests are about what is done with its answer; by default a confident offline reading asks nothing."""
+    return lambda **overrides: server_settings(**{"fourstep_llm_reading": "always", **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +84,11 @@ def test_a_good_reading_ranks_the_gold_answer_first_and_is_explained(movie_kb, c
     kismet, dieterle = node(movie_kb, "Kismet"), node(movie_kb, "William Dieterle")
 
     assert names(movie_kb, hits[:1]) == ["William Dieterle"] and len(hits) == K
-    assert explain["triplets"]["source"] == "llm:scripted"
-    assert explain["triplets"]["notes"] == []
-    assert [(x["head"], x["relation"], x["tail"]) for x in explain["triplets"]["triplets"]] == [
+    # The LLM's reading agrees with the offline one: both count, and the explanation shows both.
+    assert explain["triplets"]["source"] == "offline + llm:scripted (merged)"
+    assert explain["readings"]["winner"] == "merged" and explain["llm_reading"]["outcome"] == "merged"
+    assert explain["readings"]["llm"]["triplets"]["notes"] == []
+    assert [(x["head"], x["relation"], x["tail"]) for x in explain["readings"]["llm"]["triplets"]["triplets"]] == [
         ("Kismet", f"{M}directed_by", "?x")]
     assert f"VALUES ?c0 {{ <{kismet}> }}" in explain["sparql"] and f"<{M}directed_by>" in explain["sparql"]
     [binding] = explain["support"][dieterle]
@@ -103,14 +113,14 @@ def test_the_llm_reading_answers_what_the_offline_one_cannot(movie_kb, chat_serv
     batch = pipeline("4step", movie_kb, settings(fourstep_mode=mode), K).run(question)
     assert sorted(names(movie_kb, batch.ranked("q")[: len(gold)])) == gold
     assert batch.explain["q"]["candidates"] == len(gold)
-    assert batch.explain["q"]["triplets"]["source"] == "llm:scripted"
+    assert batch.explain["q"]["readings"]["winner"] in ("llm", "merged")
 
 
 @pytest.mark.parametrize("relation", ["directed by", "directedBy", "Directed_By", "directed-by"])
 def test_relation_names_close_to_the_ontologys_are_mapped(movie_kb, chat_server, settings, relation):
     chat_server.script(reading(("Kismet", relation, "?x")))
     batch = pipeline("4step", movie_kb, settings(), K).run(QUESTION)
-    reading_ = batch.explain["q"]["triplets"]
+    reading_ = batch.explain["q"]["readings"]["llm"]["triplets"]
     assert reading_["source"] == "llm:scripted" and reading_["notes"] == []
     assert [x["relation"] for x in reading_["triplets"]] == [f"{M}directed_by"]
     assert names(movie_kb, batch.ranked("q")[:1]) == ["William Dieterle"]
@@ -131,7 +141,7 @@ def test_an_unknown_relation_is_dropped_with_a_note_and_the_offline_reading_is_u
 def test_an_unknown_relation_next_to_a_good_one_is_dropped_and_the_rest_is_used(movie_kb, chat_server, settings):
     chat_server.script(reading(("Kismet", "ate", "?x"), ("Kismet", "directed_by", "?x")))
     batch = pipeline("4step", movie_kb, settings(), K).run(QUESTION)
-    reading_ = batch.explain["q"]["triplets"]
+    reading_ = batch.explain["q"]["readings"]["llm"]["triplets"]
     assert reading_["source"] == "llm:scripted"
     assert [x["relation"] for x in reading_["triplets"]] == [f"{M}directed_by"]
     assert any("relation 'ate' is not in the ontology" in n for n in reading_["notes"])
@@ -142,7 +152,7 @@ def test_a_guessed_answer_in_place_of_the_variable_is_read_as_the_variable(movie
     # qwen2.5-coder-1.5b wrote its guess (here "Alfred Hitchcock") where the answer variable belongs.
     chat_server.script(reading(("Kismet", "directed_by", "Alfred Hitchcock")))
     batch = pipeline("4step", movie_kb, settings(), K).run(QUESTION)
-    reading_ = batch.explain["q"]["triplets"]
+    reading_ = batch.explain["q"]["readings"]["llm"]["triplets"]
     assert reading_["source"] == "llm:scripted"
     assert names(movie_kb, batch.ranked("q")[:1]) == ["William Dieterle"]
 
@@ -154,7 +164,8 @@ def test_a_guessed_answer_that_cannot_be_of_the_class_asked_for_falls_back_to_th
     batch = pipeline("4step", movie_kb, settings(), K).run("what genres are the films directed by Ridley Scott")
     reading_ = batch.explain["q"]["triplets"]
     assert reading_["source"] == "offline (after LLM failure)"
-    assert "cannot reach the class the request asks for (Genre)" in reading_["notes"][0]
+    # "Drama" is no word of the request (the schema prompt's example genre): rejected before its class is asked.
+    assert "LLM reading rejected: its answer 'Drama' is the prompt's example" in reading_["notes"][0]
 
 
 # ---------------------------------------------------------------- garbage answers
@@ -200,7 +211,7 @@ def test_an_unreachable_server_falls_back_to_the_offline_reading(movie_kb, offli
     with ChatServer() as gone:
         url = gone.url
     settings = Settings(llm_base_url=url, llm_model="scripted", llm_cache="off", llm_timeout=0.5,
-                        llm_max_retries=0)
+                        llm_max_retries=0, fourstep_llm_reading="always")
     batch = pipeline("4step", movie_kb, settings, K).run(QUESTION)
     assert batch.ranked("q") == offline_kismet.ranked("q")
     assert "cannot connect" in batch.explain["q"]["triplets"]["notes"][0]
@@ -252,14 +263,13 @@ def test_a_hostile_relation_is_dropped_with_a_note(movie_kb, chat_server, settin
     assert "relation 'directed_by> ?x } DROP ALL #' is not in the ontology" in notes[0]
 
 
-def test_a_hostile_constant_is_only_ever_a_linked_iri(movie_kb, chat_server, settings):
+def test_a_hostile_constant_is_rejected_before_it_is_linked(movie_kb, chat_server, settings):
+    # A constant the request never writes is no reading of it: the reading is rejected, nothing of it runs.
     chat_server.script(HOSTILE["constant"])
     explain = pipeline("4step", movie_kb, settings(), K).run(QUESTION).explain["q"]
-    linked = explain["linked"][INJECTED_CONSTANT]
-    iris = {c["iri"] for c in linked}
-    assert iris <= {d.iri for d in movie_kb.documents()}
-    for iri in iris:
-        assert f"<{iri}>" in explain["sparql"]
+    assert explain["llm_reading"]["outcome"] == "rejected"
+    assert f"constant {INJECTED_CONSTANT!r} is not in the request" in explain["llm_reading"]["why"]
+    assert INJECTED_CONSTANT not in explain["linked"] and "DELETE" not in explain["sparql"]
 
 
 # ---------------------------------------------------------------------- reranking
@@ -423,5 +433,6 @@ def test_a_reading_with_no_instance_gives_way_to_the_offline_readers_grounded_pa
     batch = pipeline("4step", movie_kb, settings(), K).run(QUESTION)
     explain = batch.explain["q"]
     assert names(movie_kb, batch.ranked("q")[:1]) == ["William Dieterle"]
-    assert explain["tried"] == ["directed_by / directed_by"]
+    assert explain["readings"]["winner"] == "offline" and explain["llm_reading"]["outcome"] == "lost"
+    assert explain["readings"]["why"] == "the LLM's reading finds no candidate in the graph"
     assert explain["triplets"]["source"] == "offline"

@@ -74,6 +74,14 @@ def _structured(explain: dict, name: Callable[[str], str]) -> dict:
         out["reading"] = reading["reading"]
     if reading.get("unread"):
         out["unread"] = reading["unread"]
+    if explain.get("llm_reading"):
+        # 4step with an LLM: whether it was asked, what became of its reading (used, merged, lost, rejected,
+        # failed, not asked) and why, and both readings with the winner.
+        out["llm_reading"] = explain["llm_reading"]
+        readings = explain.get("readings", {})
+        out["readings"] = {"winner": readings.get("winner"), "why": readings.get("why"),
+                           **{k: [_triplet(t) for t in v["triplets"].get("triplets", [])] for k, v in readings.items()
+                              if isinstance(v, dict) and "triplets" in v}}
     out["why"] = [{"iri": iri, "name": name(iri), "because": [_reason(row, name) for row in rows]}
                   for iri, rows in list(explain.get("support", {}).items())[:WHY_TOP]]
     if explain.get("sparql"):

@@ -16,7 +16,7 @@ def fourstep(kb, settings, k, types, offline: bool = False):
     # One linker, so the name index (seconds to read on a large KB) is read once, not by the reader and again here.
     linker = Linker(kb)
     offline_reader = OfflineTriplets(kb, linker, answer_types=kb.resolve_types(types) if types else None)
-    generator = LLMTriplets(kb, llm, offline_reader) if llm else offline_reader
+    generator = LLMTriplets(kb, llm, offline_reader, settings.fourstep.llm_reading) if llm else offline_reader
     reranker = LLMReranker(kb, llm, settings.fourstep.rerank_depth) if llm and settings.fourstep.rerank else None
     stage = FourStep(kb, generator, mode=settings.fourstep.mode, k=k, types=types, fallback=fallback,
                      reranker=reranker, linker=linker)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .compiler import Compiled, compile_query, run
+from .llm_reading import check, contest, merged_scores, raw_problems, why_ask
 from ...core.errors import KqeError
 from ...kb.hierarchy import hierarchical_scores, hierarchical_units
 from ...kb.linking import Linker
@@ -57,60 +58,74 @@ class Attempt:
 
 
 class LLMTriplets:
-    """Triplets from an LLM given the ontology's document structure; the offline reading when the
-    LLM fails or says nothing usable (the explanation says which happened)."""
+    """Triplets from an LLM given the ontology's document structure, as one candidate reading beside the offline
+    reader's (:mod:`.llm_reading`): asked only where the grounded reading may need help (``ask="unsure"``), checked
+    before it competes, and the offline reading when the LLM fails or its reading is rejected."""
 
-    def __init__(self, kb, llm, offline: OfflineTriplets | None = None) -> None:
+    def __init__(self, kb, llm, offline: OfflineTriplets | None = None, ask: str = "unsure") -> None:
         self.kb = kb
         self.llm = llm
         self.offline = offline or OfflineTriplets(kb)
         self.name = f"llm:{llm.model}"
+        if ask not in ("unsure", "always"):
+            raise KqeError("fourstep_llm_reading must be unsure or always")
+        self.ask = ask
 
     def __call__(self, query: str) -> TripletQuery:
+        """The reading ``kqe-rdf triplets`` shows: the offline one when confident, else the checked LLM one (with
+        the offline one as its alternative)."""
+        offline = normalise(self.offline(query), self.kb.schema)
+        why = why_ask(offline, True) if self.ask == "unsure" else "asked for every request"
+        if why is None:
+            return offline
+        tq, record = self.read(query, offline)
+        if tq is None:
+            offline.notes.insert(0, record["why"] + "; the offline reading is used")
+            offline.source = "offline (after LLM failure)"
+            return offline
+        tq.alternatives = [a for a in (offline, *offline.alternatives) if a.triplets]
+        return tq
+
+    def read(self, query: str, offline: TripletQuery) -> tuple[TripletQuery | None, dict]:
+        """The LLM's checked reading (None when it failed or was rejected) and its record for the accounting:
+        outcome ("failed", "rejected" or "checked"), why, repairs, whether the model was re-asked."""
         from ...llm.client import LLMError
         from ...llm.prompts import triplet_messages
         from ..reading.triplets import TRIPLETS_SCHEMA, from_json
 
+        record: dict = {"asked": True, "outcome": "failed", "why": "", "repairs": [], "reasked": False}
+        messages = triplet_messages(self.kb.schema.describe_for_prompt(), query)
         try:
             with self.llm.budget():
-                result = self.llm.json(triplet_messages(self.kb.schema.describe_for_prompt(), query),
-                                       TRIPLETS_SCHEMA, name="triplets")
+                result = self.llm.json(messages, TRIPLETS_SCHEMA, name="triplets")
         except LLMError as exc:
-            return self._fallback(query, f"LLM failed ({exc})")
+            record["why"] = f"LLM failed ({exc})"
+            return None, record
+        record["reasked"] = result.attempts > 1
+        record["repairs"] = list(result.repairs)
         if not result.ok:
-            return self._fallback(query, f"LLM answer unusable ({result.error})")
-        tq = from_json(result.value, query, self.name)
-        usable = normalise(tq, self.kb.schema)
+            record["why"] = f"LLM answer unusable ({result.error})"
+            return None, record
+        record["outcome"] = "rejected"
+        guessed: list[str] = []
+        problems = raw_problems(result.value, guessed)
+        record["repairs"] += guessed
+        if problems:
+            record["why"] = "LLM reading rejected: " + "; ".join(problems)
+            return None, record
+        usable = normalise(from_json(result.value, query, self.name), self.kb.schema)
+        usable.guessed_answers += [g.split("'")[1] for g in guessed]  # checked against the prompt's examples
         if not usable.triplets:
-            why = "; ".join(usable.notes) or "it gave no triplets"
-            return self._fallback(query, f"LLM gave no triplet the ontology can express ({why})")
-        if usable.guessed_answers:
-            asked, reachable = self.offline.answer_types(query, wh_only=True), self._answer_classes(usable)
-            if asked and reachable and not asked & reachable:
-                names = ", ".join(sorted(local_name(c) for c in asked))
-                return self._fallback(query, f"LLM triplets, once its guessed answer became a variable, cannot "
-                                             f"reach the class the request asks for ({names})")
-        # A reading whose path has no instance in this KB gives way to the offline reader's grounded paths.
-        offline = self.offline(query)
-        tq.alternatives = [a for a in (offline, *offline.alternatives) if a.triplets]
-        return tq
-
-    def _answer_classes(self, tq: TripletQuery) -> set[str]:
-        """Classes the answer variable can have at either end of its relations (direction is tolerated)."""
-        schema, found = self.kb.schema, set()
-        for t in tq.triplets:
-            rel = schema.relations.get(t.relation)
-            if rel is not None and tq.answer in (t.head.text, t.tail.text):
-                for cls in (rel.domain, rel.range):
-                    if cls:
-                        found |= set(schema.subclasses(cls))
-        return found
-
-    def _fallback(self, query: str, why: str) -> TripletQuery:
-        tq = self.offline(query)
-        tq.notes.insert(0, why + "; the offline reading is used")
-        tq.source = "offline (after LLM failure)"
-        return tq
+            record["why"] = ("LLM gave no triplet the ontology can express ("
+                             + ("; ".join(usable.notes) or "it gave no triplets") + ")")
+            return None, record
+        checked = check(self.kb, self.offline.linker, self.offline, usable, offline, messages[0]["content"])
+        record["repairs"] += checked.repairs
+        if checked.reading is None:
+            record["why"] = "LLM reading rejected: " + "; ".join(checked.reasons)
+            return None, record
+        record["outcome"], record["why"] = "checked", "the LLM's reading passed the checks"
+        return checked.reading, record
 
 
 class LLMReranker:
@@ -344,19 +359,13 @@ class FourStep(Stage):
         if self.matcher == "hierarchy" and self.kb.settings.fourstep.text_weight and self.kb.hierarchies:
             # Hierarchy matching fuses BM25's top of the request: Tantivy searches while the request is read.
             self.kb.text_index.search_ahead(text, self.fusion_depth, self.types)
-        tq = normalise(self.generator(text), self.kb.schema)
+        llm = self.generator if isinstance(self.generator, LLMTriplets) else None
+        tq = normalise((llm.offline if llm else self.generator)(text), self.kb.schema)
         clock.lap("triplets")
         explain: dict = {"triplets": tq.to_json(), "mode": self.mode, "seconds": clock.laps}
-        used = self._attempt(tq, clock)
-        tried = []
-        # A reading that finds nothing gives way to the reader's next one (the next relation path).
-        for alternative in tq.alternatives if used.compiled is not None else ():
-            if used.scores:
-                break
-            tried.append(" / ".join(t.relation.rsplit("#", 1)[-1] for t in used.reading.triplets))
-            attempt = self._attempt(alternative, clock)
-            if attempt.compiled is not None:
-                used = attempt
+        used, tried = self._grounded(tq, clock)
+        if llm is not None:
+            used, tq = self._contest(llm, text, tq, used, clock, explain)
         if used.reading is not tq:
             explain["triplets"] = used.reading.to_json()
             explain["tried"] = tried
@@ -391,6 +400,58 @@ class FourStep(Stage):
             explain["rerank"] = note
             clock.lap("rerank")
         return hits, explain, used
+
+    def _grounded(self, tq: TripletQuery, clock: StepClock) -> tuple[Attempt, list[str]]:
+        """``tq`` linked, compiled and run; a reading that finds nothing gives way to the reader's next one (the
+        next relation path). Also the paths tried before it."""
+        used, tried = self._attempt(tq, clock), []
+        for alternative in tq.alternatives if used.compiled is not None else ():
+            if used.scores:
+                break
+            tried.append(" / ".join(t.relation.rsplit("#", 1)[-1] for t in used.reading.triplets))
+            attempt = self._attempt(alternative, clock)
+            if attempt.compiled is not None:
+                used = attempt
+        return used, tried
+
+    def _contest(self, llm: LLMTriplets, text: str, tq: TripletQuery, offline: Attempt, clock: StepClock,
+                 explain: dict) -> tuple[Attempt, TripletQuery]:
+        """The offline reading's attempt against the LLM's (asked only where the offline one may need help):
+        the one the graph supports, or both merged where they agree. ``explain`` gets both readings, the winner
+        and why, and ``llm_reading``, the record the accounting counts."""
+        why = why_ask(tq, bool(offline.scores)) if llm.ask == "unsure" else "asked for every request"
+        shown = {"offline": {"triplets": tq.to_json(), "candidates": len(offline.scores)}}
+        explain["readings"] = shown
+        if why is None:
+            explain["llm_reading"] = {"asked": False, "outcome": "not asked",
+                                      "why": "the offline reading is confident: it reads every word and finds "
+                                             "candidates"}
+            shown["winner"], shown["why"] = "offline", explain["llm_reading"]["why"]
+            return offline, tq
+        reading, record = llm.read(text, tq)
+        clock.lap("llm triplets")
+        record["why_asked"] = why
+        explain["llm_reading"] = record
+        if reading is None:
+            shown["winner"], shown["why"] = "offline", record["why"]
+            tq.source = "offline (after LLM failure)"
+            tq.notes.insert(0, record["why"] + "; the offline reading is used")
+            explain["triplets"] = tq.to_json()
+            return offline, tq
+        theirs = self._attempt(reading, clock)
+        shown["llm"] = {"triplets": reading.to_json(), "candidates": len(theirs.scores)}
+        winner, because = contest(self.kb.schema, tq, offline, reading, theirs)
+        shown["winner"], shown["why"] = winner, because
+        record["outcome"] = {"offline": "lost", "llm": "used", "merged": "merged"}[winner]
+        record["why"] = because
+        if winner == "llm":
+            explain["triplets"] = reading.to_json()
+            return theirs, reading
+        if winner == "merged":
+            offline.scores = merged_scores(offline.scores, theirs.scores)
+            tq.source = f"offline + {llm.name} (merged)"
+            explain["triplets"] = tq.to_json()
+        return offline, tq
 
     def _top_up(self, qid: str, text: str, tq: TripletQuery, compiled: Compiled | None, hits: list[Hit],
                 explain: dict) -> list[Hit]:
