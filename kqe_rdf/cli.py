@@ -8,6 +8,7 @@ one message, without a traceback, and exit with status 2.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import sys
 from pathlib import Path
@@ -63,17 +64,32 @@ def _console():
 def _stdout(*tables):
     """The console a command prints its output on. On a terminal, as wide as the terminal. To a pipe or a file,
     lines are never wrapped and ``tables`` are laid out as wide as their contents need, so nothing is cut
-    ("Recal…", "0.23…") and no IRI is broken in the middle (rich would lay everything out in 80 columns)."""
+    ("Recal…", "0.23…") and no IRI is broken in the middle (rich would lay everything out in 80 columns).
+    Either way the text it prints shows control characters as escapes (:func:`~kqe_rdf.core.inert.visible`):
+    a KB's names and literals cannot drive the terminal; table cells are made so by :func:`_cells`."""
     from rich.console import Console
 
-    console = Console()
+    from .core.inert import visible
+
+    class Inert(Console):
+        def print(self, *objects, **kwargs) -> None:
+            super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+    console = Inert()
     if console.is_terminal:
         return console
     from rich.measure import Measurement
 
     wide = console.options.update_width(1 << 16)
     need = max((Measurement.get(console, wide, table).maximum for table in tables), default=0)
-    return Console(width=max(need, console.width), soft_wrap=True)
+    return Inert(width=max(need, console.width), soft_wrap=True)
+
+
+def _cells(*values) -> list[str]:
+    """A table row's cells with their control characters shown, as :func:`_stdout` prints text."""
+    from .core.inert import visible
+
+    return [visible(str(v)) for v in values]
 
 
 def _progress():
@@ -323,7 +339,7 @@ def kb_info(kb_path, as_json):
         table.add_column(title)
         table.add_column("count", justify="right")
         for name, count in rows:
-            table.add_row(name, f"{count:,}")
+            table.add_row(*_cells(name, f"{count:,}"))
         tables.append(table)
     console = _stdout(*tables)
     console.print(f"[bold]{info['path']}[/] — importer {m['importer']}, built {m['created']}")
@@ -397,7 +413,7 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
         notes = [*notes, f"every word of {text!r} is a stop word, which the BM25 analyzer "
                          f"({kb.text_index.analyzer_name}) leaves out"]
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {_cells(note)[0]}", err=True)
     _print_results(text, method, rows)
     if explain:
         _print_explain(how, kb)
@@ -519,9 +535,7 @@ def _print_explain(how, kb):
 
 def _print_fusion(how):
     """A score fusion's weights and where they came from (methods.retrieval.ScoreFusion)."""
-    from rich.console import Console
-
-    console = Console()
+    console = _stdout()
     weights = ", ".join(f"{side} {w:.2f}" for side, w in how["weights"].items())
     console.print(f"[bold]fusion[/]: {weights} ({how['normalisation']} scores; weighed by {how['weighed by']})",
                   highlight=False)
@@ -556,13 +570,13 @@ def triplets(text, kb_path, strict, as_json):
 def _print_results(text, method, rows):
     from rich.table import Table
 
-    table = Table(title=f"{method}: {text}", title_justify="left")
+    table = Table(title=_cells(f"{method}: {text}")[0], title_justify="left")
     marked = any("filler" in r for r in rows)  # a structural method: answers of its reading, then fillers
     for col in ("#", "name", "type", "id", "score", *(("from",) if marked else ())):
         table.add_column(col, justify="right" if col in ("#", "score") else "left")
     for r in rows:
-        table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}",
-                      *((("filler (fallback search)" if r["filler"] else "the reading"),) if marked else ()))
+        table.add_row(*_cells(r["rank"], r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}",
+                              *((("filler (fallback search)" if r["filler"] else "the reading"),) if marked else ())))
     _stdout(table).print(table if rows else f"no results for {text!r}")
 
 
@@ -611,6 +625,11 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
             return "boolean", bool(result)
         if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
             return "graph", (serialize(result, format=RdfFormat.TURTLE) or b"").decode()
+        if fmt == "csv":  # written by us, each cell a spreadsheet will not run as a formula
+            if prepared.services:
+                return "results", _csv(result, io.StringIO()).getvalue()
+            _csv(result, sys.stdout).flush()
+            return "streamed", None
         if fmt != "table" and not prepared.services:
             sys.stdout.flush()
             result.serialize(sys.stdout.buffer, format=formats[fmt])
@@ -644,10 +663,30 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
         for v in variables:
             table.add_column(v, overflow="fold")  # on a narrow terminal long IRIs wrap in their cell, never cut
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*_cells(*row))
         _stdout(table).print(table)  # to a file or a pipe: each IRI whole on its line
         click.echo(f"{len(rows)} result(s)", err=True)
     click.echo(f"SERVICE and LOAD: {offline.how}", err=True)  # which of the two protections this run had
+
+
+def _csv(solutions, out):
+    """SPARQL results as CSV (the W3C form Oxigraph writes: IRIs bare, blank nodes ``_:id``, literals' values),
+    row by row to ``out``, with every cell neutralised (:func:`~kqe_rdf.core.inert.csv_cell`): a literal
+    ``=HYPERLINK(...)`` opens in a spreadsheet as text."""
+    import csv
+
+    from pyoxigraph import BlankNode
+
+    from .core.inert import csv_cell
+
+    variables = solutions.variables
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow([v.value for v in variables])
+    for row in solutions:
+        writer.writerow([
+            "" if (term := row[v]) is None else csv_cell(f"_:{term.value}" if isinstance(term, BlankNode) else term.value)
+            for v in variables])
+    return out
 
 
 def _queryset(name, paths, limit, sample, seed, rel, wording, half):
@@ -997,7 +1036,7 @@ def _print_links(links: list[dict]) -> None:
     table.add_column("confidence", justify="right", no_wrap=True)
     table.add_column("matched by")
     for link in links:
-        table.add_row(link["name"], link["remote"], f"{link['confidence']:.2f}", f"{link['how']}: {link['label']}")
+        table.add_row(*_cells(link["name"], link["remote"], f"{link['confidence']:.2f}", f"{link['how']}: {link['label']}"))
     Console().print(table, crop=False)
 
 
@@ -1039,11 +1078,11 @@ def expand(text, kb_path, method, types, hops, neighbours, expansions, passages,
     for note in exp.notes if exp.ran_offline else ():
         click.echo(f"note: {note}", err=True)
     if plain or not sys.stdout.isatty():
-        click.echo(exp.expanded)
+        click.echo(_cells(exp.expanded)[0])
     else:
-        click.echo(f"query ({exp.method}, {exp.llm}): {exp.query}")
+        click.echo(_cells(f"query ({exp.method}, {exp.llm}): {exp.query}")[0])
         for number, piece in enumerate(exp.expansions, start=1):
-            click.echo(f"  {'+' if exp.weight > 0 else '-'} {number}. {piece}")
+            click.echo(_cells(f"  {'+' if exp.weight > 0 else '-'} {number}. {piece}")[0])
         if not exp.expansions:
             click.echo("  (nothing added: the query is searched as it is)")
         elif exp.evidence:
@@ -1062,9 +1101,7 @@ def _weight_line(exp: dict) -> str:
 
 def _print_expansion(exp: dict) -> None:
     """The knowledge behind an expansion, for `expand --show-context` and `search --explain`."""
-    from rich.console import Console
-
-    console = Console()
+    console = _stdout()
     console.print(f"[bold]{exp['method']}[/] ({exp['llm']})", highlight=False)
     for entity in exp["entities"]:
         nodes = "; ".join(f"{n['name']} <{n['iri']}> {n['score']} ({n['link']})" for n in entity["nodes"]) or "nothing"
