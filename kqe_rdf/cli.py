@@ -637,7 +637,10 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
         if fmt != "table":
             return "results", result.serialize(format=formats[fmt]).decode()
         variables = [v.value for v in result.variables]
-        return "table", (variables, [[(s[v].value if s[v] is not None else "") for v in variables] for s in result])
+        rows = ([(s[v].value if s[v] is not None else "") for v in variables] for s in result)
+        if prepared.services:
+            return "table", (variables, list(rows))
+        return "shown", _table_stream(variables, rows)
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
     # allow-listed endpoints (a failing one is named in one error; SILENT ones answer nothing), and kqe:bm25 /
@@ -655,18 +658,98 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
         sys.stdout.write(answer)
     elif kind == "streamed":
         sys.stdout.buffer.flush()
+    elif kind == "shown":
+        click.echo(f"{answer:,} result(s)" if answer >= 0 else "output closed before the last row", err=True)
+    else:
+        variables, rows = answer
+        click.echo(f"{_table_stream(variables, iter(rows)):,} result(s)", err=True)
+    click.echo(f"SERVICE and LOAD: {offline.how}", err=True)  # which of the two protections this run had
+
+
+#: The first rows of a ``sparql`` table: all of them when a result is this short (laid out by rich as a whole),
+#: else the first block of a table that streams; and the seconds to wait for them before the first row shows.
+_TABLE_BLOCK, _TABLE_WAIT = 1000, 0.2
+
+
+def _table_stream(variables: list[str], rows) -> int:
+    """A ``sparql`` result as a table, written as its rows come: the count of rows, or -1 when the reader of a
+    pipe went away (``| head``), which ends the command quietly.
+
+    A short result is one rich table, as wide as its contents. A longer one (more than ``_TABLE_BLOCK`` rows, or
+    rows still coming after ``_TABLE_WAIT`` s) is drawn in rich's borders block by block, each flushed as it is
+    written, so a pipe gets its first rows at once and 100,000 rows never wait on one layout. Its columns are
+    as wide as the widest cell written so far (they widen between blocks); on a terminal they are folded to fit
+    its width, never cut; to a pipe or a file each cell is whole on its line."""
+    import time
+
+    first, deadline = [], time.perf_counter() + _TABLE_WAIT
+    for row in rows:
+        first.append(_cells(*row))
+        if len(first) >= _TABLE_BLOCK or time.perf_counter() > deadline:
+            break
     else:
         from rich.table import Table
 
-        variables, rows = answer
         table = Table()
         for v in variables:
             table.add_column(v, overflow="fold")  # on a narrow terminal long IRIs wrap in their cell, never cut
-        for row in rows:
-            table.add_row(*_cells(*row))
+        for row in first:
+            table.add_row(*row)
         _stdout(table).print(table)  # to a file or a pipe: each IRI whole on its line
-        click.echo(f"{len(rows)} result(s)", err=True)
-    click.echo(f"SERVICE and LOAD: {offline.how}", err=True)  # which of the two protections this run had
+        return len(first)
+    try:
+        return _BlockTable(variables).write(first, rows)
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to write at exit either
+        return -1
+
+
+class _BlockTable:
+    """The streamed table of :func:`_table_stream`, in the heavy-headed borders of rich's default table."""
+
+    def __init__(self, variables: list[str]):
+        from rich.cells import cell_len
+
+        self.variables, self.length = variables, cell_len
+        self.widths = [cell_len(v) for v in variables]
+        self.room = _stdout().width if sys.stdout.isatty() else None  # the terminal's columns; a pipe: no limit
+
+    def write(self, first: list[list[str]], rows) -> int:
+        out, count, block = sys.stdout, 0, first
+        while block:
+            self.widen(block)
+            text = [self.rule("┏━┳┓"), self.line(self.variables, "┃"), self.rule("┡━╇┩")] if count == 0 else []
+            text.extend(self.line(row, "│") for row in block)
+            out.write("\n".join(text) + "\n")
+            out.flush()
+            count += len(block)
+            block = [_cells(*row) for _, row in zip(range(_TABLE_BLOCK), rows)]
+        out.write(self.rule("└─┴┘") + "\n")
+        out.flush()
+        return count
+
+    def widen(self, block: list[list[str]]) -> None:
+        for row in block:
+            self.widths = [max(w, self.length(cell)) for w, cell in zip(self.widths, row)]
+        if self.room is not None:  # fold to the terminal: the widest columns give up room first
+            while sum(self.widths) + 3 * len(self.widths) + 1 > self.room and max(self.widths) > 8:
+                widest = self.widths.index(max(self.widths))
+                self.widths[widest] -= 1
+
+    def rule(self, box: str) -> str:
+        left, bar, cross, right = box
+        return left + cross.join(bar * (w + 2) for w in self.widths) + right
+
+    def line(self, cells: list[str], bar: str) -> str:
+        pieces = [[cell[i:i + w] for i in range(0, len(cell), w)] or [""] for cell, w in zip(cells, self.widths)]
+        lines = []
+        for n in range(max(map(len, pieces))):
+            parts = [(p[n] if n < len(p) else "") for p in pieces]
+            lines.append(bar + bar.join(f" {t}{' ' * (w - self.length(t))} " for t, w in zip(parts, self.widths))
+                         + bar)
+        return "\n".join(lines)
 
 
 def _csv(solutions, out):

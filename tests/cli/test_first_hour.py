@@ -8,8 +8,12 @@ installed script in a pipe), in an empty working directory with no ``KQE_*`` var
 from __future__ import annotations
 
 import csv
+import subprocess
+import sys
+import time
 import io
 import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -90,3 +94,42 @@ def test_the_two_rules_on_their_own():
     assert visible("a\x1b[31mb\rc\x00") == "a\\x1b[31mb\\x0dc\\x00" and visible("é\n\t") == "é\n\t"
     assert [csv_cell(c) for c in ("=1+1", "+1", "-1.5e3", "-x", "@a", "\tx", "a=b")] == \
         ["'=1+1", "+1", "-1.5e3", "'-x", "'@a", "'\tx", "a=b"]
+
+
+# --------------------------------------------------------- 3. the sparql table streams
+
+#: 100 × 1,000 = 100,000 rows from any KB: two VALUES blocks joined.
+HUNDRED_THOUSAND = ("SELECT ?a ?b WHERE { VALUES ?a { " + " ".join(f"<http://example.org/a/{i}>" for i in range(100))
+                    + " } VALUES ?b { " + " ".join(str(i) for i in range(1000)) + " } }")
+
+
+def test_a_sparql_table_of_100000_rows_gives_a_pipe_its_first_row_at_once(hostile, tmp_path):
+    query = tmp_path / "big.rq"
+    query.write_text(HUNDRED_THOUSAND, encoding="utf-8")
+    script = Path(sys.executable).with_name("kqe-rdf")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    started = time.perf_counter()
+    child = subprocess.Popen([str(script), "sparql", str(query), "--kb", str(hostile), "--format", "table"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    head = [child.stdout.readline() for _ in range(4)]  # `| head -4`: the header and the first row
+    first_row = time.perf_counter() - started
+    child.stdout.close()
+    _, err = child.communicate(timeout=60)
+    assert head[1].split() == ["┃", "a", "┃", "b", "┃"] and head[3].startswith("│ http://example.org/a/")
+    # Laid out whole, the first row came after every row's layout (minutes); streamed, after the process start.
+    assert first_row < 20, first_row
+    assert child.returncode == 0 and "Traceback" not in err and "output closed before the last row" in err
+
+
+def test_a_streamed_sparql_table_holds_every_row(hostile, monkeypatch):
+    import kqe_rdf.cli as commands
+
+    monkeypatch.setattr(commands, "_TABLE_BLOCK", 7)  # blocks of 7 rows: 1,000 rows in many blocks
+    query = HUNDRED_THOUSAND.replace(str(list(range(1000)))[1:-1].replace(",", ""), " ".join(map(str, range(10))))
+    result = ok(run("sparql", query, "--kb", hostile, "--format", "table"))
+    lines = result.stdout.splitlines()
+    body = [line for line in lines if line.startswith("│")]
+    assert len(body) == 1000 and lines[0].startswith("┏") and lines[-1].startswith("└")
+    assert {tuple(cell.strip() for cell in line.split("│")[1:-1]) for line in body} == \
+        {(f"http://example.org/a/{a}", str(b)) for a in range(100) for b in range(10)}
+    assert result.stderr.splitlines()[0] == "1,000 result(s)"
