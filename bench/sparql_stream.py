@@ -50,9 +50,9 @@ def main() -> None:
         query = Path(folder) / "rows.rq"
         query.write_text(QUERY, encoding="utf-8")
         sparql = [cli, "sparql", str(query), "--kb", str(args.kb), "--format"]
-        commands = {"--format tsv | head -1 (baseline)": ([*sparql, "tsv"], True),
-                    "--format table | head -1": ([*sparql, "table"], True),
-                    "--format table > /dev/null (every row)": ([*sparql, "table"], False)}
+        commands = {"tsv into head -1 (baseline)": ([*sparql, "tsv"], True),
+                    "table into head -1": ([*sparql, "table"], True),
+                    "table to /dev/null (every row)": ([*sparql, "table"], False)}
         env = harness.Environment(["pyoxigraph"])
         for command, head in commands.values():
             timed(command, head)  # untimed: bytecode and the page cache
@@ -61,10 +61,10 @@ def main() -> None:
             for name, (command, head) in commands.items():
                 samples[name].append(timed(command, head))
         env.finish()
-    base = statistics.median(samples["--format tsv | head -1 (baseline)"])
+    base = statistics.median(samples["tsv into head -1 (baseline)"])
     rows = [[name, f"{statistics.median(runs):.2f}", f"{min(runs):.2f}", f"{statistics.median(runs) / base:.2f}×"]
             for name, runs in samples.items()]
-    result = table(["kqe-rdf sparql (100,000 rows)", "wall s (median)", "wall s (best)", "vs tsv | head -1"], rows)
+    result = table(["kqe-rdf sparql (100,000 rows)", "wall s (median)", "wall s (best)", "vs tsv into head -1"], rows)
     print(result)
     if args.doc:
         body = f"""{env.markdown(harness.command_line())}
