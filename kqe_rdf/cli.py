@@ -278,12 +278,14 @@ def _say_if_the_fit_is_stale(settings) -> None:
 @click.option("--measure", default="nDCG@10", show_default=True,
               help="The measure the weight is fitted for: Hit@1, Hit@5, Recall@20, MRR or nDCG@10.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease), as `eval --type`.")
-@click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query, as `eval --depth`.")
+@click.option("--depth", type=int, default=100, show_default=True, callback=_at_least_one,
+              help="Results ranked per query, as `eval --depth`.")
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
 @WORDING_OPTION
 @HALF_OPTION
-@click.option("--limit", type=int, default=None, help="Fit on the first N queries only.")
-@click.option("--sample", type=int, default=None, help="Fit on N queries drawn at random (reproducible with --seed).")
+@click.option("--limit", type=int, default=None, callback=_at_least_one, help="Fit on the first N queries only.")
+@click.option("--sample", type=int, default=None, callback=_at_least_one,
+              help="Fit on N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
 @click.option("--dry-run", is_flag=True, help="Show the fitted weight without keeping it in the KB.")
 @click.option("--forget", is_flag=True, help="Remove the KB's fitted weight instead (hybrid weighs each request again); "
@@ -558,6 +560,8 @@ def triplets(text, kb_path, strict, as_json):
     """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
     from .methods.registry import pipeline
 
+    if not text.strip():
+        raise _UserError("TEXT is empty: give the request to read, e.g. kqe-rdf triplets \"who directed Kismet\"")
     kb, settings = _open_kb(kb_path, fourstep_mode="strict" if strict else "soft")
     stage = pipeline("4step", kb, settings, settings.k)  # the reader `search --method 4step` uses (LLM or offline)
     how = stage.reading(text)
@@ -804,8 +808,9 @@ def _queryset(name, paths, limit, sample, seed, rel, wording, half):
               help=f"Retrieval method (repeatable): {METHOD_NAMES}; question answering: ask (its answers, then its "
                    "other candidates, as its ranking; also answer-set precision, recall and F1, and accuracy by "
                    "confidence).")
-@click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
-@click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
+@click.option("--limit", type=int, default=None, callback=_at_least_one, help="Evaluate the first N queries only.")
+@click.option("--sample", type=int, default=None, callback=_at_least_one,
+              help="Evaluate N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
 @click.option("--depth", type=int, default=100, show_default=True, callback=_at_least_one,

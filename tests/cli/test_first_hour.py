@@ -133,3 +133,43 @@ def test_a_streamed_sparql_table_holds_every_row(hostile, monkeypatch):
     assert {tuple(cell.strip() for cell in line.split("│")[1:-1]) for line in body} == \
         {(f"http://example.org/a/{a}", str(b)) for a in range(100) for b in range(10)}
     assert result.stderr.splitlines()[0] == "1,000 result(s)"
+
+
+# --------------------------------------------------------- 5. smaller edges
+
+
+def test_tune_fusion_and_eval_refuse_a_sample_or_depth_below_one_in_one_line(hostile, tmp_path):
+    queries = tmp_path / "q.txt"
+    queries.write_text("who is [Ann]\tBob\n", encoding="utf-8")
+    for args, said in [(("kb", "tune-fusion", "metaqa", queries, "--sample", "-1"), "--sample must be at least 1"),
+                       (("kb", "tune-fusion", "metaqa", queries, "--depth", "0"), "--depth must be at least 1"),
+                       (("kb", "tune-fusion", "metaqa", queries, "--limit", "0"), "--limit must be at least 1"),
+                       (("eval", "metaqa", queries, "--sample", "-1"), "--sample must be at least 1")]:
+        result = run(*args, "--kb", hostile)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == \
+            [f"error: {said}, got {args[-1]}"]
+
+
+def test_triplets_of_an_empty_text_is_refused(hostile):
+    for text in ("", "   "):
+        result = run("triplets", text, "--kb", hostile)
+        assert result.exit_code == 2 and "error: TEXT is empty" in result.stderr
+
+
+@pytest.mark.parametrize("text", ["", "# nothing yet\n@prefix ex: <http://example.org/> .\n"])
+def test_an_rdf_file_with_no_triple_says_so(tmp_path, text):
+    (tmp_path / "empty.ttl").write_text(text, encoding="utf-8")
+    result = run("kb", "build", "rdf", tmp_path / "empty.ttl", "--kb", tmp_path / "kb")
+    assert result.exit_code == 2 and "the file holds no triples" in result.stderr, result.output
+    assert not (tmp_path / "kb").exists()
+
+
+def test_every_kb_folder_the_usage_page_names_is_built_on_it():
+    import re
+
+    from support.paths import ROOT
+
+    page = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
+    built = set(re.findall(r"kb build [^`]*?--kb (data/kb/[\w.-]+)", page)) | {"data/kb/music"}  # music: named
+    assert set(re.findall(r"--kb (data/kb/[\w.-]+)", page)) - built == set()                    # as a new folder
