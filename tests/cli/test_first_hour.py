@@ -173,3 +173,19 @@ def test_every_kb_folder_the_usage_page_names_is_built_on_it():
     page = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     built = set(re.findall(r"kb build [^`]*?--kb (data/kb/[\w.-]+)", page)) | {"data/kb/music"}  # music: named
     assert set(re.findall(r"--kb (data/kb/[\w.-]+)", page)) - built == set()                    # as a new folder
+
+
+def test_a_build_with_another_limit_or_option_is_another_source(tmp_path):
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    family = tmp_path / "family.txt"
+    family.write_text("Ann\tparent_of\tBob\nBob\tparent_of\tCid\nAnn\tlives_in\tOslo\n", encoding="utf-8")
+    ok(run("kb", "build", "triples", family, "--kb", tmp_path / "kb"))
+    for other in (("--limit", "1"), ("--option", "kind=Person")):
+        result = run("kb", "build", "triples", family, "--kb", tmp_path / "kb", *other)
+        assert result.exit_code == 2 and "would replace it" in result.stderr and " ".join(other) in result.stderr, \
+            result.output
+    assert KnowledgeBase.open(tmp_path / "kb").manifest["counts"]["nodes"] == 4  # the full KB, untouched
+    ok(run("kb", "build", "triples", family, "--kb", tmp_path / "kb"))  # the same source rebuilds
+    ok(run("kb", "build", "triples", family, "--kb", tmp_path / "small", "--limit", "1"))
+    ok(run("kb", "build", "triples", family, "--kb", tmp_path / "small", "--limit", "1"))  # and so does a trial
