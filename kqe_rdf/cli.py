@@ -8,6 +8,7 @@ one message, without a traceback, and exit with status 2.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import sys
 from pathlib import Path
@@ -63,17 +64,32 @@ def _console():
 def _stdout(*tables):
     """The console a command prints its output on. On a terminal, as wide as the terminal. To a pipe or a file,
     lines are never wrapped and ``tables`` are laid out as wide as their contents need, so nothing is cut
-    ("Recal…", "0.23…") and no IRI is broken in the middle (rich would lay everything out in 80 columns)."""
+    ("Recal…", "0.23…") and no IRI is broken in the middle (rich would lay everything out in 80 columns).
+    Either way the text it prints shows control characters as escapes (:func:`~kqe_rdf.core.inert.visible`):
+    a KB's names and literals cannot drive the terminal; table cells are made so by :func:`_cells`."""
     from rich.console import Console
 
-    console = Console()
+    from .core.inert import visible
+
+    class Inert(Console):
+        def print(self, *objects, **kwargs) -> None:
+            super().print(*(visible(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+    console = Inert()
     if console.is_terminal:
         return console
     from rich.measure import Measurement
 
     wide = console.options.update_width(1 << 16)
     need = max((Measurement.get(console, wide, table).maximum for table in tables), default=0)
-    return Console(width=max(need, console.width), soft_wrap=True)
+    return Inert(width=max(need, console.width), soft_wrap=True)
+
+
+def _cells(*values) -> list[str]:
+    """A table row's cells with their control characters shown, as :func:`_stdout` prints text."""
+    from .core.inert import visible
+
+    return [visible(str(v)) for v in values]
 
 
 def _progress():
@@ -262,12 +278,14 @@ def _say_if_the_fit_is_stale(settings) -> None:
 @click.option("--measure", default="nDCG@10", show_default=True,
               help="The measure the weight is fitted for: Hit@1, Hit@5, Recall@20, MRR or nDCG@10.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease), as `eval --type`.")
-@click.option("--depth", type=int, default=100, show_default=True, help="Results ranked per query, as `eval --depth`.")
+@click.option("--depth", type=int, default=100, show_default=True, callback=_at_least_one,
+              help="Results ranked per query, as `eval --depth`.")
 @click.option("--rel", type=int, default=1, show_default=True, help="Minimum relevance grade counted as relevant.")
 @WORDING_OPTION
 @HALF_OPTION
-@click.option("--limit", type=int, default=None, help="Fit on the first N queries only.")
-@click.option("--sample", type=int, default=None, help="Fit on N queries drawn at random (reproducible with --seed).")
+@click.option("--limit", type=int, default=None, callback=_at_least_one, help="Fit on the first N queries only.")
+@click.option("--sample", type=int, default=None, callback=_at_least_one,
+              help="Fit on N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
 @click.option("--dry-run", is_flag=True, help="Show the fitted weight without keeping it in the KB.")
 @click.option("--forget", is_flag=True, help="Remove the KB's fitted weight instead (hybrid weighs each request again); "
@@ -323,7 +341,7 @@ def kb_info(kb_path, as_json):
         table.add_column(title)
         table.add_column("count", justify="right")
         for name, count in rows:
-            table.add_row(name, f"{count:,}")
+            table.add_row(*_cells(name, f"{count:,}"))
         tables.append(table)
     console = _stdout(*tables)
     console.print(f"[bold]{info['path']}[/] — importer {m['importer']}, built {m['created']}")
@@ -397,7 +415,7 @@ def search(text, kb_path, method, types, k, strict, explain, as_json):
         notes = [*notes, f"every word of {text!r} is a stop word, which the BM25 analyzer "
                          f"({kb.text_index.analyzer_name}) leaves out"]
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {_cells(note)[0]}", err=True)
     _print_results(text, method, rows)
     if explain:
         _print_explain(how, kb)
@@ -542,9 +560,7 @@ def _print_explain(how, kb):
 
 def _print_fusion(how):
     """A score fusion's weights and where they came from (methods.retrieval.ScoreFusion)."""
-    from rich.console import Console
-
-    console = Console()
+    console = _stdout()
     weights = ", ".join(f"{side} {w:.2f}" for side, w in how["weights"].items())
     console.print(f"[bold]fusion[/]: {weights} ({how['normalisation']} scores; weighed by {how['weighed by']})",
                   highlight=False)
@@ -567,6 +583,8 @@ def triplets(text, kb_path, strict, as_json):
     """Show the triplets read from TEXT, their linked constants and the SPARQL they compile to."""
     from .methods.registry import pipeline
 
+    if not text.strip():
+        raise _UserError("TEXT is empty: give the request to read, e.g. kqe-rdf triplets \"who directed Kismet\"")
     kb, settings = _open_kb(kb_path, fourstep_mode="strict" if strict else "soft")
     stage = pipeline("4step", kb, settings, settings.k)  # the reader `search --method 4step` uses (LLM or offline)
     how = stage.reading(text)
@@ -599,13 +617,13 @@ def describe(iri, kb_path, relation, direction, offset, limit, as_json):
 def _print_results(text, method, rows):
     from rich.table import Table
 
-    table = Table(title=f"{method}: {text}", title_justify="left")
+    table = Table(title=_cells(f"{method}: {text}")[0], title_justify="left")
     marked = any("filler" in r for r in rows)  # a structural method: answers of its reading, then fillers
     for col in ("#", "name", "type", "id", "score", *(("from",) if marked else ())):
         table.add_column(col, justify="right" if col in ("#", "score") else "left")
     for r in rows:
-        table.add_row(str(r["rank"]), r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}",
-                      *((("filler (fallback search)" if r["filler"] else "the reading"),) if marked else ()))
+        table.add_row(*_cells(r["rank"], r["name"], ", ".join(r["types"]), r["id"], f"{r['score']:.3f}",
+                              *((("filler (fallback search)" if r["filler"] else "the reading"),) if marked else ())))
     _stdout(table).print(table if rows else f"no results for {text!r}")
 
 
@@ -654,6 +672,11 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
             return "boolean", bool(result)
         if not isinstance(result, QuerySolutions):  # CONSTRUCT / DESCRIBE
             return "graph", (serialize(result, format=RdfFormat.TURTLE) or b"").decode()
+        if fmt == "csv":  # written by us, each cell a spreadsheet will not run as a formula
+            if prepared.services:
+                return "results", _csv(result, io.StringIO()).getvalue()
+            _csv(result, sys.stdout).flush()
+            return "streamed", None
         if fmt != "table" and not prepared.services:
             sys.stdout.flush()
             result.serialize(sys.stdout.buffer, format=formats[fmt])
@@ -661,7 +684,10 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
         if fmt != "table":
             return "results", result.serialize(format=formats[fmt]).decode()
         variables = [v.value for v in result.variables]
-        return "table", (variables, [[(s[v].value if s[v] is not None else "") for v in variables] for s in result])
+        rows = ([(s[v].value if s[v] is not None else "") for v in variables] for s in result)
+        if prepared.services:
+            return "table", (variables, list(rows))
+        return "shown", _table_stream(variables, rows)
 
     # What the server's /sparql does: size limits, SERVICE <urn:kqe:search> run here, other SERVICE/LOAD only to
     # allow-listed endpoints (a failing one is named in one error; SILENT ones answer nothing), and kqe:bm25 /
@@ -679,18 +705,118 @@ def sparql(query, kb_path, fmt, as_json, service_allow):
         sys.stdout.write(answer)
     elif kind == "streamed":
         sys.stdout.buffer.flush()
+    elif kind == "shown":
+        click.echo(f"{answer:,} result(s)" if answer >= 0 else "output closed before the last row", err=True)
+    else:
+        variables, rows = answer
+        click.echo(f"{_table_stream(variables, iter(rows)):,} result(s)", err=True)
+    click.echo(f"SERVICE and LOAD: {offline.how}", err=True)  # which of the two protections this run had
+
+
+#: The first rows of a ``sparql`` table: all of them when a result is this short (laid out by rich as a whole),
+#: else the first block of a table that streams; and the seconds to wait for them before the first row shows.
+_TABLE_BLOCK, _TABLE_WAIT = 1000, 0.2
+
+
+def _table_stream(variables: list[str], rows) -> int:
+    """A ``sparql`` result as a table, written as its rows come: the count of rows, or -1 when the reader of a
+    pipe went away (``| head``), which ends the command quietly.
+
+    A short result is one rich table, as wide as its contents. A longer one (more than ``_TABLE_BLOCK`` rows, or
+    rows still coming after ``_TABLE_WAIT`` s) is drawn in rich's borders block by block, each flushed as it is
+    written, so a pipe gets its first rows at once and 100,000 rows never wait on one layout. Its columns are
+    as wide as the widest cell written so far (they widen between blocks); on a terminal they are folded to fit
+    its width, never cut; to a pipe or a file each cell is whole on its line."""
+    import time
+
+    first, deadline = [], time.perf_counter() + _TABLE_WAIT
+    for row in rows:
+        first.append(_cells(*row))
+        if len(first) >= _TABLE_BLOCK or time.perf_counter() > deadline:
+            break
     else:
         from rich.table import Table
 
-        variables, rows = answer
         table = Table()
         for v in variables:
             table.add_column(v, overflow="fold")  # on a narrow terminal long IRIs wrap in their cell, never cut
-        for row in rows:
+        for row in first:
             table.add_row(*row)
         _stdout(table).print(table)  # to a file or a pipe: each IRI whole on its line
-        click.echo(f"{len(rows)} result(s)", err=True)
-    click.echo(f"SERVICE and LOAD: {offline.how}", err=True)  # which of the two protections this run had
+        return len(first)
+    try:
+        return _BlockTable(variables).write(first, rows)
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to write at exit either
+        return -1
+
+
+class _BlockTable:
+    """The streamed table of :func:`_table_stream`, in the heavy-headed borders of rich's default table."""
+
+    def __init__(self, variables: list[str]):
+        from rich.cells import cell_len
+
+        self.variables, self.length = variables, cell_len
+        self.widths = [cell_len(v) for v in variables]
+        self.room = _stdout().width if sys.stdout.isatty() else None  # the terminal's columns; a pipe: no limit
+
+    def write(self, first: list[list[str]], rows) -> int:
+        out, count, block = sys.stdout, 0, first
+        while block:
+            self.widen(block)
+            text = [self.rule("┏━┳┓"), self.line(self.variables, "┃"), self.rule("┡━╇┩")] if count == 0 else []
+            text.extend(self.line(row, "│") for row in block)
+            out.write("\n".join(text) + "\n")
+            out.flush()
+            count += len(block)
+            block = [_cells(*row) for _, row in zip(range(_TABLE_BLOCK), rows)]
+        out.write(self.rule("└─┴┘") + "\n")
+        out.flush()
+        return count
+
+    def widen(self, block: list[list[str]]) -> None:
+        for row in block:
+            self.widths = [max(w, self.length(cell)) for w, cell in zip(self.widths, row)]
+        if self.room is not None:  # fold to the terminal: the widest columns give up room first
+            while sum(self.widths) + 3 * len(self.widths) + 1 > self.room and max(self.widths) > 8:
+                widest = self.widths.index(max(self.widths))
+                self.widths[widest] -= 1
+
+    def rule(self, box: str) -> str:
+        left, bar, cross, right = box
+        return left + cross.join(bar * (w + 2) for w in self.widths) + right
+
+    def line(self, cells: list[str], bar: str) -> str:
+        pieces = [[cell[i:i + w] for i in range(0, len(cell), w)] or [""] for cell, w in zip(cells, self.widths)]
+        lines = []
+        for n in range(max(map(len, pieces))):
+            parts = [(p[n] if n < len(p) else "") for p in pieces]
+            lines.append(bar + bar.join(f" {t}{' ' * (w - self.length(t))} " for t, w in zip(parts, self.widths))
+                         + bar)
+        return "\n".join(lines)
+
+
+def _csv(solutions, out):
+    """SPARQL results as CSV (the W3C form Oxigraph writes: IRIs bare, blank nodes ``_:id``, literals' values),
+    row by row to ``out``, with every cell neutralised (:func:`~kqe_rdf.core.inert.csv_cell`): a literal
+    ``=HYPERLINK(...)`` opens in a spreadsheet as text."""
+    import csv
+
+    from pyoxigraph import BlankNode
+
+    from .core.inert import csv_cell
+
+    variables = solutions.variables
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow([v.value for v in variables])
+    for row in solutions:
+        writer.writerow([
+            "" if (term := row[v]) is None else csv_cell(f"_:{term.value}" if isinstance(term, BlankNode) else term.value)
+            for v in variables])
+    return out
 
 
 def _queryset(name, paths, limit, sample, seed, rel, wording, half):
@@ -725,8 +851,9 @@ def _queryset(name, paths, limit, sample, seed, rel, wording, half):
               help=f"Retrieval method (repeatable): {METHOD_NAMES}; question answering: ask (its answers, then its "
                    "other candidates, as its ranking; also answer-set precision, recall and F1, and accuracy by "
                    "confidence).")
-@click.option("--limit", type=int, default=None, help="Evaluate the first N queries only.")
-@click.option("--sample", type=int, default=None, help="Evaluate N queries drawn at random (reproducible with --seed).")
+@click.option("--limit", type=int, default=None, callback=_at_least_one, help="Evaluate the first N queries only.")
+@click.option("--sample", type=int, default=None, callback=_at_least_one,
+              help="Evaluate N queries drawn at random (reproducible with --seed).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed for --sample.")
 @click.option("--type", "types", multiple=True, help="Only rank nodes of this class (e.g. Disease).")
 @click.option("--depth", type=int, default=100, show_default=True, callback=_at_least_one,
@@ -1040,7 +1167,7 @@ def _print_links(links: list[dict]) -> None:
     table.add_column("confidence", justify="right", no_wrap=True)
     table.add_column("matched by")
     for link in links:
-        table.add_row(link["name"], link["remote"], f"{link['confidence']:.2f}", f"{link['how']}: {link['label']}")
+        table.add_row(*_cells(link["name"], link["remote"], f"{link['confidence']:.2f}", f"{link['how']}: {link['label']}"))
     Console().print(table, crop=False)
 
 
@@ -1082,11 +1209,11 @@ def expand(text, kb_path, method, types, hops, neighbours, expansions, passages,
     for note in exp.notes if exp.ran_offline else ():
         click.echo(f"note: {note}", err=True)
     if plain or not sys.stdout.isatty():
-        click.echo(exp.expanded)
+        click.echo(_cells(exp.expanded)[0])
     else:
-        click.echo(f"query ({exp.method}, {exp.llm}): {exp.query}")
+        click.echo(_cells(f"query ({exp.method}, {exp.llm}): {exp.query}")[0])
         for number, piece in enumerate(exp.expansions, start=1):
-            click.echo(f"  {'+' if exp.weight > 0 else '-'} {number}. {piece}")
+            click.echo(_cells(f"  {'+' if exp.weight > 0 else '-'} {number}. {piece}")[0])
         if not exp.expansions:
             click.echo("  (nothing added: the query is searched as it is)")
         elif exp.evidence:
@@ -1105,9 +1232,7 @@ def _weight_line(exp: dict) -> str:
 
 def _print_expansion(exp: dict) -> None:
     """The knowledge behind an expansion, for `expand --show-context` and `search --explain`."""
-    from rich.console import Console
-
-    console = Console()
+    console = _stdout()
     console.print(f"[bold]{exp['method']}[/] ({exp['llm']})", highlight=False)
     for entity in exp["entities"]:
         nodes = "; ".join(f"{n['name']} <{n['iri']}> {n['score']} ({n['link']})" for n in entity["nodes"]) or "nothing"

@@ -68,8 +68,17 @@ def _version(package: str) -> str:
 
 
 def build_source(importer: Importer) -> dict:
-    """What a KB is built from, to tell a rebuild of the same source from a build of another one."""
-    return {"importer": importer.name, "paths": sorted(str(Path(s).resolve()) for s in importer.sources)}
+    """What a KB is built from, to tell a rebuild of the same source from a build of another one: a ``--limit``
+    or an ``--option`` makes another KB of the same files (``bio --limit 3`` must not replace the full bio KB).
+    ``recorded`` marks a source that says both: a manifest without it (older) is compared on importer and files."""
+    source = {"importer": importer.name, "paths": sorted(str(Path(s).resolve()) for s in importer.sources),
+              "recorded": "limit, options"}
+    if importer.limit is not None:
+        source["limit"] = importer.limit
+    options = {key: str(value) for key, value in sorted(importer.options.items()) if value not in (None, "", (), [])}
+    if options:
+        source["options"] = options
+    return source
 
 
 def held_source(manifest: dict) -> dict:
@@ -81,9 +90,14 @@ def held_source(manifest: dict) -> dict:
     return {"importer": manifest.get("importer"), "paths": sorted(str(Path(s).resolve()) for s in given)}
 
 
-def describe_source(source: dict) -> str:
-    """``rdf (music.ttl)``: an importer and the names of its files, for one line of an error."""
-    names = ", ".join(Path(p).name for p in source["paths"])
+def describe_source(source: dict, other: dict | None = None) -> str:
+    """``rdf (music.ttl)``: an importer and the names of its files, for one line of an error; with the options
+    in which it differs from ``other`` (those both share, such as a default domain, are left out)."""
+    shared = (other or {}).get("options", {})
+    names = ", ".join([Path(p).name for p in source["paths"]]
+                      + ([f"--limit {source['limit']}"] if source.get("limit") is not None else [])
+                      + [f"--option {key}={value}" for key, value in source.get("options", {}).items()
+                         if shared.get(key) != value])
     return f"{source['importer']}" + (f" ({names})" if names else "")
 
 
@@ -125,9 +139,14 @@ def build_kb(
                            "replace it, so choose another --kb path or remove it yourself")
         if not replace_other_source and (path / MANIFEST).is_file():
             held = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
-            if held_source(held) != build_source(importer):
-                raise KqeError(f"{path} holds the {describe_source(held_source(held))} KB; building "
-                               f"{describe_source(build_source(importer))} there would replace it: choose another "
+            wanted = build_source(importer)
+            if "recorded" not in held_source(held):  # a manifest from before limits and options were recorded
+                wanted = {k: v for k, v in wanted.items() if k not in ("limit", "options")}
+            if {k: v for k, v in held_source(held).items() if k != "recorded"} != \
+                    {k: v for k, v in wanted.items() if k != "recorded"}:
+                raise KqeError(f"{path} holds the {describe_source(held_source(held), build_source(importer))} KB; "
+                               f"building {describe_source(build_source(importer), held_source(held))} there would "
+                               "replace it: choose another "
                                "--kb folder, or add --force to replace it")
         work = path.parent / f".{path.name}.build-{os.getpid()}"
         work.mkdir(parents=True)

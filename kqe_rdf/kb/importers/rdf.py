@@ -160,7 +160,8 @@ class RdfImporter(Importer):
         schema: set = set()
         named_graph_quads = blank = 0
         for path in self.require_sources(1, "one or more RDF files"):
-            for quad in self._quads(path):
+            read = 0
+            for read, quad in enumerate(self._quads(path), start=1):
                 if not quad.graph_name.__class__.__name__ == "DefaultGraph":
                     named_graph_quads += 1
                 subject, predicate, obj = quad.subject, quad.predicate, quad.object
@@ -199,6 +200,8 @@ class RdfImporter(Importer):
                     if isinstance(obj, NamedNode):
                         described.add(obj)
                 yield Triple(subject, predicate, obj)
+            if not read:  # an empty file, or one of prefixes and comments only: said so, not as a node problem
+                raise InputError("the file holds no triples", str(path))
         for iri, count in sorted(mended.items()):
             report.warn(f"{count:,} statements use <{iri}> (the file's prefix lacks the namespace's '#'): read as "
                         f"<{_mended(NamedNode(iri), {}).value}>")
