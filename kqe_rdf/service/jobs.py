@@ -195,8 +195,9 @@ def update_job(context, payload: dict) -> None:
 
     Oxigraph runs an update in one transaction, which commits well before ``update()`` returns (a 400,000-triple
     insert committed at 1.4 s and returned at 4.8 s), so a worker stopped at its deadline may have written it all.
-    The ``marker`` (an id from the server) is inserted by the update's last operation, in the same transaction:
-    after a stop, :func:`committed_job` on a fresh worker says which happened, and the answer says so too."""
+    The ``marker`` (an id from the server) is inserted by the update's last operation, in the same transaction,
+    into a graph that operation empties first (whatever the client's operations did to it): after a stop,
+    :func:`committed_job` on a fresh worker says which happened, and the answer says so too."""
     kb, settings = context.kb, context.settings
     marker = payload.get("marker")
     with naming("update"):
@@ -206,7 +207,7 @@ def update_job(context, payload: dict) -> None:
                             custom_functions=context.functions.functions, base_iri=payload.get("base"))
             context.updated()
             if marker is not None:
-                _unmark(kb, marker)
+                sweep_marks(kb)
         except SyntaxError as exc:
             raise SparqlError(f"SPARQL Update syntax error: {exc}") from None
         except (OSError, ValueError, RuntimeError) as exc:
@@ -214,22 +215,19 @@ def update_job(context, payload: dict) -> None:
                    or SparqlError(f"SPARQL Update failed: {exc}")) from None
 
 
-def _unmark(kb, marker: str) -> None:
-    kb.store.update(with_values(load_update("update_commit_clear"), update=[NamedNode(marker)]))
-
-
 def committed_job(context, payload: dict) -> bool:
-    """Whether the update marked ``marker`` committed (its worker was stopped before it answered); its mark is
-    removed once read."""
+    """Whether the update marked ``marker`` committed (its worker was stopped before it answered). The pool runs
+    this before any other job gets the store (:meth:`~.workers.WorkerPool.run`), so no client can have touched the
+    mark; the mark graph is emptied once read, whatever it held."""
     kb, marker = context.kb, payload["marker"]
-    if not bool(kb.store.query(with_values(load("update_commit_seen"), update=[NamedNode(marker)]))):
-        return False
-    _unmark(kb, marker)
-    return True
+    seen = bool(kb.store.query(with_values(load("update_commit_seen"), update=[NamedNode(marker)])))
+    sweep_marks(kb)
+    return seen
 
 
 def sweep_marks(kb) -> None:
-    """Every update mark removed: a server's first writer does this, no request can be waiting on one."""
+    """Every update mark removed (at start-up, after an answered update, after a commit check): no request waits
+    on one then."""
     kb.store.update(load_update("update_commits_drop"))
 
 

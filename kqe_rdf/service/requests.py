@@ -89,11 +89,15 @@ async def body_of(request, settings) -> bytes:
 
 
 def check_graphs(name: str, values: list[str]) -> list[str]:
+    from .sparql_search import COMMIT_MARKS, RESERVED  # noqa: PLC0415
+
     for value in values:
         try:
             NamedNode(value)
         except (ValueError, TypeError):
             raise HTTPError(400, f"parameter '{name}' must be an absolute IRI, got {value[:200]!r}") from None
+        if value == COMMIT_MARKS:
+            raise HTTPError(400, f"parameter '{name}': {RESERVED}")
     return values
 
 

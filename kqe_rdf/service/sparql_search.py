@@ -51,13 +51,31 @@ from ..kb.queries import BM25_FUNCTION, PREFIXES, SIMILARITY_FUNCTION, values_bl
 from ..kb.sparql import explain_syntax_error
 from ..kb.sparql_lexer import Token, declared_prefixes, resolve, tokenize, unquote  # noqa: F401 - tokenize re-exported
 from ..kb.sparql_guard import (QueryTooComplex, ServiceNotAllowed, allowed_endpoints, check_limits,  # noqa: F401
-                               verify_federation)  # (re-exported)
+                               decode_escapes, verify_federation)  # (re-exported)
 
 KQE = PREFIXES["kqe"]
 SEARCH_SERVICE = "urn:kqe:search"
 XSD_DOUBLE = NamedNode(PREFIXES["xsd"] + "double")
 XSD_INTEGER = NamedNode(PREFIXES["xsd"] + "integer")
 MAX_SEARCH_K = 10000
+#: The graph the server marks each update in (queries/update_commit_mark.ru): the server's own, named by no client.
+COMMIT_MARKS = "urn:kqe:update-commits"
+RESERVED = (f"the graph <{COMMIT_MARKS}> is the server's own (it marks committed updates): no query or update may "
+            "name it")
+
+
+def refuse_reserved(text: str, prefixes: dict[str, str]) -> None:
+    """A 400 for a text that names the mark graph, however it is spelled (an IRI, a prefixed name, escapes, a BASE
+    that ``<>`` stands for). One computed at run time (``IRI("…")``) is not refused: it finds the graph empty, and
+    what it writes there is dropped in its own transaction (:func:`~.jobs.update_job`)."""
+    for reading in {text, decode_escapes(text)}:
+        tokens = tokenize(reading)
+        known = {**prefixes, **declared_prefixes(tokens)}
+        for i, t in enumerate(tokens):
+            iri = resolve(t, known)
+            if iri == COMMIT_MARKS or (iri is not None and i and tokens[i - 1].text.upper() == "BASE"
+                                       and iri.partition("#")[0] == COMMIT_MARKS):
+                raise SparqlError(RESERVED)
 
 
 def closing_brace(tokens: list[Token], open_at: int) -> int:
@@ -190,6 +208,7 @@ def prepare(kb, query: str, settings, search: Callable | None = None, update: bo
         raise SparqlError("empty SPARQL query")
     what = "update" if update else "query"
     check_limits(query, settings, what)
+    refuse_reserved(query, kb.prefixes)
     tokens = tokenize(query)
     prefixes = {**kb.prefixes, **declared_prefixes(tokens)}
     search = search or functools.partial(run_search, kb, settings)

@@ -423,6 +423,9 @@ class WorkerPool:
         self.jobs = 0  # jobs handed to workers
         self._tasks: set[asyncio.Task] = set()
         self._swept = False  # a writer has removed the update marks left from an earlier server
+        #: The next free workers, before any waiter: each for the commit check of an update whose worker stopped.
+        self._reserved: collections.deque[asyncio.Future] = collections.deque()
+        self._checks: dict[str, asyncio.Task] = {}  # those checks, by the update's marker
 
     # -- processes
 
@@ -521,7 +524,7 @@ class WorkerPool:
         return self.held[key] < self.per_client
 
     async def _acquire(self, client: Client, deadline: float) -> _Worker:
-        if self._may_take(client.key):
+        if self._may_take(client.key) and not self._claiming:
             if self.idle:  # a waiter leaves a worker idle only when its client has its share: this one has not
                 return self._hand(self.idle.pop(), client)
             if self.alive < self.size and not self.closed:
@@ -572,6 +575,8 @@ class WorkerPool:
         if self.closed:
             self._retire(worker)
             return
+        if self._claim(worker):
+            return
         waiter = self._next_waiter()
         if waiter is None:
             self.idle.append(worker)
@@ -581,8 +586,25 @@ class WorkerPool:
     def _hand_idle(self) -> None:
         """Idle workers to the waiters that may take one now: a client whose job ended without freeing its worker
         (killed at its deadline, crashed) is below its share again, and need not wait for the new worker."""
-        while self.idle and (waiter := self._next_waiter()) is not None:
+        while self.idle and self._claim(self.idle[-1]):
+            self.idle.pop()
+        while self.idle and not self._claiming and (waiter := self._next_waiter()) is not None:
             waiter.future.set_result(self._hand(self.idle.pop(), waiter.client))
+
+    @property
+    def _claiming(self) -> bool:
+        """A commit check waits for the next free worker: no request may take one first."""
+        return any(not claim.done() for claim in self._reserved)
+
+    def _claim(self, worker: _Worker) -> bool:
+        """Whether ``worker`` went to a commit check waiting for one (:meth:`_check_commit`)."""
+        while self._reserved:
+            claim = self._reserved.popleft()
+            if not claim.done():
+                self.busy.add(worker)
+                claim.set_result(worker)
+                return True
+        return False
 
     def _next_waiter(self) -> _Waiter | None:
         """The longest-waiting request of the client that holds the fewest workers (below its share), taken out of
@@ -621,6 +643,10 @@ class WorkerPool:
                 if not waiter.future.done():
                     waiter.future.set_exception(error)
         self.waiters.clear()
+        while self._reserved:
+            claim = self._reserved.popleft()
+            if not claim.done():
+                claim.set_exception(error)
 
     def _retire(self, worker: _Worker) -> None:
         self.alive -= 1
@@ -645,7 +671,7 @@ class WorkerPool:
                 try:
                     reply = await self._run_once(worker, kind, payload)
                 except HTTPError as stopped:  # stopped, died or failed before it answered: did it commit?
-                    if await self._committed(client, payload["marker"], stopped):
+                    if self._answer(stopped, await asyncio.shield(self._checks[payload["marker"]])):
                         return None
                     raise
             if reply[0] != "rebuilt":
@@ -663,7 +689,7 @@ class WorkerPool:
 
     async def _run_once(self, worker: _Worker, kind: str, payload: dict) -> tuple:
         self.jobs += 1
-        ok = False
+        ok = rebuilt = False
         try:
             worker.channel.send((kind, payload, self.timeout))
             try:
@@ -677,7 +703,8 @@ class WorkerPool:
             if reply[0] == "failed":
                 raise HTTPError(503, f"a query worker stopped: {without_paths(reply[1], self.kb_path)}",
                                 {"Retry-After": "5"})
-            ok = reply[0] != "rebuilt"
+            rebuilt = reply[0] == "rebuilt"
+            ok = not rebuilt
             return reply
         finally:
             if ok:
@@ -687,29 +714,58 @@ class WorkerPool:
                 self.alive -= 1
                 self._unhold(worker)
                 self._end(worker)
+                if kind == "update" and not rebuilt:  # it may have committed: checked first, whoever waits
+                    self._check_commit(payload["marker"])
                 if not self.closed:
                     self._grow()
                     self._hand_idle()
 
-    async def _committed(self, client: Client, marker: str, stopped: HTTPError) -> bool:
-        """Whether the update marked ``marker``, whose worker ``stopped`` before it answered, committed: asked of
-        the fresh worker that replaced it (:func:`~.jobs.committed_job`). When it did not, ``stopped`` is told so;
-        when that cannot be found out, it says that instead (503 either way, never a silent double write)."""
+    def _check_commit(self, marker: str) -> None:
+        """Ask a fresh worker whether the update marked ``marker``, whose worker was just ended, committed: that
+        worker is claimed now, before any waiting request (a writer's ``DROP ALL`` that got the store first
+        would take the mark with it: issue 68), and the check runs even if the update's request is gone (it
+        also removes the mark). The result (True, False, or None: nobody could tell) is in ``_checks``."""
+        claim = asyncio.get_running_loop().create_future()
         if self.closed:
-            stopped.args = (f"{stopped} It is not known whether the update was written (the server is shutting "
-                            "down): check before you send it again.",)
-            return False
-        try:
-            worker = await self._acquire(client, time.monotonic() + self.timeout + 120)
-            reply = await self._run_once(worker, "committed", {"marker": marker})
-        except HTTPError:
-            reply = None
-        if reply is not None and reply[0] == "ok" and reply[1]:
+            claim.set_exception(HTTPError(503, "the server is shutting down"))
+        else:
+            self._reserved.append(claim)
+
+        async def check() -> bool | None:
+            try:
+                async with asyncio.timeout(self.timeout + 120):
+                    worker = await claim
+            except (TimeoutError, HTTPError):
+                if claim.done() and not claim.cancelled() and claim.exception() is None:
+                    self._release(claim.result())
+                claim.cancel()
+                return None
+            try:
+                reply = await self._run_once(worker, "committed", {"marker": marker})
+            except HTTPError:
+                reply = None
+            if reply is None or reply[0] != "ok":
+                self._swept = False  # the mark may be left: the next worker removes it before it serves
+                return None
+            return bool(reply[1])
+
+        task = asyncio.get_running_loop().create_task(check())
+        self._checks[marker] = task
+        task.add_done_callback(lambda _: self._checks.pop(marker, None))
+
+    def _answer(self, stopped: HTTPError, committed: bool | None) -> bool:
+        """Whether an update whose worker ``stopped`` before it answered committed, as its check found
+        (:meth:`_check_commit`); when not, ``stopped`` says so, or that it is not known (503 either way, never a
+        silent double write)."""
+        if committed:
             log.warning("an update committed after its worker was stopped (%s): answered as committed", stopped)
             return True
-        if reply is not None and reply[0] == "ok":
+        if committed is False:
             stopped.args = (f"{stopped} The update was not written (nothing of it committed): it may be sent "
                             "again.",)
+        elif self.closed:
+            stopped.args = (f"{stopped} It is not known whether the update was written (the server is shutting "
+                            "down): check before you send it again.",)
         else:
             stopped.args = (f"{stopped} It is not known whether the update was written (no worker could tell): "
                             "check before you send it again.",)

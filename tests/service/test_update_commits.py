@@ -69,8 +69,9 @@ def test_a_large_update_past_its_deadline_is_answered_by_what_was_written(writab
             if response.status_code == 503:  # and it says so: sending it again is safe
                 assert "not written" in response.text, response.text
                 assert response.headers.get("Retry-After"), response.headers
-        # The marks that told the answers apart are gone.
-        marks = httpx.post(url + "/sparql", content=b"ASK { GRAPH <urn:kqe:update-commits> { ?s ?p ?o } }",
+        # The marks that told the answers apart are gone (the graph's name is refused: issue 68).
+        any_mark = b"ASK { GRAPH ?g { ?s <https://w3id.org/kqe/core#committed> ?o } }"
+        marks = httpx.post(url + "/sparql", content=any_mark,
                            headers={"Content-Type": "application/sparql-query",
                                     "Accept": "application/sparql-results+json"}, timeout=60)
         assert marks.json()["boolean"] is False
