@@ -56,6 +56,11 @@ RULES: tuple[Rule, ...] = (
     # absent, before the term
     Rule("no", ABSENT, FORWARD, "seizures; no hypotonia"),
     Rule("not", ABSENT, FORWARD, "albums not produced by X"),
+    # a copula's "not" negates its subject or what follows it
+    Rule("was not", ABSENT, BOTH, "hypotonia was not wanted; what was not caused by hypotonia"),
+    Rule("were not", ABSENT, BOTH, "hypotonia and ataxia were not wanted"),
+    Rule("is not", ABSENT, BOTH, "hypotonia is not a feature; who is not a member of X"),
+    Rule("are not", ABSENT, BOTH, "hypotonia and ataxia are not features"),
     Rule("nor", ABSENT, FORWARD, "neither seizures nor hypotonia"),
     Rule("neither", ABSENT, FORWARD, "neither seizures nor hypotonia"),
     Rule("never", ABSENT, FORWARD, "never had seizures"),
