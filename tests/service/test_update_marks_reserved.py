@@ -190,7 +190,10 @@ def test_a_stopped_update_is_answered_by_the_store_while_other_writers_wait(writ
     size = side ** 3
     outcomes = []
     with serving(create_app(writable_kb, Settings(server_update_token=TOKEN, server_query_timeout=timeout))) as url:
-        for run in range(RUNS):
+        attempts = 0
+        while len(outcomes) < RUNS:
+            run, attempts = len(outcomes), attempts + 1
+            assert attempts <= 2 * RUNS, f"the count was answered 'busy' in {attempts - 1 - run} of {attempts - 1} runs"
             second = SECOND_WRITERS[run % len(SECOND_WRITERS)]
             replies: dict = {}
             first = threading.Thread(target=_post, args=(replies, "first", url + "/update",
@@ -207,12 +210,16 @@ def test_a_stopped_update_is_answered_by_the_store_while_other_writers_wait(writ
             first.join()
             counting.join()
             answer, seen = replies["first"], replies["count"]
-            assert seen.status_code == 200, (run, seen.text)
-            held = int(seen.json()["results"]["bindings"][0]["n"]["value"])
-            outcomes.append((answer.status_code, held))
-            assert held in (0, size), (run, held)
+            # On a loaded machine the fresh worker's start and log replay can outlast the count's own wait: the
+            # server then says so (503 "busy"), which is right, but shows nothing about the first update; run again.
+            inconclusive = seen.status_code == 503 and "is busy" in seen.text
+            assert inconclusive or seen.status_code == 200, (run, seen.text)
             assert answer.status_code in (204, 503), answer.text
-            assert (answer.status_code == 204) == (held == size), (run, second, answer.text, held)
+            if not inconclusive:
+                held = int(seen.json()["results"]["bindings"][0]["n"]["value"])
+                outcomes.append((answer.status_code, held))
+                assert held in (0, size), (run, held)
+                assert (answer.status_code == 204) == (held == size), (run, second, answer.text, held)
             if answer.status_code == 503:
                 assert "not written" in answer.text, answer.text
             assert replies["second"].status_code == (400 if MARKS in second else 204), replies["second"].text
