@@ -79,18 +79,30 @@ def sub_names(name: str) -> set[str]:
     (['Alexander Fleming'], ['Marie Curie'])
     >>> sub_names("Intellectual disability, mild"), sub_names("Blade Runner")
     (set(), set())
+
+    A disambiguation is left out of any name, a qualifier after a comma out of a proper name:
+
+    >>> sub_names("Rumours (album)"), sub_names("Calais, Pas-de-Calais"), sorted(sub_names("ABBA: The Album"))
+    ({'Rumours'}, {'Calais'}, [])
     """
+    out = set()
     base = _PARENTHESIS.sub("", name).strip() if "(" in name else name.strip()
+    if base and base != name.strip():
+        out.add(base)  # a disambiguation in parentheses, on any name: "Rumours (album)" is written "Rumours"
     if "," in base:
-        base = base.split(",", 1)[0].strip()
+        head = base.split(",", 1)[0].strip()
+        if head.split() and all(_titled(w) or w.lower() in NAME_PARTICLES for w in head.split()) \
+                and _titled(head.split()[0]):
+            out.add(head)  # a proper name's qualifier after a comma: "Calais, Pas-de-Calais" is written "Calais"
+        base = head
     words = base.split()
     while words and words[0].lower().rstrip(".") in HONORIFICS and len(words) > 2:
         words = words[1:]
     # First and last word first: most names (titles, terms, products) fail there, before every word is read.
     if not 2 <= len(words) <= 6 or not (_titled(words[0]) and _titled(words[-1])) \
             or not all(_titled(w) or w.lower() in NAME_PARTICLES for w in words):
-        return set()
-    out = {" ".join(words)}
+        return {n for n in out if normalise_name(n) != normalise_name(name)}
+    out.add(" ".join(words))
     if len(words) >= 3:
         out.add(f"{words[0]} {words[-1]}")
     return {n for n in out if normalise_name(n) != normalise_name(name)}
@@ -324,6 +336,10 @@ class Linker:
         exact = self.index.nodes(key, wanted)
         if exact:
             return [Candidate(i, self._name(i), 1.0, "exact") for i in exact[: self.alternatives]]
+        short = [i for i in self.index.short_nodes(key) if wanted is None or self.index.types.get(i, frozenset()) & wanted]
+        if short:  # a name written without its disambiguation or a person's middle names, as :meth:`mentions` links it
+            return [Candidate(i, self._name(i), 0.9, "short name") for i in short[: self.alternatives]]
+
         def of_type(iri: str) -> bool:
             return wanted is None or bool(self.index.types.get(iri, frozenset()) & wanted)
 
@@ -394,7 +410,7 @@ class Linker:
         if not self.index.short:
             return
         size = len(scan.tokens)
-        for i, n in sorted(((i, n) for i in range(size) for n in (3, 2) if i + n <= size),
+        for i, n in sorted(((i, n) for i in range(size) for n in (3, 2, 1) if i + n <= size),
                            key=lambda span: (-span[1], span[0])):
             if all(_titled(t[0]) for t in scan.tokens[i : i + n]) and (key := scan.free(i, n)) \
                     and (iris := self.index.short_nodes(key)):

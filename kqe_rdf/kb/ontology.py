@@ -182,6 +182,11 @@ class Schema:
             cues = schema.class_cues.setdefault(row["class"].value, [])
             if row["cue"].value.lower() not in cues:
                 cues.append(row["cue"].value.lower())
+        for iri in schema.classes:
+            if iri not in schema.class_cues:
+                # A user's class with no label (``nobel:Laureate``, ``dbo:NobelPrize``) is still named in requests
+                # by its local name as words ("which laureates", "the nobel prize").
+                schema.class_cues[iri] = [readable(local_name(iri))]
         for row in rows("relation_phrases"):
             schema.relation_phrases.setdefault(row["property"].value, set()).add(row["phrase"].value)
         for row in rows("schema_qualifiers"):

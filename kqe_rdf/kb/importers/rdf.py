@@ -265,10 +265,15 @@ def name_from_iri(iri: str) -> str:
     ('Ann Smith', 'Female')
     >>> name_from_iri("http://ex.org/p#Jos%C3%A9_Mar%C3%ADa"), name_from_iri("urn:isbn:0451450523")
     ('José María', '0451450523')
+    >>> name_from_iri("http://dbpedia.org/resource/ABBA:_The_Album")
+    'ABBA: The Album'
     """
     from urllib.parse import unquote
 
-    local = re.split(r"[#/:]", iri.rstrip("/#"))[-1] or iri
+    # After the last '/' or '#', where there is one: a colon inside a local name is part of it (DBpedia's
+    # ``ABBA:_The_Album``); a URN's last part is after its last colon.
+    trimmed = iri.rstrip("/#")
+    local = re.split(r"[#/]" if re.search(r"[#/]", trimmed) else ":", trimmed)[-1] or iri
     return " ".join(unquote(local).replace("_", " ").split()) or iri
 
 

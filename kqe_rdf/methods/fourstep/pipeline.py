@@ -16,6 +16,7 @@ paths and bindings that made it a candidate): see :attr:`Batch.explain`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -30,6 +31,7 @@ from ...kb.ontology import local_name
 from ...core.progress import StepClock
 from ..reading import OfflineTriplets
 from ..reading.chains import valued
+from ..reading.conditions import ValueConditions
 from ..retrieval import Batch, Hit, Stage
 from ..reading.triplets import End, TripletQuery, abstain_from_negations, normalise
 
@@ -196,6 +198,12 @@ class FourStep(Stage):
 
     def __repr__(self) -> str:
         return f"FourStep({getattr(self.generator, 'name', 'llm')}, {self.mode})"
+
+    @functools.cached_property
+    def conditions(self) -> ValueConditions | None:
+        """The request's conditions on values, read with the offline reader's value relations."""
+        chains = getattr(getattr(self.generator, "offline", self.generator), "chains", None)
+        return ValueConditions(self.kb, chains.values) if chains is not None else None
 
     def link(self, tq: TripletQuery) -> tuple[dict[tuple[str, str | None], list[str]], dict[str, list[dict]]]:
         linked, shown = {}, {}
@@ -370,6 +378,13 @@ class FourStep(Stage):
             explain["triplets"] = used.reading.to_json()
             explain["tried"] = tried
         compiled, scores = used.compiled, used.scores
+        if scores and (conditions := self.conditions) is not None:
+            # "born in 1921", "released after 1975", "landlocked": answers meeting them rank above the rest, and
+            # ask's answers (the best-scored set) are those that meet them all.
+            scores, held = conditions.apply(text, scores)
+            if held:
+                used.scores = scores
+                explain["value conditions"] = held
         if compiled is not None:
             explain["linked"] = used.shown
             explain["sparql"] = compiled.sparql
@@ -380,14 +395,16 @@ class FourStep(Stage):
         explain.update(used.notes)
         # Hierarchy matching has fused the text already; exact paths break their ties by similarity.
         sims = {} if used.notes.get("matcher") == "hierarchy" else self.similarity(text, list(scores))
-        ordered = sorted(scores, key=lambda i: (-round(scores[i], 9), -sims.get(i, 0.0), i))[: self.k]
+        every = sorted(scores, key=lambda i: (-round(scores[i], 9), -sims.get(i, 0.0), i))
+        ordered = every[: self.k]
         hits = [Hit(qid, iri, scores[iri] + sims.get(iri, 0.0) * 1e-3, rank) for rank, iri in enumerate(ordered, start=1)]
         explain.setdefault("candidates", len(scores))
         explain["support"] = {iri: used.support.get(iri, [])[:5] for iri in ordered[:20]}
         if used.reading.value is not None:
-            # A request that asks for a value ("the release year of X"): the answers' values, typed.
+            # A request that asks for a value ("the release year of X"): the answers' values, typed; counted and
+            # read over every answer, not the k shown.
             value = used.reading.value
-            valued_hits, shown = valued(self.kb, qid, value, list(value.nodes) or list(ordered), scores)
+            valued_hits, shown = valued(self.kb, qid, value, list(value.nodes) or every, scores)
             if valued_hits:
                 explain["value"] = shown
                 clock.lap("values")
