@@ -133,16 +133,16 @@ def _triplet_pattern(schema: Schema, t: Triplet, names: dict[tuple[str, str | No
 
 def _types(schema: Schema, tq: TripletQuery, answer_only: bool = False) -> str:
     """Type constraints; soft mode constrains only the answer (other variables live inside one path)."""
-    wanted: dict[str, str] = {}
+    wanted: dict[str, tuple[str, ...]] = {}
     for t in [] if answer_only else tq.triplets:
         for end in (t.head, t.tail):
             if end.is_variable and end.type:
-                wanted.setdefault(sparql_variable(end.text), end.type)
+                wanted.setdefault(sparql_variable(end.text), (end.type,))
     if tq.answer_type:
-        wanted[sparql_variable(tq.answer)] = tq.answer_type
+        wanted[sparql_variable(tq.answer)] = (tq.answer_type, *tq.also_types)
     lines = []
-    for i, (var, cls) in enumerate(sorted(wanted.items())):
-        classes = " ".join(str(NamedNode(c)) for c in sorted(schema.subclasses(cls)))
+    for i, (var, types) in enumerate(sorted(wanted.items())):
+        classes = " ".join(str(NamedNode(c)) for c in sorted(set().union(*(schema.subclasses(t) for t in types))))
         lines.append(f"  VALUES ?type{i} {{ {classes} }} {var} a ?type{i} .")
     return "\n".join(lines)
 
@@ -258,7 +258,7 @@ def compile_query(schema: Schema, tq: TripletQuery, linked: dict[tuple[str, str 
     values = ""
     answer = sparql_variable(tq.answer)
     select = " ".join([answer] + [names[k] for k in sorted(used_keys, key=lambda k: names[k])])
-    sub = TripletQuery(tq.query, usable, tq.answer, tq.answer_type, tq.source)
+    sub = TripletQuery(tq.query, usable, tq.answer, tq.answer_type, tq.source, also_types=tq.also_types)
     constants = {names[k]: linked[k] for k in used_keys}
     if mode == "strict":
         declared: set = set()

@@ -137,10 +137,20 @@ class OfflineTriplets:
         reading = self._reading(mentions, choice, groups, ranked)
         unread = self._unread(request, choice, conditions)
         alternatives = self._alternatives(query, mentions, choice, groups[primary], ranked[primary])
+        also = tuple(sorted({other.path.end for other in ranked[primary] if other.path.steps == best.path.steps
+                             and other.path.end in request.wanted - {best.path.end}}))
+        if also and best.path.end in request.wanted:
+            # The same path reaches several classes the request asks for ("which artists": bands and musicians):
+            # each of them answers.
+            notes.append("the path reaches " + ", ".join(sorted(self.kb.schema.label(c) for c in
+                                                               (best.path.end, *also))) + ": each is asked for")
+        else:
+            also = ()
         tq = TripletQuery(query, triplets, "?x", best.path.end, "offline", notes,
                           returning=self.reader.returning(mentions, choice),
                           revisiting=self.reader.revisiting(mentions, choice), value=best.why.get("value"))
         tq.reading, tq.unread, tq.alternatives, tq.terms = reading, unread, alternatives, terms
+        tq.also_types = also
         if relatives:
             notes.append(f"a relative's, not the patient's (not required): {', '.join(relatives)}")
         if tq.value is None and triplets and request.counting:

@@ -176,6 +176,8 @@ class RequestReader:
         #: The classes a wh-word asks for by WordNet ("whom" → the class labelled "person"), where no cue says;
         #: read from class labels only (an alt label such as "type" has a sense that is a person).
         self.wh_classes: dict[str, set[str]] = {}
+        #: The classes each relation reaches (:meth:`range_asked`), read once.
+        self._ranges: dict[str, set[str]] = {}
         from ...kb.lexicon import wh_words
 
         for cls, term in kb.schema.classes.items():
@@ -233,10 +235,17 @@ class RequestReader:
         # does not.
         wanted = (self.answer_types(_LIST_GAP.sub("\x00", marked), wh_only=True) or self.leading_class(marked)
                   or self.trailing_class(marked))
+        by_range = not wanted and bool(wanted := self.range_asked(marked))
         gap = self.stranded_range(marked)
         if gap and wanted and not wanted & gap:
-            wanted = gap
+            wanted, by_range = gap, False
         request = self.request(query, mentions, wanted, self.kb.embed_query(positive))
+        if by_range:
+            # The wh-noun that asked for the relation's range ("which artists") types the answer: no hop reads it.
+            wh = min((i for i, w in request.surface.items() if w in WH_WORDS), default=None)
+            noun = next((i for i in sorted(request.surface) if wh is not None and wh < i <= wh + 3
+                         and is_noun(request.surface[i]) and request.surface[i] not in FUNCTION_WORDS), None)
+            request.words = [(i, w) for i, w in request.words if i != noun]
         if given and not request.wanted:
             request.wanted = {c for t in given for c in self.kb.schema.subclasses(t)}
         return request
@@ -269,9 +278,15 @@ class RequestReader:
                 return found, n
         return set(), 1
 
-    def _adjective_before_cue(self, words: list[str], j: int) -> bool:
-        """An adjective right before a class cue modifies it ("the primary language", "the main actor")."""
-        return is_adjective(words[j]) and bool(self._cue_at(words, j + 1)[0])
+    def _adjective_before_cue(self, words: list[str], j: int, depth: int = 2) -> bool:
+        """A pre-modifier of a class cue — an adjective or a noun, up to two ("the primary language", "which
+        Nobel laureates", "which famous Nobel laureates"): the noun phrase's head is its last noun, the cue."""
+        w = words[j]
+        if w == "\x00" or not (is_adjective(w) or (is_noun(w) and not is_inflected_verb(w))) \
+                or w in QUESTION_WORDS or w in FUNCTION_WORDS:
+            return False
+        return j + 1 < len(words) and (bool(self._cue_at(words, j + 1)[0])
+                                       or (depth > 1 and self._adjective_before_cue(words, j + 1, depth - 1)))
 
     def _classes_at(self, words: list[str], i: int, span: int = 3) -> set[str]:
         """The classes of the last cue in the first run of cue words within ``span`` words of ``i``
@@ -310,6 +325,73 @@ class RequestReader:
             if words[j] not in QUESTION_WORDS and not is_adjective(words[j]):
                 break
         return set()
+
+    def _modifiers_of_the_asked_class(self, tokens: list, spans: list, wanted: set[str]) -> set[int]:
+        """The positions of the nouns that modify the class a wh-phrase asks for ("which Nobel laureates"): with
+        the class noun they name the type of the answer, not a hop ("Nobel" is no relation to walk)."""
+        if not wanted:
+            return set()
+        wh = next((i for i, (w, _a, _b) in enumerate(tokens) if w in WH_WORDS), None)
+        if wh is None:
+            return set()
+        run = []
+        for j in range(wh + 1, min(len(tokens), wh + 4)):
+            w = tokens[j][0]
+            if any(a <= j < b for a, b in spans) or w in FUNCTION_WORDS or w in QUESTION_WORDS:
+                return set()
+            if self.classes_named(w) & wanted:
+                return set(run)
+            if not is_noun(w) or is_inflected_verb(w) or is_adjective(w):
+                return set()
+            run.append(j)
+        return set()
+
+    def _class_phrases(self, tokens: list, spans: list) -> set[int]:
+        """The positions of class names of two or three words anywhere in the request ("win the Nobel prize"): a
+        type constraint on a node the reading passes, never a hop ("Nobel" is no relation to walk)."""
+        out: set[int] = set()
+        for n in (3, 2):
+            for i in range(len(tokens) - n + 1):
+                at = range(i, i + n)
+                if out.isdisjoint(at) and not any(a <= j < b for a, b in spans for j in at) \
+                        and self.classes_named(" ".join(tokens[j][0] for j in at)):
+                    out.update(at)
+        return out
+
+    def range_asked(self, marked: str) -> set[str]:
+        """The classes a wh-phrase's noun asks for when it names no class but names a relation ("which artists",
+        where the KB has bands and musicians and a relation 'by artist'): what that relation reaches, as its
+        range would say (a user's graph seldom declares one). The answer is of that kind; the noun is no hop."""
+        words = re.findall(r"[a-z0-9]+|\x00", marked.lower())
+        wh = next((i for i, w in enumerate(words) if w in WH_WORDS), None)
+        if wh is None:
+            return set()
+        for w in words[wh + 1 : wh + 4]:
+            if w == "\x00" or w in FUNCTION_WORDS or w in QUESTION_WORDS or is_inflected_verb(w):
+                return set()
+            if not is_noun(w):
+                continue
+            found = set()
+            for iri, rel in self.kb.schema.relations.items():
+                named = [x for x in re.findall(r"[a-z]+", rel.label.lower()) if x not in FUNCTION_WORDS
+                         and x not in ("has", "have")]
+                if rel.range is None and len(named) == 1 and stem(named[0]) == stem(singular(w)):
+                    found |= self._reached(iri)
+            if found:
+                return found
+        return set()
+
+    def _reached(self, relation: str) -> set[str]:
+        if relation not in self._ranges:
+            from pyoxigraph import NamedNode
+
+            from ...kb import queries
+
+            text = queries.with_values(queries.load("reader_relation_range"), relation=[NamedNode(relation)])
+            self._ranges[relation] = {row["class"].value for row in
+                                      self.kb.store.query(text, use_default_graph_as_union=True)
+                                      if row["class"].value in self.kb.schema.classes}
+        return self._ranges[relation]
 
     def stranded_range(self, marked: str) -> set[str]:
         """A request that ends on a preposition whose verb spells, with it, a relation's phrase ("what did X
@@ -434,6 +516,10 @@ class RequestReader:
         # film X") may name a relation ("what type of film") but cost nothing when no hop reads them.
         query_tokens = [(query[a:b], a, b) for _w, a, b in tokens]
         kinds = {i for i, (w, a, b) in enumerate(query_tokens) if names_the_asked_kind(query, Mention(w, a, b, ()))}
+        # The nouns that modify the class asked for ("which Nobel laureates") type the answer with it: no hop reads
+        # them.
+        modifiers = self._modifiers_of_the_asked_class(tokens, spans, wanted) | self._class_phrases(tokens, spans)
+        words = [(i, s) for i, s in words if i not in modifiers]
         surface = {i: w for i, (w, _a, _b) in enumerate(tokens)}
         return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown, phrases), surface, kinds,
                        self.roles.read(surface, [i for i, _s in words]), asks_count)

@@ -86,6 +86,9 @@ class TripletQuery:
     #: What the request says of each term it names (:mod:`kqe_rdf.kb.context`): text, state (present, absent,
     #: family, uncertain) and the trigger that set it.
     terms: list[dict] = field(default_factory=list)
+    #: Other classes the answer may be of beside ``answer_type`` (a path that reaches bands and musicians, both
+    #: asked for by "which artists").
+    also_types: tuple[str, ...] = ()
 
     def constants(self) -> list[End]:
         seen: dict[tuple[str, str | None], End] = {}
@@ -230,7 +233,8 @@ def normalise(tq: TripletQuery, schema: Schema) -> TripletQuery:
     alternatives = [normalise(a, schema) for a in tq.alternatives]
     return TripletQuery(tq.query, kept, answer, answer_type, tq.source, notes, guesses,
                         [a for a in alternatives if a.triplets], tq.reading, set(tq.returning), set(tq.revisiting),
-                        list(tq.unread), tq.value, list(tq.terms))
+                        list(tq.unread), tq.value, list(tq.terms),
+                        tuple(c for c in tq.also_types if c in classes) if answer_type else ())
 
 
 def abstain_from_negations(tq: TripletQuery, as_context: bool = False) -> TripletQuery:
