@@ -519,6 +519,11 @@ class RequestReader:
         # The nouns that modify the class asked for ("which Nobel laureates") type the answer with it: no hop reads
         # them.
         modifiers = self._modifiers_of_the_asked_class(tokens, spans, wanted) | self._class_phrases(tokens, spans)
+        # A wh-word right after a noun is a relative one ("the studio where X was recorded"): it asks for nothing.
+        modifiers |= {i for i, (w, _a, _b) in enumerate(tokens) if w in WH_WORDS and i > 1
+                      and tokens[i - 1][0] not in FUNCTION_WORDS and tokens[i - 1][0] not in QUESTION_WORDS
+                      and not any(a <= i - 1 < b for a, b in spans) and is_noun(tokens[i - 1][0])
+                      and not is_inflected_verb(tokens[i - 1][0])}
         words = [(i, s) for i, s in words if i not in modifiers]
         surface = {i: w for i, (w, _a, _b) in enumerate(tokens)}
         return Request(words, spans, wanted, vector, wh, vocabulary.similar(unknown, phrases), surface, kinds,
