@@ -422,6 +422,10 @@ _OF_YOUR = re.compile(r"^(?:a|an|the)\s+([a-z]+)\s+of\s+(?:your|a person's|someo
                       r"([a-z]+(?:\s+or\s+[a-z]+)?)$")
 #: "informal terms for a mother": another word for a role.
 _TERM_FOR = re.compile(r"^(?:an?\s+)?(?:informal\s+|familiar\s+)?terms?\s+for\s+(?:a|an|the)\s+([a-z]+)$")
+#: "a female person who has the same parents as another person", "a male with the same parents as someone else":
+#: a role that shares a role's holder (a sibling: a child of one's parents).
+_SAME_AS = re.compile(r"^(?:a|an)\s+([a-z]+)(?:\s+person)?\s+(?:who\s+has|with)\s+the\s+same\s+([a-z]+)\s+as\s+"
+                      r"(?:another(?:\s+person)?|someone\s+else)$")
 #: "a male parent", "a female human offspring", "a married man": a kind of a role (or of a person).
 _KIND_OF = re.compile(r"^(?:a|an|the)\s+((?:[a-z]+\s+){0,2})([a-z]+)$")
 #: How many levels of definitions a role word is read through ("grandson": a male grandchild, a child of a son
@@ -502,6 +506,10 @@ def _sense_role(wn: WordNet, sense: tuple[str, int], names, depth: int, climb: b
         outer = role(match.group(1), names, wn, depth - 1, False)
         if outer and all(inner) and _same_relations([chain for chain, _q in inner], names):
             return (inner[0][0] + outer[0], outer[1]), frozenset()  # "father or mother": a parent, of either sex
+    if match := _SAME_AS.match(gloss):
+        shared, back = role(match.group(2), names, wn, depth - 1, False), role("child", names, wn, depth - 1, False)
+        if shared and back and len(shared[0]) == 1:
+            return (shared[0] + back[0], frozenset({match.group(1)}) | qualities(match.group(1), wn)), frozenset()
     if match := _TERM_FOR.match(gloss):
         if found := role(match.group(1), names, wn, depth - 1, False):
             return found, frozenset()
