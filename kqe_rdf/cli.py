@@ -168,6 +168,9 @@ def _importer_help() -> str:
 @click.option("--option", "options", multiple=True, metavar="KEY=VALUE", help="Importer-specific option.")
 @click.option("--text-property", "text_properties", multiple=True, metavar="IRI|CURIE",
               help="rdf importer: a property whose literals go into node documents (repeatable).")
+@click.option("--label-property", "label_properties", multiple=True, metavar="IRI|CURIE",
+              help="rdf importer: a property whose literals are node names, as rdfs:label's are (repeatable; a "
+                   "vocabulary's own name property, e.g. dbo:name or foaf:name).")
 @click.option("--base", default=None, metavar="IRI",
               help="rdf importer: the IRI relative IRIs in the files resolve against [default: urn:kqe:<file name>/].")
 @click.option("--on-unknown-edge", type=click.Choice(["skip", "fail"]), default=None,
@@ -182,8 +185,8 @@ def _importer_help() -> str:
                    "or milvus-lite:PATH [default: Tantivy, in the KB folder] (docs/scale.md).")
 @VECTORS_OPTION
 @WORKERS_OPTION
-def kb_build(importer, sources, kb_path, limit, options, text_properties, base, on_unknown_edge, embed, embed_types,
-             force, index_text, index_vectors, workers):
+def kb_build(importer, sources, kb_path, limit, options, text_properties, label_properties, base, on_unknown_edge,
+             embed, embed_types, force, index_text, index_vectors, workers):
     """Build a KB with IMPORTER from SOURCES (atomic: the old KB stays until the new one is complete).
 
     Importers: jsonl, triples (head<TAB>relation<TAB>tail lines), rdf, bio (the embedded default; --option go=yes adds the Gene Ontology), metaqa, amazon,
@@ -210,6 +213,10 @@ def kb_build(importer, sources, kb_path, limit, options, text_properties, base, 
         opts[key.strip()] = value
     if text_properties:
         opts["text_properties"] = list(text_properties)
+    if label_properties:
+        if importer != "rdf":
+            raise click.BadParameter(f"applies to the rdf importer only, not {importer}", param_hint="--label-property")
+        opts["label_properties"] = list(label_properties)
     if base is not None:
         if importer != "rdf":
             raise click.BadParameter(f"applies to the rdf importer only, not {importer}", param_hint="--base")

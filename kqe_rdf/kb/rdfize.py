@@ -46,6 +46,23 @@ MAX_ID_CHARS = 4096
 _ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
 
 
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+
+
+def _lexical(value: bool | int | float) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else repr(value)
+
+
+def _typed(value: bool | int | float) -> str:
+    """A JSON number or boolean as a typed literal, so value conditions compare it ("area over 100000").
+
+    >>> _typed(True), _typed(7), _typed(2.5)
+    ('"true"^^<http://www.w3.org/2001/XMLSchema#boolean>', '"7"^^<http://www.w3.org/2001/XMLSchema#integer>', '"2.5"^^<http://www.w3.org/2001/XMLSchema#decimal>')
+    """
+    kind = "boolean" if isinstance(value, bool) else "integer" if isinstance(value, int) else "decimal"
+    return f'"{_lexical(value)}"^^<{_XSD}{kind}>'
+
+
 def nt_literal(text: str, what: str = "a text", where: str = "") -> str:
     """``text`` as an N-Triples literal, or an error naming ``where`` when it is over MAX_LITERAL_BYTES.
 
@@ -259,8 +276,9 @@ class RecordWriter:
         name = clean_text(node.name)
         fields = ()
         if node.fields:
-            fields = [(self._field(f, where), clean_text(v)) for f, v in node.fields]
-            fields = [(iri, v, nt_literal(v, what, where)) for (iri, what), v in fields if v]
+            fields = [(self._field(f, where), clean_text(v) if isinstance(v, str) else v) for f, v in node.fields]
+            fields = [(iri, v, nt_literal(v, what, where)) if isinstance(v, str) else (iri, _lexical(v), _typed(v))
+                      for (iri, what), v in fields if v != ""]
         if not name and not fields:
             self.report.empty_nodes += 1
             self.report.warn(f"{node.where or node_id}: node {node_id!r} has no name and no text; skipped")

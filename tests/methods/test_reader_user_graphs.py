@@ -108,3 +108,96 @@ def test_a_count_counts_every_answer_whatever_k(catalogue, k):
                                       "-m", "4step-offline", "--k", str(k), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["results"][0]["name"] == "3"
+
+
+# ---------------------------------------------------------------- a user's JSON Lines: numbers and booleans typed
+
+COUNTRIES = [
+    {"kind": "node", "id": "iceland", "type": "Country", "name": "Iceland",
+     "fields": {"area": 103000, "landlocked": False, "population": 0.37}},
+    {"kind": "node", "id": "austria", "type": "Country", "name": "Austria",
+     "fields": {"area": 83879, "landlocked": True, "population": 9.1}},
+    {"kind": "node", "id": "hungary", "type": "Country", "name": "Hungary",
+     "fields": {"area": 93030, "landlocked": True, "population": 9.6}},
+    {"kind": "node", "id": "europe", "type": "Continent", "name": "Europe"},
+    {"kind": "edge", "head": "iceland", "relation": "continent", "tail": "europe"},
+    {"kind": "edge", "head": "austria", "relation": "continent", "tail": "europe"},
+    {"kind": "edge", "head": "hungary", "relation": "continent", "tail": "europe"},
+    {"kind": "edge", "head": "austria", "relation": "borders", "tail": "hungary"},
+    {"kind": "edge", "head": "hungary", "relation": "borders", "tail": "austria"},
+]
+
+
+@pytest.fixture(scope="module")
+def countries(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("countries")
+    (folder / "countries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in COUNTRIES), encoding="utf-8")
+    result = CliRunner().invoke(cli, ["kb", "build", "jsonl", str(folder / "countries.jsonl"), "--kb",
+                                      str(folder / "kb")])
+    assert result.exit_code == 0, result.output
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    return KnowledgeBase.open(folder / "kb")
+
+
+def test_json_numbers_and_booleans_are_typed_literals(countries):
+    rows = countries.store.query('SELECT ?v WHERE { ?c ?p ?v FILTER(DATATYPE(?v) = '
+                                 '<http://www.w3.org/2001/XMLSchema#boolean>) }')
+    assert sorted(r["v"].value for r in rows) == ["false", "true", "true"]
+    assert "area: 103000" in countries.document(next(i for i in countries.resolve_identifiers(["iceland"])["iceland"])).text
+
+
+def test_a_boolean_field_and_a_comparison_on_a_number_field(countries):
+    assert answers(countries, "which countries in Europe are landlocked") == {"Austria", "Hungary"}
+    assert answers(countries, "which countries in Europe have an area of more than 90000") == {"Iceland", "Hungary"}
+
+
+def test_a_landlocked_country_that_borders_another(countries):
+    assert answers(countries, "which landlocked country borders Hungary") == {"Austria"}
+
+
+# ---------------------------------------------------------------- names by the vocabulary's own property
+
+NAMED_BY_DBO = """
+@prefix dbo: <http://dbpedia.org/ontology/> .
+@prefix dbr: <http://dbpedia.org/resource/> .
+dbr:Abbey_Road a dbo:Album ; dbo:name "Abbey Road" ; dbo:artist dbr:The_Beatles .
+dbr:The_Beatles a dbo:Band ; dbo:name "The Beatles" .
+dbr:Something a dbo:Song ; dbo:name "Something" ; dbo:album dbr:Abbey_Road .
+"""
+
+
+def test_label_property_names_the_nodes_and_the_warning_lists_literal_properties(tmp_path):
+    (tmp_path / "music.ttl").write_text(NAMED_BY_DBO, encoding="utf-8")
+    plain = CliRunner().invoke(cli, ["kb", "build", "rdf", str(tmp_path / "music.ttl"), "--kb", str(tmp_path / "a")])
+    assert plain.exit_code == 0, plain.output
+    assert "<http://dbpedia.org/ontology/name> (3)" in plain.output and "--label-property" in plain.output
+    named = CliRunner().invoke(cli, ["kb", "build", "rdf", str(tmp_path / "music.ttl"), "--kb", str(tmp_path / "b"),
+                                     "--label-property", "http://dbpedia.org/ontology/name"])
+    assert named.exit_code == 0, named.output
+    assert "named from their IRIs" not in named.output
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    kb = KnowledgeBase.open(tmp_path / "b")
+    assert answers(kb, "which album is Something on") == {"Abbey Road"}
+    refused = CliRunner().invoke(cli, ["kb", "build", "rdf", str(tmp_path / "music.ttl"), "--kb", str(tmp_path / "c"),
+                                       "--label-property", "nosuch:name"])
+    assert refused.exit_code != 0 and "--label-property 'nosuch:name'" in refused.output
+
+
+# ---------------------------------------------------------------- a relation named in another language
+
+FRENCH = """
+@prefix : <http://example.org/geo/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+:est rdfs:label "est"@fr , "east"@en .
+:Lille a :Ville ; rdfs:label "Lille" ; :est :Roubaix .
+:Roubaix a :Ville ; rdfs:label "Roubaix" .
+:Lens a :Ville ; rdfs:label "Lens" ; :nord :Lille .
+"""
+
+
+def test_a_relation_labelled_in_french_and_english_is_read_by_its_english_label(tmp_path):
+    kb = turtle_kb(tmp_path, FRENCH)
+    assert kb.schema.relations["http://example.org/geo/est"].label == "east"
+    assert answers(kb, "which city is east of Lille") == {"Roubaix"}

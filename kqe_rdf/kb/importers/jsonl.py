@@ -89,6 +89,21 @@ def _ontology_name(name: str, what: str, where: str) -> str:
     return name
 
 
+def _values(value: object, what: str, where: str) -> tuple:
+    """A field's values: strings, and numbers and booleans kept as such (typed literals in the store, so a value
+    condition compares them); a list of them."""
+    def plain(v: object) -> bool:
+        return isinstance(v, str | int | float) and not (isinstance(v, float) and v != v)
+
+    if value is None:
+        return ()
+    if plain(value):
+        return (value,)
+    if isinstance(value, list) and all(plain(v) for v in value):
+        return tuple(value)
+    raise InputError(f"{what} must be a string, a number, a boolean or a list of them", where)
+
+
 def _strings(value: object, what: str, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
@@ -132,7 +147,7 @@ def _checked(obj: dict, where: str) -> dict:
         if not isinstance(fields, dict):
             raise InputError("'fields' must be an object of field name → text", where)
         for name, values in fields.items():
-            _strings(values, f"field {name[:80]!r}", where)
+            _values(values, f"field {name[:80]!r}", where)
         _strings(obj.get("aliases"), "aliases", where)
         _strings(obj.get("broader_aliases"), "broader_aliases", where)
         _strings(obj.get("xrefs"), "xrefs", where)
@@ -184,7 +199,7 @@ class JsonlImporter(Importer):
                 if self.limit is not None and nodes >= self.limit:
                     continue
                 pairs = tuple((ontology_local(k), v) for k, vs in (obj.get("fields") or {}).items()
-                              for v in _strings(vs, k, where))
+                              for v in _values(vs, k, where))
                 broader = _strings(obj.get("broader_aliases"), "broader_aliases", where)
                 pairs += tuple(("broadAlias", v) for v in broader)
                 nodes += 1

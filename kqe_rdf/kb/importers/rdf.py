@@ -89,6 +89,15 @@ class RdfImporter(Importer):
             except ValueError as exc:
                 raise InputError(f"--text-property {prop!r} is not an IRI or a known CURIE ({exc})") from None
         self.text_properties = tuple(expanded)
+        names = options.get("label_properties") or ()
+        if isinstance(names, str):
+            names = [p for p in names.split(",") if p.strip()]
+        self.label_properties: tuple[str, ...] = ()
+        for prop in names:
+            try:
+                self.label_properties += (NamedNode(queries.expand_curie(prop)).value,)
+            except ValueError as exc:
+                raise InputError(f"--label-property {prop!r} is not an IRI or a known CURIE ({exc})") from None
         label = queries.PREFIXES["rdfs"] + "label"
         self.extra_text_properties = tuple(p for p in self.text_properties if p != label)
         self.base = str(options["base"]) if options.get("base") else None
@@ -116,6 +125,7 @@ class RdfImporter(Importer):
     def dataset_info(self) -> dict[str, str]:
         return {"name": "rdf", "sources": ", ".join(str(s) for s in self.sources),
                 "text_properties": " ".join(self.text_properties),
+                **({"label_properties": " ".join(self.label_properties)} if self.label_properties else {}),
                 "base": self.base or " ".join(self.base_iri(s) for s in self.sources)}
 
     def _quads(self, path: Path) -> Iterator[Quad]:
@@ -148,6 +158,10 @@ class RdfImporter(Importer):
     def triples(self, report: ImportReport, writer_factory) -> Iterator[Triple]:
         text_props = {NamedNode(p) for p in self.text_properties}
         label = NamedNode(queries.PREFIXES["rdfs"] + "label")
+        # A vocabulary's own name property (``dbo:name``): its literals are names, as rdfs:label's.
+        label_props = {NamedNode(p) for p in self.label_properties}
+        # Literal-valued properties by use: what a file whose nodes come out unnamed could name them by.
+        literal_uses: dict[str, int] = {}
         # Pairs of IRIs said to be the same, and the IRIs that have a statement of their own (a name, a type, an
         # edge: anything but a same-as link): a stub has none.
         same: list[tuple] = []
@@ -194,8 +208,13 @@ class RdfImporter(Importer):
                 else:
                     for term in (subject, obj) if isinstance(obj, NamedNode) else (subject,):
                         things.setdefault(term, str(path))
+                    if isinstance(obj, Literal):
+                        literal_uses[predicate.value] = literal_uses.get(predicate.value, 0) + 1
                     if predicate in text_props and isinstance(obj, Literal):
                         texted.add(subject)
+                    if predicate in label_props and isinstance(obj, Literal):
+                        texted.add(subject)
+                        yield Triple(subject, label, obj)
                     described.add(subject)
                     if isinstance(obj, NamedNode):
                         described.add(obj)
@@ -224,7 +243,12 @@ class RdfImporter(Importer):
             nodes += 1
         report.nodes = nodes
         if unnamed:
-            report.warn(f"{unnamed:,} nodes have no literal in a text property: named from their IRIs")
+            shown = [p for p in sorted(literal_uses, key=lambda p: (-literal_uses[p], p))
+                     if p not in {t.value for t in text_props | label_props}][:8]
+            listed = ", ".join(f"<{p}> ({literal_uses[p]:,})" for p in shown)
+            report.warn(f"{unnamed:,} nodes have no literal in a text property: named from their IRIs"
+                        + (f"; the file's literal properties by use: {listed} (name nodes by one with "
+                           "--label-property)" if listed else ""))
         if named_graph_quads:
             report.warn(f"{named_graph_quads} quads from named graphs were merged into the default graph")
         if blank:

@@ -26,6 +26,7 @@ from ...kb import queries
 from ...kb.context import ABSENT, read as read_context
 from ...kb.lexicon import is_adjective, is_noun
 from ...kb.linking import normalise_name
+from ...kb.ontology import CORE
 from ...kb.words import FUNCTION_WORDS, QUESTION_WORDS, stem
 
 #: Comparison cues before a number, longest first; what they compare with.
@@ -42,6 +43,8 @@ _NUMBER = re.compile(r"(?<![\w.-])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)(?:\s+(thous
 _CUE = re.compile(r"\b(" + "|".join(re.escape(c) for c, _op in COMPARISONS) + r")\s+(?:the\s+year\s+)?$", re.I)
 _YEAR = re.compile(r"^\s*(-?\d{4})(?:-|$)")
 _BOOLEAN_TYPE = "http://www.w3.org/2001/XMLSchema#boolean"
+_TYPED = frozenset("http://www.w3.org/2001/XMLSchema#" + t for t in
+                   "boolean integer decimal double float int long gYear date dateTime".split())
 #: How many candidates (best first) the conditions are checked on.
 CHECKED = 5000
 #: How many candidates (best first) boolean relations are looked for on.
@@ -147,7 +150,7 @@ class ValueConditions:
         out = {}
         for row in self.kb.store.query(text, use_default_graph_as_union=True):
             relation = row["relation"].value
-            if self.values.is_value_relation(relation):
+            if self.values.is_value_relation(relation) or not relation.startswith(CORE):
                 named = [w for w in re.findall(r"[a-z]+", self.values.phrase(relation).lower())
                          if w not in ("is", "has", "was", "are")]
                 if len(named) == 1 and stem(named[0]) in {stem(w) for w in words}:
@@ -195,7 +198,15 @@ class ValueConditions:
     def _relations(self, nodes: list[NamedNode]) -> dict[str, Literal]:
         text = queries.with_values(queries.load("reader_condition_relations"), x=nodes)
         return {row["relation"].value: row["example"] for row in self.kb.store.query(text, use_default_graph_as_union=True)
-                if self.values.is_value_relation(row["relation"].value) and isinstance(row["example"], Literal)}
+                if isinstance(row["example"], Literal) and self._valued(row["relation"].value, row["example"])}
+
+    def _valued(self, relation: str, example: Literal) -> bool:
+        """A value relation, or a document field whose values are typed (a JSON Lines number or boolean: the
+        documents show it, and a condition compares it)."""
+        if self.values.is_value_relation(relation):
+            return True
+        return (relation not in self.kb.schema.relations and not relation.startswith(CORE)
+                and example.datatype is not None and example.datatype.value in _TYPED)
 
     def _choose(self, condition: ValueCondition, relations: dict[str, Literal]) -> list[str]:
         """The value relations a condition is on: those its words name, else every one holding its kind."""
@@ -228,5 +239,12 @@ class ValueConditions:
     def _meeting(self, condition: ValueCondition, nodes: list[NamedNode], chosen: list[str]) -> set[str]:
         text = queries.with_values(queries.load("reader_condition_values"), x=nodes,
                                    relation=[NamedNode(r) for r in chosen])
-        return {row["x"].value for row in self.kb.store.query(text, use_default_graph_as_union=True)
-                if condition.holds(row["value"])}
+        own: dict[str, bool] = {}
+        near: dict[str, bool] = {}
+        for row in self.kb.store.query(text, use_default_graph_as_union=True):
+            table = own if row["hop"].value == "0" else near
+            x = row["x"].value
+            table[x] = table.get(x, False) or condition.holds(row["value"])
+        # An answer that holds the value itself is judged by its own (Austria's area, not its neighbour's); one
+        # that does not, by the nodes next to it (a laureate by the year of the prize it won).
+        return {x for x in own.keys() | near.keys() if (own[x] if x in own else near[x])}
