@@ -381,7 +381,7 @@ class FourStep(Stage):
         if scores and (conditions := self.conditions) is not None:
             # "born in 1921", "released after 1975", "landlocked": answers meeting them rank above the rest, and
             # ask's answers (the best-scored set) are those that meet them all.
-            scores, held = conditions.apply(text, scores)
+            scores, held = conditions.apply(text, scores, list(used.reading.unread))
             if held:
                 used.scores = scores
                 explain["value conditions"] = held

@@ -24,7 +24,6 @@ from pyoxigraph import Literal, NamedNode
 
 from ...kb import queries
 from ...kb.context import ABSENT, read as read_context
-from ...kb.lexicon import is_adjective, is_noun
 from ...kb.linking import normalise_name
 from ...kb.ontology import CORE
 from ...kb.words import FUNCTION_WORDS, QUESTION_WORDS, stem
@@ -47,8 +46,6 @@ _TYPED = frozenset("http://www.w3.org/2001/XMLSchema#" + t for t in
                    "boolean integer decimal double float int long gYear date dateTime".split())
 #: How many candidates (best first) the conditions are checked on.
 CHECKED = 5000
-#: How many candidates (best first) boolean relations are looked for on.
-BOOLEAN_CHECKED = 50
 #: Words before a value that may name its relation.
 NAMING_WORDS = 4
 
@@ -139,38 +136,42 @@ class ValueConditions:
         self.values = values
         self._booleans: dict[str, str] | None = None
 
-    def booleans(self, query: str, nodes: list[NamedNode]) -> dict[str, str]:
-        """The boolean value relations of the best candidates by the stems of their names (``isLandlocked`` →
-        "landlock"), looked up only when the request has an adjective or a noun no mention took (the cost of a
-        request that names none is one regular expression)."""
-        words = {w for w in re.findall(r"[a-z]+", query.lower()) if w not in FUNCTION_WORDS and w not in QUESTION_WORDS}
-        if not words or not any(is_adjective(w) or is_noun(w) for w in words):
-            return {}
-        text = queries.with_values(queries.load("reader_boolean_relations"), x=nodes[:BOOLEAN_CHECKED])
-        out = {}
-        for row in self.kb.store.query(text, use_default_graph_as_union=True):
-            relation = row["relation"].value
-            if self.values.is_value_relation(relation) or not relation.startswith(CORE):
+    def booleans(self, query: str, unread: list[str] | None = None) -> dict[str, str]:
+        """The KB's boolean value relations named by a word of the request (or of ``unread``), by the stem of
+        their one-word names (``isLandlocked`` → "landlock"); the relations are read once per KB."""
+        if self._booleans is None:
+            self._booleans = {}
+            for row in self.kb.store.query(queries.load("reader_boolean_relations"), use_default_graph_as_union=True):
+                relation = row["relation"].value
+                if relation.startswith(CORE) or relation in self.kb.schema.relations:
+                    continue
                 named = [w for w in re.findall(r"[a-z]+", self.values.phrase(relation).lower())
                          if w not in ("is", "has", "was", "are")]
-                if len(named) == 1 and stem(named[0]) in {stem(w) for w in words}:
-                    out[stem(named[0])] = relation
-        return out
+                if len(named) == 1:
+                    self._booleans[stem(named[0])] = relation
+        if not self._booleans:
+            return {}
+        words = re.findall(r"[a-z]+", query.lower() if unread is None else " ".join(unread).lower())
+        said = {stem(w) for w in words if w not in FUNCTION_WORDS and w not in QUESTION_WORDS}
+        return {s: r for s, r in self._booleans.items() if s in said}
 
-    def read(self, query: str, nodes: list[NamedNode]) -> list[ValueCondition]:
+    def read(self, query: str, unread: list[str] | None = None) -> list[ValueCondition]:
         index = self.kb.names
         return read_conditions(query, lambda text: bool(index.nodes(normalise_name(text))),
-                               self.booleans(query, nodes))
+                               self.booleans(query, unread))
 
-    def apply(self, query: str, scores: dict[str, float]) -> tuple[dict[str, float], list[str]]:
-        """The scores with the answers meeting every condition raised above the rest, and what was done."""
-        if not scores:
+    def apply(self, query: str, scores: dict[str, float], unread: list[str] | None = None
+              ) -> tuple[dict[str, float], list[str]]:
+        """The scores with the answers meeting every condition raised above the rest, and what was done.
+        ``unread``: the words the reading left unread, the only ones a boolean condition may be written in (a word
+        the reading read as a relation or a name is not one); None: every word of the request."""
+        if not scores or (not _NUMBER.search(query) and unread is not None and not unread):
+            return scores, []
+        conditions = self.read(query, unread)
+        if not conditions:
             return scores, []
         ranked = sorted(scores, key=lambda i: -scores[i])[:CHECKED]
         nodes = [NamedNode(i) for i in ranked]
-        conditions = self.read(query, nodes)
-        if not conditions:
-            return scores, []
         notes, met_all = [], None
         relations = self._relations(nodes)
         for condition in conditions:

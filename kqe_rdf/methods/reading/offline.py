@@ -137,15 +137,7 @@ class OfflineTriplets:
         reading = self._reading(mentions, choice, groups, ranked)
         unread = self._unread(request, choice, conditions)
         alternatives = self._alternatives(query, mentions, choice, groups[primary], ranked[primary])
-        also = tuple(sorted({other.path.end for other in ranked[primary] if other.path.steps == best.path.steps
-                             and other.path.end in request.wanted - {best.path.end}}))
-        if also and best.path.end in request.wanted:
-            # The same path reaches several classes the request asks for ("which artists": bands and musicians):
-            # each of them answers.
-            notes.append("the path reaches " + ", ".join(sorted(self.kb.schema.label(c) for c in
-                                                               (best.path.end, *also))) + ": each is asked for")
-        else:
-            also = ()
+        also = self._also_asked(best, ranked[primary], request, notes)
         tq = TripletQuery(query, triplets, "?x", best.path.end, "offline", notes,
                           returning=self.reader.returning(mentions, choice),
                           revisiting=self.reader.revisiting(mentions, choice), value=best.why.get("value"))
@@ -251,6 +243,17 @@ class OfflineTriplets:
         if len(scored.path.steps) < 2 and best.confidence >= self.chain_over:
             return None
         return scored
+
+    def _also_asked(self, best: Scored, ranked: list[Scored], request: Request, notes: list[str]) -> tuple[str, ...]:
+        """The other classes the request asks for that the best path reaches too ("which artists": bands and
+        musicians): each of them answers."""
+        also = tuple(sorted({other.path.end for other in ranked if other.path.steps == best.path.steps
+                             and other.path.end in request.wanted - {best.path.end}}))
+        if not also or best.path.end not in request.wanted:
+            return ()
+        notes.append("the path reaches " + ", ".join(sorted(self.kb.schema.label(c) for c in (best.path.end, *also)))
+                     + ": each is asked for")
+        return also
 
     @staticmethod
     def _says_more(request: Request) -> bool:

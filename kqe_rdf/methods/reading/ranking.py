@@ -341,6 +341,12 @@ def rank(reader, paths: Sequence, phrase_lists: list[list[str]], sims: dict[str,
     return out
 
 
+def _wh_may_name(path, hop: int, wanted: set[str]) -> bool:
+    """A wh-word names the last hop only, and not where the hop before already reached what it asks for ("where is
+    X based": the city it is based in, not that city's country)."""
+    return hop == len(path.steps) and not (hop > 1 and path.classes[hop - 1] in wanted)
+
+
 def read_path(reader, path, phrases: list[str], own: set[str], context: _Context) -> PathReading | None:
     """How the request reads one path, hop by hop: the measures :data:`RULES` weigh; None for a path the request
     does not allow (:func:`says_absence`). ``own``: the stems of the answer class's label."""
@@ -364,11 +370,8 @@ def read_path(reader, path, phrases: list[str], own: set[str], context: _Context
         related = _related_words(reader, rel, forward, len(path.steps) == 1, request, prepositions, soft)
         covered |= (stems & evidence) | (soft.keys() & related.keys())
         pair = frozenset({rel, relations[rel].inverse or rel}) if rel in relations else frozenset({rel})
-        # A wh-word names the last hop only, and not where the hop before already reached what it asks for ("where
-        # is X based": the city it is based in, not that city's country).
-        last = hop == len(path.steps) and not (hop > 1 and path.classes[hop - 1] in request.wanted)
         reading = hop_support(_naming(words, request.kinds, related), stems, related, soft, used, pair,
-                              last, reader.phrase(rel, forward), request.surface)
+                              _wh_may_name(path, hop, request.wanted), reader.phrase(rel, forward), request.surface)
         licensed = licensed and says_absence(rel, vocabulary.negative, reading.hits, request.surface)
         read += [text for text in reading.related if text not in read]
         role = by_role.get(hop - 1)
