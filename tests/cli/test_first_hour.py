@@ -197,7 +197,8 @@ COMMON = {"foaf:name": "http://xmlns.com/foaf/0.1/name", "schema:name": "http://
           "skos:prefLabel": "http://www.w3.org/2004/02/skos/core#prefLabel",
           "owl:sameAs": "http://www.w3.org/2002/07/owl#sameAs",
           "rdf:type": "http://www.w3.org/1999/02/22-rdf-syntax-ns#type",
-          "rdfs:label": "http://www.w3.org/2000/01/rdf-schema#label", "xsd:date": "http://www.w3.org/2001/XMLSchema#date",
+          "rdfs:label": "http://www.w3.org/2000/01/rdf-schema#label",
+          "xsd:date": "http://www.w3.org/2001/XMLSchema#date",
           "wd:Q12136": "http://www.wikidata.org/entity/Q12136", "wdt:P31": "http://www.wikidata.org/prop/direct/P31"}
 
 
@@ -215,7 +216,8 @@ def test_a_text_property_is_a_curie_of_a_common_vocabulary(tmp_path):
 
     (tmp_path / "p.ttl").write_text(
         "<http://example.org/ann> <http://www.w3.org/2000/01/rdf-schema#label> \"Ann\" ;\n"
-        "    <http://xmlns.com/foaf/0.1/nick> \"Annie\" ; <http://purl.org/dc/elements/1.1/description> \"violinist\" ;\n"
+        "    <http://xmlns.com/foaf/0.1/nick> \"Annie\" ;\n"
+        "    <http://purl.org/dc/elements/1.1/description> \"violinist\" ;\n"
         "    <http://example.org/knows> <http://example.org/bob> .\n"
         "<http://example.org/bob> <http://www.w3.org/2000/01/rdf-schema#label> \"Bob\" .\n", encoding="utf-8")
     ok(run("kb", "build", "rdf", tmp_path / "p.ttl", "--kb", tmp_path / "kb", "--text-property", "foaf:nick",
