@@ -369,6 +369,8 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     finally:
         if loader is not None:
             loader.stop()
+        if terms is not None:
+            terms.cancel()  # (done by now on success; a failed build need not wait for the encoding)
         for thread in (bm25, writing, phrases, terms and terms.thread):
             if thread is not None:
                 thread.join(raise_error=False)
@@ -411,10 +413,13 @@ class TermNames:
     def __init__(self, classes: dict, settings: Settings, path: Path) -> None:
         self.total = sum(len(iris) for iris, _names in classes.values())
         self.done = 0
+        self.cancelled = False
         self.thread = Background("kqe-terms", self._write, classes, settings, path) if self.total else None
 
     def _write(self, classes: dict, settings: Settings, path: Path) -> None:
         def counted(n: int) -> None:
+            if self.cancelled:  # (the build failed: its folder goes, the encoding with it, batch by batch)
+                raise KqeError("build cancelled")
             self.done += n
 
         write_term_vectors(classes, OnnxEncoder.from_settings(settings), path, progress=counted)
@@ -430,6 +435,9 @@ class TermNames:
                     tick(self.done - shown)
                     shown = self.done
         self.thread.join()
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 def _carry_over(previous: Path, work: Path) -> None:
