@@ -5,7 +5,7 @@ the triplets it read, the SPARQL they compile to, why the first answers were
 chosen); a SPARQL query with a search inside it; a KAR expansion with the KG
 facts it came from; a hybrid search (BM25 + dense, fused by reciprocal rank).
 
-The first run builds the KB (about a minute on two cores, with a progress line
+The first run builds the KB (about two and a half minutes on two cores, with a progress line
 per stage). Dense vectors for all 12,000 diseases take minutes, so
 unless the KB already has them the hybrid section embeds only the candidates it
 ranks (the BM25 top :data:`DENSE_CANDIDATES`), in a background thread while
@@ -81,7 +81,8 @@ class Demo:
 
         if not (self.kb_path / "manifest.json").is_file():
             self.console.print(f"no KB at {self.kb_path}: building the biomedical KB from the installed HPO files "
-                               "(import, store, documents, BM25, hierarchy closures; about a minute on two cores) …")
+                               "(import, store, documents, BM25, hierarchy closures, the phenotypes' names "
+                               "encoded; about two and a half minutes on two cores) …")
             manifest = build_kb(get_importer("bio")(), self.kb_path, self.settings, self.progress)
             c = manifest["counts"]
             self.console.print(f"built: {c['nodes']:,} nodes, {c['edges']:,} edges, {c['triples']:,} triples "

@@ -156,6 +156,10 @@ class EmbeddingSettings(SettingsGroup, prefix="embedding"):
     max_tokens: int = setting(256, min=1)
     #: Texts per encoder batch (batches are formed from texts of similar length).
     batch_size: int = setting(32, min=1)
+    #: Encode the names of the terms of each hierarchy (HPO's 19,034 phenotypes) when a KB is built, for the reader's
+    #: links by meaning ("tall man" → Tall stature); off, a KB's first request that needs them encodes them instead
+    #: (and keeps them in the per-machine cache).
+    term_names: bool = setting(True)
     #: Who encodes in `kb embed`: empty, this process; "local", Ray's local mode (shards on this machine's cores);
     #: "ray://HOST:PORT", a Ray cluster (needs `pip install 'kqe-rdf[scale]'`).
     workers: str = setting("", check=_workers)

@@ -40,7 +40,7 @@ from .linking import NameIndex
 from .ontology import CORE, Schema
 from ..core.progress import Progress
 from ..core.resources import cyclic_gc_paused
-from .phrases import PHRASES, phrase_encoder, write_phrase_vectors
+from .phrases import PHRASES, TERMS, phrase_encoder, term_classes, write_phrase_vectors, write_term_vectors
 from .rdfize import RecordWriter
 from .records import ImportReport
 from .layout import (DOCUMENTS, MANIFEST, kb_lock, kb_location, read_documents, recover,  # noqa: F401 - re-exported
@@ -310,7 +310,7 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     store, store_schema = _new_store(importer, work)
     # The relation phrases need only the ontology: encoded while the import runs (ONNX Runtime releases the GIL).
     phrases = Background("kqe-phrases", _write_phrase_vectors, store_schema, settings, work / PHRASES)
-    loader = bm25 = writing = None
+    loader = bm25 = writing = terms = None
     try:  # a failed build removes the folder the threads write into: not before they end
         if _streams(importer):
             tables, loader, counted = _import_streamed(importer, report, store, store_schema, settings, progress)
@@ -330,6 +330,10 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
         # closures.
         documents, (bm25, writing) = _documents(importer, report, tables, store_schema, settings, work, progress)
         seconds = {"import": import_seconds, "documents": time.perf_counter() - t0}
+        # The names of the hierarchies' terms need only the documents: encoded while the rest is built (a first
+        # request that links a phrase by meaning would otherwise encode a whole class).
+        terms = TermNames(term_classes(store_schema, documents) if settings.embedding.term_names else {}, settings,
+                          work / TERMS)
         t0 = time.perf_counter()
         with progress.task("name index", total=None):
             # A first request reads it, not every name; the reader reads which edges leave a node from it.
@@ -348,6 +352,9 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
             hierarchies = build_hierarchies(store, store_schema, signatures, work / HIERARCHY_FOLDER, edges_of)
             store.flush()
         background = {"BM25 index": bm25, "documents file": writing, "relation phrase vectors": phrases}
+        if terms.thread is not None:
+            terms.wait(progress)
+            background["term name vectors"] = terms.thread
         settled = time.monotonic() + 1.0  # a wait under a second gets no line of its own
         for thread in background.values():
             thread.thread.join(max(settled - time.monotonic(), 0.0))
@@ -362,7 +369,9 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
     finally:
         if loader is not None:
             loader.stop()
-        for thread in (bm25, writing, phrases):
+        if terms is not None:
+            terms.cancel()  # (done by now on success; a failed build need not wait for the encoding)
+        for thread in (bm25, writing, phrases, terms and terms.thread):
             if thread is not None:
                 thread.join(raise_error=False)
     # The store closes when its last reference goes (no cycle holds it: a full collection over the build's
@@ -371,6 +380,8 @@ def _build_into(importer: Importer, work: Path, settings: Settings, progress: Pr
 
     _carry_over(previous, work)
     seconds.update(bm25=bm25.seconds, hierarchies=hierarchies["seconds"], phrases=phrases.seconds)
+    if terms.thread is not None:
+        seconds["term_names"] = terms.thread.seconds
     seconds = {k: round(v, 2) for k, v in seconds.items()}
     manifest = _manifest(importer, report, counted, len(documents), relation_counts, signatures, hierarchies, seconds,
                          work, settings)
@@ -393,6 +404,40 @@ def _write_phrase_vectors(schema: Schema, settings: Settings, path: Path) -> Non
     # One thread: a few dozen phrases, and ONNX Runtime's pool would spin beside the import (same vectors).
     encoder = OnnxEncoder.from_settings(settings, threads=1)
     write_phrase_vectors(schema, encoder, path)
+
+
+class TermNames:
+    """The names of the hierarchies' terms (:func:`.phrases.term_classes`) encoded in a thread while the build goes on,
+    counted, so that the build's wait for them (when they are the last step) shows how far they are."""
+
+    def __init__(self, classes: dict, settings: Settings, path: Path) -> None:
+        self.total = sum(len(iris) for iris, _names in classes.values())
+        self.done = 0
+        self.cancelled = False
+        self.thread = Background("kqe-terms", self._write, classes, settings, path) if self.total else None
+
+    def _write(self, classes: dict, settings: Settings, path: Path) -> None:
+        def counted(n: int) -> None:
+            if self.cancelled:  # (the build failed: its folder goes, the encoding with it, batch by batch)
+                raise KqeError("build cancelled")
+            self.done += n
+
+        write_term_vectors(classes, OnnxEncoder.from_settings(settings), path, progress=counted)
+
+    def wait(self, progress: Progress) -> None:
+        """Until the names are encoded: a count of them, if that takes over a second."""
+        self.thread.thread.join(1.0)
+        if self.thread.thread.is_alive():
+            with progress.task("encoding term names", total=self.total, unit="names") as tick:
+                shown = 0
+                while self.thread.thread.is_alive():
+                    self.thread.thread.join(0.5)
+                    tick(self.done - shown)
+                    shown = self.done
+        self.thread.join()
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 def _carry_over(previous: Path, work: Path) -> None:

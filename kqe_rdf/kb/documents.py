@@ -16,6 +16,7 @@ render the same text.
 from __future__ import annotations
 
 import hashlib
+import re
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -67,6 +68,39 @@ def distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def text_properties(schema: Schema, extra: Iterable[str] = ()) -> list[str]:
     """The literal properties a document shows, in the order it shows them (aliases first)."""
     return list(dict.fromkeys([ALIAS, *schema.fields, *extra]))
+
+
+def template_labels(schema: Schema, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The field labels a node document writes before its values (:meth:`GraphTables.documents`): "name", "type",
+    "aliases", each text property's ("definition") and each relation's both ways ("has phenotype", "phenotype of")."""
+    labels = {"name", "type", "aliases", *(schema.label(p) for p in text_properties(schema, extra))}
+    for relation in schema.relations:
+        labels |= {schema.label(relation), schema.inverse_label(relation)}
+    return frozenset(labels)
+
+
+_MORE = re.compile(r" \(and \d+ more\)$")
+
+
+def without_template(text: str, labels: frozenset[str] | set[str]) -> str:
+    """A node document's values without the template around them: the field labels (``labels``), the type line (its
+    class's name, which every node of the class has) and the count of neighbours left unlisted. Pseudo-relevance
+    feedback counts the words of documents, and the template's are in every one of a class ("definition",
+    "phenotype"): they say nothing of a request.
+
+    >>> without_template("name: Seizure\\ntype: phenotype\\ndefinition: A fit\\nphenotype of: A, B (and 3 more)",
+    ...                  {"name", "type", "definition", "phenotype of"})
+    'Seizure\\nA fit\\nA, B'
+    """
+    out = []
+    for line in text.split("\n"):
+        label, sep, value = line.partition(": ")
+        if sep and label in labels:
+            if label == "type":
+                continue
+            line = value
+        out.append(_MORE.sub("", line))
+    return "\n".join(out)
 
 
 class GraphTables:

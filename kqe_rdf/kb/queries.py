@@ -19,6 +19,9 @@ from pyoxigraph import BlankNode, Literal, NamedNode
 
 from ..core.resources import resource_dir
 
+#: The prefixes every KB knows, in SPARQL and wherever a command takes a CURIE (``--text-property foaf:name``, a
+#: node's ``foaf:Person``): ours and the common vocabularies'. A KB adds its domain's and those its source files
+#: declare (:attr:`~kqe_rdf.kb.knowledge_base.KnowledgeBase.prefixes`).
 PREFIXES = {
     "kqe": "https://w3id.org/kqe/core#",
     "rdf": "http://www.w3.org/1999/02/22-rdf-syntax-ns#",
@@ -29,6 +32,10 @@ PREFIXES = {
     "prov": "http://www.w3.org/ns/prov#",
     "schema": "http://schema.org/",
     "dcterms": "http://purl.org/dc/terms/",
+    "dc": "http://purl.org/dc/elements/1.1/",
+    "foaf": "http://xmlns.com/foaf/0.1/",
+    "wd": "http://www.wikidata.org/entity/",
+    "wdt": "http://www.wikidata.org/prop/direct/",
 }
 #: The search functions a SPARQL query may call (kqe_rdf/service/sparql_search.py evaluates them; a remote
 #: store refuses them, kqe_rdf/kb/store.py).

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.errors import KqeError
+from ..kb.documents import template_labels, without_template
 from ..kb.linking import normalise_name
 from ..kb.ontology import local_name
 from ..kb.words import STOPWORDS, terms  # noqa: F401 - STOPWORDS re-exported
@@ -519,6 +520,8 @@ class RM3(Stage):
         self.k = k
         self.types = self.first.types
         self.fb_docs, self.fb_terms, self.original_weight = fb_docs, fb_terms, original_weight
+        #: The documents' field labels, whose words feedback leaves out (every document of a class has them).
+        self.template = template_labels(kb.schema, kb.manifest.get("text_properties", ()))
 
     def expansion(self, text: str) -> dict[str, float]:
         index = self.kb.text_index
@@ -532,7 +535,7 @@ class RM3(Stage):
         model: Counter = Counter()
         for (iri, _), w in zip(feedback, weights):
             doc = index.document(iri)
-            words = Counter(terms(str(doc["text"]) if doc else ""))
+            words = Counter(terms(without_template(str(doc["text"]), self.template) if doc else ""))
             total = sum(words.values()) or 1
             for word, n in words.items():
                 model[word] += w * n / total

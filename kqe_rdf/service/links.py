@@ -354,7 +354,7 @@ class ClassTree:
                     self.parents[row["class"]["value"]].add(row["super"]["value"])
 
 
-WDT = "http://www.wikidata.org/prop/direct/"
+WDT = PREFIXES["wdt"]
 
 
 def id_property(text: str) -> tuple[str, str]:

@@ -80,3 +80,16 @@ def test_prf_is_rm3_for_expand_as_for_search_and_the_usage_page(expand, bio_kb):
     usage = (ROOT / "docs" / "usage.md").read_text(encoding="utf-8")
     assert "prf (the words RM3 adds, as search -m prf uses them)" in help_text and "prf is prf-docs" not in help_text
     assert "`prf` (RM3 on BM25" in usage and "prf-docs" in usage
+
+
+@pytest.mark.parametrize("request_", ["high forehead", "seizures and microcephaly", "focal epilepsy"])
+def test_prf_adds_no_word_of_the_documents_template(expand, bio_kb, request_):  # noqa: F811
+    """Issue 67: RM3 counted the field labels every document has ("definition", "has phenotype", "type: disease")
+    and added them to requests."""
+    from kqe_rdf.kb.documents import template_labels
+    from kqe_rdf.kb.words import terms
+
+    labels = template_labels(bio_kb.schema) | {bio_kb.schema.label(c) for c in bio_kb.schema.classes}
+    template = {w for label in labels for w in terms(label)}
+    data = json.loads(expand(request_, "-m", "prf", "--json").stdout)
+    assert data["expansions"] and not set(data["expansions"]) & template, data["expansions"]

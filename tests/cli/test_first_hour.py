@@ -189,3 +189,40 @@ def test_a_build_with_another_limit_or_option_is_another_source(tmp_path):
     ok(run("kb", "build", "triples", family, "--kb", tmp_path / "kb"))  # the same source rebuilds
     ok(run("kb", "build", "triples", family, "--kb", tmp_path / "small", "--limit", "1"))
     ok(run("kb", "build", "triples", family, "--kb", tmp_path / "small", "--limit", "1"))  # and so does a trial
+
+
+#: CURIEs of the common vocabularies and the IRIs they stand for (the hostile KB's file declares none of them).
+COMMON = {"foaf:name": "http://xmlns.com/foaf/0.1/name", "schema:name": "http://schema.org/name",
+          "dc:title": "http://purl.org/dc/elements/1.1/title", "dcterms:title": "http://purl.org/dc/terms/title",
+          "skos:prefLabel": "http://www.w3.org/2004/02/skos/core#prefLabel",
+          "owl:sameAs": "http://www.w3.org/2002/07/owl#sameAs",
+          "rdf:type": "http://www.w3.org/1999/02/22-rdf-syntax-ns#type",
+          "rdfs:label": "http://www.w3.org/2000/01/rdf-schema#label",
+          "xsd:date": "http://www.w3.org/2001/XMLSchema#date",
+          "wd:Q12136": "http://www.wikidata.org/entity/Q12136", "wdt:P31": "http://www.wikidata.org/prop/direct/P31"}
+
+
+def test_sparql_knows_the_common_vocabularies_prefixes(hostile):
+    import json
+
+    binds = " ".join(f"BIND({curie} AS ?v{i})" for i, curie in enumerate(COMMON))
+    out = json.loads(ok(run("sparql", f"SELECT * WHERE {{ {binds} }}", "--kb", hostile, "--format", "json")).stdout)
+    row = out["results"]["bindings"][0]
+    assert [row[f"v{i}"]["value"] for i in range(len(COMMON))] == list(COMMON.values())
+
+
+def test_a_text_property_is_a_curie_of_a_common_vocabulary(tmp_path):
+    from kqe_rdf.kb.knowledge_base import KnowledgeBase
+
+    (tmp_path / "p.ttl").write_text(
+        "<http://example.org/ann> <http://www.w3.org/2000/01/rdf-schema#label> \"Ann\" ;\n"
+        "    <http://xmlns.com/foaf/0.1/nick> \"Annie\" ;\n"
+        "    <http://purl.org/dc/elements/1.1/description> \"violinist\" ;\n"
+        "    <http://example.org/knows> <http://example.org/bob> .\n"
+        "<http://example.org/bob> <http://www.w3.org/2000/01/rdf-schema#label> \"Bob\" .\n", encoding="utf-8")
+    ok(run("kb", "build", "rdf", tmp_path / "p.ttl", "--kb", tmp_path / "kb", "--text-property", "foaf:nick",
+           "--text-property", "dc:description"))
+    kb = KnowledgeBase.open(tmp_path / "kb")
+    assert kb.manifest["text_properties"] == ["http://xmlns.com/foaf/0.1/nick",
+                                              "http://purl.org/dc/elements/1.1/description"]
+    assert "Annie" in kb.document("http://example.org/ann").text

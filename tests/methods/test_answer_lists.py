@@ -101,3 +101,35 @@ def test_eval_scores_ask_s_answer_sets_and_tabulates_accuracy_by_confidence(movi
     reliability = summary["reliability"]["ask"]
     assert sum(row["questions"] for row in reliability) == 3
     assert all(0 <= row["Hit@1"] <= 1 and row["confidence"].startswith("[") for row in reliability)
+
+
+#: A sure grounded answer's factors (:func:`kqe_rdf.methods.answering.how_sure`).
+SURE = {"raw": 0.99, "linking": 1.0, "reading": 0.99, "answer": 1.0, "answers": 1, "stage": "grounded"}
+
+
+@pytest.mark.parametrize("doubt", [{"unread": 1}, {"answer": 0.5, "raw": 0.49}, {"answer": 0.5},
+                                   {"linking": 0.8}, {"dropped": 1}, {"guessed": 1}, {"unnamed": 1}],
+                         ids=["unread word", "tie", "tie at the same raw value", "approximate link",
+                              "dropped condition", "guessed relation", "hop no word names"])
+def test_each_doubt_lowers_the_confidence_whatever_the_fit_weighed(doubt):
+    """Issue 67: the fit gave an approximate link no weight (no dev-set constant is linked approximately), and
+    knew no dropped condition or guessed path: a doubt lowers the odds by DOUBT at least, with the fit or without."""
+    from kqe_rdf.methods.answering.confidence import DOUBT, calibrated
+
+    for fit in (None, {"bias": 0.0, "weights": {"logit raw": 1.0, "approximate link": 0.0, "answer": 2.0}}):
+        sure, doubted = calibrated(SURE, fit), calibrated({**SURE, **doubt}, fit)
+        assert doubted < sure, (doubt, fit, doubted, sure)
+    odds = lambda p: p / (1 - p)  # noqa: E731
+    assert odds(calibrated({**SURE, "guessed": 1})) <= odds(calibrated(SURE)) * 2.718 ** -DOUBT * 1.001
+
+
+def test_a_guessed_relation_is_counted_and_lowers_the_answer_s_confidence(movies):
+    """No word of "what has Gran Torino" names a relation: the path the encoder places nearest is a guess."""
+    from kqe_rdf.methods.answering.confidence import calibrated
+
+    result = QuestionAnswering(movies, Settings())("what has Gran Torino", ("kg",))
+    because = result.confidence_because
+    assert result.answer is not None and because["guessed"] >= 1, because
+    assert result.confidence == calibrated(because) < calibrated({**because, "guessed": 0})
+    sure = QuestionAnswering(movies, Settings())("who directed Kismet", ("kg",)).confidence_because
+    assert sure["guessed"] == 0 and sure["dropped"] == 0

@@ -190,18 +190,69 @@ def test_kqe_rdf_sparql_calls_nothing(bio_kb, canary, mode):  # noqa: F811
     assert done.returncode == 0 and "Focal epilepsy type 1" in done.stdout, done.stderr
 
 
+def _readable_tree(source: Path, target: Path) -> None:
+    """``source`` under ``target``, where user nobody may read it: a checkout under a 0700 folder (a fresh clone in
+    ``mktemp -d``) is out of nobody's reach, its venv with it. Files anyone may read already are hard-linked (a
+    venv's 20,000 files in about a second; their modes are left alone), the others copied and made readable."""
+    def place(src: str, dst: str) -> str:
+        mode = os.stat(src).st_mode
+        if mode & 0o004:
+            try:
+                os.link(src, dst)
+                return dst
+            except OSError:  # (another file system)
+                pass
+        shutil.copy2(src, dst)
+        os.chmod(dst, (mode & 0o777) | 0o444 | (0o111 if mode & 0o100 else 0))
+        return dst
+
+    shutil.copytree(source, target, copy_function=place, ignore_dangling_symlinks=True)
+    for folder, _dirs, _files in os.walk(target):
+        os.chmod(folder, 0o755)
+
+
+@pytest.fixture(scope="module")
+def as_nobody():
+    """(the command that runs Python as user nobody, the environment in which it imports this package, a folder
+    nobody may write in) — with the package and its site-packages copied where nobody can read them, wherever the
+    checkout is (the tests ran ``No module named kqe_rdf`` in a clone under a 0700 folder); skipped where there is no
+    Python nobody may run."""
+    import site
+    import tempfile
+
+    command = _nobody_python()
+    if command is None:
+        pytest.skip("no Python here that user nobody may run (this one and /usr/bin/python3 are out of its reach "
+                    "or of another version)")
+    folder = Path(tempfile.mkdtemp(prefix="kqe-nobody-"))
+    try:
+        os.chmod(folder, 0o755)
+        for name in ("kqe_rdf", "queries", "ontologies"):  # (resources.py finds the last two beside the package)
+            _readable_tree(ROOT / name, folder / "src" / name)
+        paths = [folder / "src"]
+        for number, packages in enumerate(p for p in site.getsitepackages() if Path(p).is_dir()):
+            _readable_tree(Path(packages), folder / f"site-packages-{number}")
+            paths.append(folder / f"site-packages-{number}")
+        (folder / "home").mkdir(mode=0o777)
+        os.chmod(folder / "home", 0o777)
+        env = {**clean_env(), "HOME": str(folder / "home"), "PYTHONPATH": os.pathsep.join(map(str, paths)),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        yield command, env, folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.skipif(not Path("/usr/bin/setpriv").exists() or os.geteuid() != 0, reason="needs root and setpriv")
-def test_a_user_who_is_not_root_gets_the_namespace_through_a_user_namespace(canary):
+def test_a_user_who_is_not_root_gets_the_namespace_through_a_user_namespace(canary, as_nobody):
     """Not root: the offline thread enters a user namespace of its own first (where the kernel allows it), else
     it says why not, and the queries take the verified path."""
+    command, env, folder = as_nobody
     script = ("import socket, sys; from kqe_rdf.service.isolation import OfflineThread, enter_user_namespace;"
               "reason = enter_user_namespace(); t = OfflineThread(reason);"
               "print('active' if t.active else 'inactive: ' + t.reason, flush=True);"
               f"print(t.run(lambda: socket.create_connection(('127.0.0.1', {canary.port}), 2) and 0))")
     before = canary.connections
-    done = subprocess.run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
-                           "-c", script], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT, env={**clean_env(), "HOME": "/tmp"})
+    done = subprocess.run([*command, "-c", script], capture_output=True, text=True, timeout=60, cwd=folder, env=env)
     state = done.stdout.split("\n")[0]
     assert state == "active" or state.startswith("inactive: "), (done.stdout, done.stderr)
     if state == "active":  # the connection failed on the offline thread (a socket is of the namespace it was made in)
@@ -222,29 +273,19 @@ def _nobody_python() -> list[str] | None:
 
 
 @pytest.mark.skipif(not Path("/usr/bin/setpriv").exists() or os.geteuid() != 0, reason="needs root and setpriv")
-def test_kqe_rdf_sparql_as_a_user_runs_isolated_and_says_so(bio_kb, canary, tmp_path_factory):  # noqa: F811
+def test_kqe_rdf_sparql_as_a_user_runs_isolated_and_says_so(bio_kb, canary, as_nobody):  # noqa: F811
     """Issue 49: not root, `kqe-rdf sparql` asked for its user namespace after opening the KB had started threads
     (refused: EINVAL), so it always took the verified path, and said nothing about it."""
-    import site
-    import tempfile
-
-    command = _nobody_python()
-    if command is None:
-        pytest.skip("no Python here that user nobody may run")
-    folder = Path(tempfile.mkdtemp(prefix="kqe-nobody-"))
-    try:
-        shutil.copytree(bio_kb.path, folder / "kb")
-        subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
-        env = {**clean_env(), "HOME": str(folder), "PYTHONPATH": os.pathsep.join(
-            [str(ROOT), *site.getsitepackages()])}
-        done = subprocess.run([*command, "-m", "kqe_rdf", "sparql", DISEASES, "--kb", str(folder / "kb"), "--format",
-                               "json"], capture_output=True, text=True, timeout=120, env=env, cwd=folder)
-        assert done.returncode == 0 and "Focal epilepsy type 1" in done.stdout, done.stderr
-        assert "SERVICE and LOAD: SPARQL is evaluated in a network namespace of its own" in done.stderr, done.stderr
-        before = canary.connections
-        done = subprocess.run([*command, "-m", "kqe_rdf", "sparql", _at(REPRO, canary), "--kb", str(folder / "kb")],
-                              capture_output=True, text=True, timeout=120, env=env, cwd=folder)
-        assert done.returncode != 0 and done.stderr.startswith("error:"), done.stderr
-        assert canary.connections == before
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    command, env, folder = as_nobody
+    kb = folder / "kb"
+    shutil.copytree(bio_kb.path, kb)
+    subprocess.run(["chmod", "-R", "a+rX", str(kb)], check=True)  # (a copy of the KB's files: their own modes)
+    done = subprocess.run([*command, "-m", "kqe_rdf", "sparql", DISEASES, "--kb", str(kb), "--format", "json"],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=folder)
+    assert done.returncode == 0 and "Focal epilepsy type 1" in done.stdout, done.stderr
+    assert "SERVICE and LOAD: SPARQL is evaluated in a network namespace of its own" in done.stderr, done.stderr
+    before = canary.connections
+    done = subprocess.run([*command, "-m", "kqe_rdf", "sparql", _at(REPRO, canary), "--kb", str(kb)],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=folder)
+    assert done.returncode != 0 and done.stderr.startswith("error:"), done.stderr
+    assert canary.connections == before

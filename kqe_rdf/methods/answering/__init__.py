@@ -241,8 +241,8 @@ class QuestionAnswering:
 
 def how_sure(reading: Reading, path: dict | None = None, stage: str = "evidence") -> tuple[float, dict]:
     """How likely a reading's first answer is right (:func:`.confidence.calibrated`) and what that was read from:
-    the raw confidence's factors, ``raw``, how many answers, unread words and unnamed hops, the stage; 0
-    without an answer."""
+    the raw confidence's factors, ``raw``, how many answers, unread words, unnamed hops, guessed paths and dropped
+    conditions, the stage; 0 without an answer."""
     if reading.answer is None:
         return 0.0, {}
     if path is not None:  # a grounded reading: structural scores
@@ -257,6 +257,7 @@ def how_sure(reading: Reading, path: dict | None = None, stage: str = "evidence"
     because = {**because, "raw": raw, "answers": max(len(reading.answers), 1),
                "unread": len((path or {}).get("unread", ())), "unnamed": len((path or {}).get("unnamed", ())),
                "hops": len((path or {}).get("relations", ())), "tried": len((path or {}).get("tried", ())),
+               "guessed": len((path or {}).get("guessed", ())), "dropped": len((path or {}).get("dropped", ())),
                "stage": stage}
     return confidence.calibrated(because), because
 

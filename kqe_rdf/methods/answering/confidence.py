@@ -23,7 +23,10 @@ more. :func:`calibrated` turns it into one, the probability that the first answe
 (``calibration.json``, written by ``python bench/calibrate.py``, on samples of the KGQA dev sets) over the raw
 value, its factors, how many answers there are, the question's unread relation words and hops no word names,
 whether a constant was linked other than by its exact name, the reading's hops, whether readings before it
-found nothing, and which stage answered.
+found nothing, and which stage answered. Each *doubt* (:data:`DOUBTS`: an unread relation word, a hop no word
+names, an approximate link, a candidate that ties the answer, a condition the reading dropped, a path it guessed)
+lowers the log-odds by :data:`DOUBT` at least, whatever weight the fit gave it: the dev sets hardly show some of
+them (no MetaQA constant is linked approximately), and a fit over them gave such a doubt no weight at all.
 
 >>> round(path_share(0.3, [0.0]), 3), round(path_share(0.0, [0.0]), 3)
 (0.953, 0.5)
@@ -44,6 +47,9 @@ CALIBRATION = Path(__file__).with_name("calibration.json")
 READING_SCALE = 0.1
 #: Relative gap between a structural answer's score and a candidate's at which the answer is clearly preferred.
 ANSWER_SCALE = 0.03
+#: The features that say an answer is less sure (each 0 or 1), and the least they lower its log-odds by.
+DOUBTS = ("unread words", "hops not named", "approximate link", "tie", "dropped conditions", "guessed relation")
+DOUBT = 0.5
 
 
 def path_share(best: float, others: Sequence[float], scale: float = READING_SCALE) -> float:
@@ -99,7 +105,11 @@ def features(because: dict) -> dict[str, float]:
             "hops": float(because.get("hops", 0)),
             "readings tried before": float(int(because.get("tried", 0)) > 0),
             "grounded": float(because.get("stage") == "grounded"),
-            "text facts": float(because.get("stage") == "text facts")}
+            "text facts": float(because.get("stage") == "text facts"),
+            # the answer no more likely than the candidates that rival it (a share of a half or less)
+            "tie": float(float(because.get("answer", 1.0)) <= 0.5 + 1e-9),
+            "dropped conditions": float(int(because.get("dropped", 0)) > 0),
+            "guessed relation": float(int(because.get("guessed", 0)) > 0)}
 
 
 @functools.cache
@@ -118,8 +128,12 @@ def calibrated(because: dict, fit: dict | None = None) -> float:
     0.9
     """
     fit = fit or _fit()
-    if fit is None:
-        return round(float(because.get("raw", 0.0)), 4)
     x = features(because)
-    z = fit["bias"] + sum(w * x.get(name, 0.0) for name, w in fit["weights"].items())
+    if fit is None:
+        z, weights = x["logit raw"], {}
+    else:
+        z, weights = fit["bias"] + sum(w * x.get(name, 0.0) for name, w in fit["weights"].items()), fit["weights"]
+    for name in DOUBTS:  # each doubt lowers the odds by DOUBT at least (its weight, if the fit gave it more)
+        if x.get(name):
+            z += min(0.0, -DOUBT - weights.get(name, 0.0))
     return round(1 / (1 + math.exp(-z)), 4)

@@ -107,11 +107,17 @@ class GroundedReading:
         named = self._named_relations(parts, used.reading.triplets)
         unread = [w for w in parts[0].get("unread", ()) if all(w in part.get("unread", ()) for part in parts)] \
             if parts else []
+        # Paths no word names that the encoder or the graph chose (a guess), and what the reading left out of the
+        # request: a triplet or type the ontology lacks, a role's quality ("mom": female) no node on its hop has.
+        guessed = [part["path"] for part in parts if part.get("read from") in ("encoder", "graph")]
+        dropped = [note for note in used.reading.notes
+                   if note.endswith("dropped") or "which no node on this hop is in the KB" in note]
         path = {"triplets": explain["triplets"]["triplets"], "reading": used.reading.reading,
                 "relations": [self.kb.schema.label(t.relation) for t in used.reading.triplets],
                 "facts": facts, "linked": used.shown, "sparql": used.compiled.sparql,
-                # What the confidence is lowered for: relation words no path reads, hops no word names.
-                "unread": unread, "unnamed": unnamed}
+                # What the confidence is lowered for: relation words no path reads, hops no word names, paths
+                # guessed, conditions dropped.
+                "unread": unread, "unnamed": unnamed, "guessed": guessed, "dropped": dropped}
         if explain.get("tried"):
             path["tried"] = explain["tried"]
         reading = Reading(candidates[0], candidates, METHOD, answers=candidates[:answered])
