@@ -15,6 +15,7 @@ runs it with uvicorn. Routes:
   by a real SPARQL parser, and queries over the size limits get 400 (:mod:`kqe_rdf.kb.sparql_guard`).
 * ``/update``: SPARQL Update, off unless the server has an update token and the
   request sends it (``Authorization: Bearer TOKEN``).
+* ``/complete``: names of nodes, relations and classes completed as they are typed (:mod:`.complete`).
 * ``/search``, ``/triplets``, ``/expand``, ``/answer``: JSON with provenance;
   ``/openapi.json`` describes them. ``/`` is the web page (``kqe_rdf/service/web``).
 
@@ -99,6 +100,7 @@ def create_app(kb, settings, writable: bool | None = None):
         *(Route(f"/{kind}", _rest_endpoint(kind, settings, pool), methods=methods)
           for kind in ("search", "triplets", "expand", "answer")),
         Route("/node", _node_endpoint(kb, settings, pool), methods=["GET"]),
+        Route("/complete", _rest_endpoint("complete", settings, pool), methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Mount("/static", _with_headers(StaticFiles(directory=WEB), PAGE_HEADERS), name="static"),
