@@ -306,36 +306,45 @@ class NameIndex:
             return []
         out: list[tuple[str, str, str]] = []
         seen: set[int] = set()
+        labels = self.label_keys
 
-        def take(name: str, how: str) -> bool:
-            for number in self.by_name[name]:
-                iri = self.iris[number]
-                if number in seen or (types is not None and not self.types.get(iri, frozenset()) & types):
-                    continue
-                seen.add(number)
-                out.append((iri, name, how))
-                if len(out) >= limit:
-                    return True
-            return False
+        def take(names: list[str], how) -> bool:
+            """The nodes of ``names`` (shortest first) by their label before those by an alias; whether full."""
+            aliased = []
+            for name in sorted(names, key=lambda name: (len(name), name)):
+                for number in self.by_name[name]:
+                    iri = self.iris[number]
+                    if number in seen or (types is not None and not self.types.get(iri, frozenset()) & types):
+                        continue
+                    seen.add(number)
+                    if labels[number] == name:
+                        out.append((iri, name, how(name)))
+                        if len(out) >= limit:
+                            return True
+                    else:
+                        aliased.append((iri, name, how(name)))
+            out.extend(aliased[: limit - len(out)])
+            return len(out) >= limit
 
         keys = self.sorted_keys
-        start = bisect.bisect_left(keys, key)
-        prefixed = []
-        for name in itertools.islice(keys, start, None):
-            if not name.startswith(key):
-                break
-            prefixed.append(name)
-        prefixed.sort(key=lambda name: (len(name), name))  # (the exact name, when there is one, comes first)
-        for name in prefixed:
-            if take(name, "exact" if name == key else "prefix"):
-                return out
+        prefixed = list(itertools.takewhile(lambda name: name.startswith(key),
+                                            itertools.islice(keys, bisect.bisect_left(keys, key), None)))
+        if key in self.by_name and take([key], lambda _name: "exact"):
+            return out
+        if take([n for n in prefixed if n != key], lambda _name: "prefix"):
+            return out
         inside = [name for name in keys if key in name and not name.startswith(key)]
         word = " " + key
-        for how, names in (("word", [n for n in inside if word in n]), ("contains", [n for n in inside if word not in n])):
-            for name in sorted(names, key=lambda name: (len(name), name)):
-                if take(name, how):
-                    return out
+        if take([n for n in inside if word in n], lambda _name: "word"):
+            return out
+        take([n for n in inside if word not in n], lambda _name: "contains")
         return out
+
+    @functools.cached_property
+    def label_keys(self) -> list[str]:
+        """Each node's display name folded (by node number): a completion by a node's own name comes before one
+        by its alias."""
+        return [normalise_name(self.labels.get(iri) or "") for iri in self.iris]
 
     @functools.cached_property
     def sorted_iris(self) -> list[str]:
