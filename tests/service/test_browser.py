@@ -406,6 +406,9 @@ FIVE_THOUSAND = ("SELECT (STR(?i) AS ?n) WHERE { VALUES ?a { 0 1 2 3 4 5 6 7 8 9
                  "BIND(?a * 500 + ?b * 50 + ?c * 5 + ?d AS ?i) } ORDER BY ?i")
 
 
+FIRST_CELL = "document.querySelector('.yasr table.dataTable tbody td:nth-child(2)').textContent.trim()"
+
+
 def test_a_5000_row_sparql_result_is_shown_a_page_at_a_time(page):
     run_query(page, FIVE_THOUSAND)
     wait_until(page, "document.querySelector('.yasr table.dataTable tbody td:nth-child(2)') && "
@@ -414,10 +417,10 @@ def test_a_5000_row_sparql_result_is_shown_a_page_at_a_time(page):
     assert rows.count() == 50  # one page of the table is in the document, not 5,000 rows
     assert "5000 results" in page.text_content(".yasr")  # the table says how many there are
     page.locator(".yasr .dt-paging-button.next").click()
-    wait_until(page, "document.querySelector('.yasr table.dataTable tbody td:nth-child(2)').textContent.trim() === '50'")
+    wait_until(page, f"{FIRST_CELL} === '50'")
     assert rows.count() == 50
     page.locator(".yasr .dt-paging-button.last").click()
-    wait_until(page, "document.querySelector('.yasr table.dataTable tbody td:nth-child(2)').textContent.trim() === '4950'")
+    wait_until(page, f"{FIRST_CELL} === '4950'")
     assert page.locator(".yasr table.dataTable tbody tr").last.locator("td").nth(1).text_content().strip() == "4999"
 
 

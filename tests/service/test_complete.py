@@ -25,8 +25,9 @@ def completions(client, **params) -> list[tuple[str, str, str]]:
 
 
 def test_a_name_s_start_completes_to_the_nodes_it_starts_then_those_with_a_word_it_starts(client):
-    assert completions(client, q="Seiz") == [("node", "Seizure", "prefix"), ("node", "Focal-onset seizure", "word"),
-                                             ("node", "Bilateral tonic-clonic seizure", "word")]
+    assert completions(client, q="Seiz") == [
+        ("node", "Seizure", "prefix"), ("node", "Focal-onset seizure", "word"),
+        ("node", "Bilateral tonic-clonic seizure", "word")]
     assert completions(client, q="seizure")[0] == ("node", "Seizure", "exact")
     assert completions(client, q="Seiz", limit=1) == [("node", "Seizure", "prefix")]
 
@@ -38,8 +39,9 @@ def test_a_node_is_completed_by_its_alias_too_and_comes_once(client, bio_kb):  #
 
 
 def test_text_inside_a_name_completes_after_the_names_it_starts(client):
-    assert completions(client, q="ure") == [("node", "Seizure", "contains"), ("node", "Focal-onset seizure", "contains"),
-                                            ("node", "Bilateral tonic-clonic seizure", "contains")]
+    assert completions(client, q="ure") == [
+        ("node", "Seizure", "contains"), ("node", "Focal-onset seizure", "contains"),
+        ("node", "Bilateral tonic-clonic seizure", "contains")]
 
 
 def test_relations_and_classes_complete_by_name_and_by_prefixed_name(client):
@@ -71,7 +73,8 @@ def test_the_relations_of_a_node_are_those_leaving_it_counted(client, bio_kb):  
     assert response.status_code == 400 and "relations_of" in response.json()["error"]
 
 
-def test_an_iri_s_start_completes_to_the_nodes_it_starts_and_a_name_after_a_bracket_to_its_nodes(client, bio_kb):  # noqa: F811
+def test_an_iri_s_start_completes_to_the_nodes_it_starts_and_a_name_after_a_bracket_to_its_nodes(
+        client, bio_kb):  # noqa: F811
     seizure = node(bio_kb, "HP:0001250")
     found = client.get("/complete", params={"q": "<" + seizure[:-2]}).json()["completions"]
     assert seizure in [c["iri"] for c in found] and all(c["iri"].startswith(seizure[:-2]) for c in found)
