@@ -48,9 +48,13 @@ async function readError(response) {
 const PAGE = 20;
 const shownSearch = { data: null, page: 0, words: [] };
 
-// The words of a request that a result's text is marked with: folded, three letters or more.
+// The words of a request that a result's text is marked with: folded, three letters or more, not a question's
+// or a sentence's small words ("which", "has").
+const SMALL_WORDS = new Set(("the and for with without which what who whom whose when where how has have had having " +
+  "are was were been being does did that this these those from into not any all its his her their there than " +
+  "then can could should would will may might about also").split(" "));
 function requestWords(text) {
-  return [...new Set((String(text).toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || []))];
+  return [...new Set((String(text).toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || []))].filter((w) => !SMALL_WORDS.has(w));
 }
 
 // ``text`` as text nodes, with the words of the request (as a word's start: "seizure" marks "seizures") in
