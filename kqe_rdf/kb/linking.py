@@ -10,9 +10,10 @@ offline mention finder: n-grams of the query matched against names.
 
 from __future__ import annotations
 
+import bisect
 import functools
-
 import gzip
+import itertools
 import json
 import re
 import unicodedata
@@ -293,6 +294,84 @@ class NameIndex:
         """The nodes a broader name names (:attr:`broad`), as a plural too ("big heads")."""
         numbers = self.broad.get(key) or self.broad.get(singular(key), ())
         return sorted(self.iris[n] for n in numbers)
+
+    @functools.cached_property
+    def sorted_keys(self) -> list[str]:
+        """The folded names in order, for lookups by their start (made on the first completion: a KB's names
+        sorted once, about 30 ms for the bio KB's)."""
+        return sorted(self.by_name)
+
+    def complete(self, typed: str, types: set[str] | None = None, limit: int = 10) -> list[tuple[str, str, str]]:
+        """Nodes (``types``: of these classes only) named by what a person has typed so far, best first, as (IRI,
+        matched name, how): the names it is (``exact``), then those it starts (``prefix``, shortest first), then
+        those with a word it starts (``word``), then those it is inside (``contains``); a node comes once, by its
+        best name (an alias too: "epileptic" completes to Seizure by its alias Epileptic seizure).
+
+        >>> index = example_kb().names
+        >>> [(index.labels[i], how) for i, _name, how in index.complete("gran t")]
+        [('Gran Torino', 'prefix')]
+        >>> [(index.labels[i], how) for i, _name, how in index.complete("torino")]
+        [('Gran Torino', 'word')]
+        """
+        key = normalise_name(typed)
+        if not key or limit < 1:
+            return []
+        out: list[tuple[str, str, str]] = []
+        seen: set[int] = set()
+        labels = self.label_keys
+
+        def take(names: list[str], how) -> bool:
+            """The nodes of ``names`` (shortest first) by their label before those by an alias; whether full."""
+            aliased = []
+            for name in sorted(names, key=lambda name: (len(name), name)):
+                for number in self.by_name[name]:
+                    iri = self.iris[number]
+                    if number in seen or (types is not None and not self.types.get(iri, frozenset()) & types):
+                        continue
+                    seen.add(number)
+                    if labels[number] == name:
+                        out.append((iri, name, how(name)))
+                        if len(out) >= limit:
+                            return True
+                    else:
+                        aliased.append((iri, name, how(name)))
+            out.extend(aliased[: limit - len(out)])
+            return len(out) >= limit
+
+        keys = self.sorted_keys
+        prefixed = list(itertools.takewhile(lambda name: name.startswith(key),
+                                            itertools.islice(keys, bisect.bisect_left(keys, key), None)))
+        if key in self.by_name and take([key], lambda _name: "exact"):
+            return out
+        if take([n for n in prefixed if n != key], lambda _name: "prefix"):
+            return out
+        inside = [name for name in keys if key in name and not name.startswith(key)]
+        word = " " + key
+        if take([n for n in inside if word in n], lambda _name: "word"):
+            return out
+        take([n for n in inside if word not in n], lambda _name: "contains")
+        return out
+
+    @functools.cached_property
+    def label_keys(self) -> list[str]:
+        """Each node's display name folded (by node number): a completion by a node's own name comes before one
+        by its alias."""
+        return [normalise_name(self.labels.get(iri) or "") for iri in self.iris]
+
+    @functools.cached_property
+    def sorted_iris(self) -> list[str]:
+        """The nodes' IRIs in order (an index written with the KB has them so already)."""
+        return self.iris if all(a < b for a, b in zip(self.iris, self.iris[1:])) else sorted(self.iris)
+
+    def iris_starting(self, start: str, types: set[str] | None = None, limit: int = 10) -> list[str]:
+        """The nodes (of ``types``) whose IRI starts with ``start``, in order: what a SPARQL editor completes."""
+        iris, out = self.sorted_iris, []
+        for iri in itertools.islice(iris, bisect.bisect_left(iris, start), None):
+            if not iri.startswith(start) or len(out) >= limit:
+                break
+            if types is None or self.types.get(iri, frozenset()) & types:
+                out.append(iri)
+        return out
 
     def nodes(self, key: str, types: set[str] | None = None) -> list[str]:
         numbers = self.by_name.get(key) or self.by_name.get(singular(key)) or self.inverted.get(key, ())

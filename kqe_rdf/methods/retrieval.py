@@ -17,6 +17,7 @@ index's worker thread) and returns the call that finishes the batch.
 from __future__ import annotations
 
 import copy
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -562,6 +563,33 @@ class RM3(Stage):
         return f"RM3(fb_docs={self.fb_docs}, fb_terms={self.fb_terms})"
 
 
+#: The fields of a node's document that describe it, in the order one is taken for a result's one sentence.
+DESCRIBING = ("definition", "description", "abstract", "summary", "text", "comment")
+_FIELD = re.compile(r"^([\w ]{1,40}): (.*)$")
+_SENTENCE_END = re.compile(r"(?<=[a-z0-9)\]][.!?])\s+(?=[A-Z(])")
+
+
+def first_sentence(text: str, longest: int = 240) -> str:
+    """The first sentence of what a node's document says it is (its definition, description, ... ; else its first
+    field past its name, type and aliases), cut at ``longest`` characters: a result's readable line.
+
+    >>> first_sentence("name: Seizure\\ntype: phenotype\\ndefinition: A seizure is an abnormality. It is brief.")
+    'A seizure is an abnormality.'
+    >>> first_sentence("name: Tripod\\ntype: product\\nbrand: Manfrotto")
+    'brand: Manfrotto'
+    """
+    fields, rest = {}, []
+    for line in text.splitlines():
+        found = _FIELD.match(line)
+        if found and found.group(1).lower() not in fields:
+            fields[found.group(1).lower()] = found.group(2)
+        if not found or found.group(1).lower() not in ("name", "type", "aliases"):
+            rest.append(line)
+    chosen = next((fields[f] for f in DESCRIBING if fields.get(f)), None) or next(iter(rest), "")
+    sentence = _SENTENCE_END.split(chosen.strip(), 1)[0]
+    return sentence if len(sentence) <= longest else sentence[: longest - 1].rsplit(" ", 1)[0] + "…"
+
+
 def fillers(explain: dict | None, hits) -> set[str] | None:
     """The hits a structural method topped up from its fallback search (``--explain``: "4 topped up"), not
     answers of its reading; None for a method that reads nothing (BM25, dense, ...).
@@ -596,12 +624,14 @@ def result_rows(kb, hits, explain: dict | None = None) -> list[dict]:
             rows.append({"rank": hit.rank, "iri": hit.iri, "id": hit.iri, "name": value["value"],
                          "value": value["value"], "datatype": value["datatype"], "of": value["of"], "types": [],
                          "score": round(hit.score, 4), "snippet": said,
+                         "fact": {"of": value["of"], "of_name": kb.name(value["of"]),
+                                  "relation": explain["value"]["phrase"]} if counted is None else None,
                          **({"counted": counted} if counted is not None else {})})
             continue
         doc = kb.document(hit.iri)
         rows.append({"rank": hit.rank, "iri": hit.iri, "id": doc.identifier, "name": doc.name,
                      "types": [kb.class_names.get(t, local_name(t)) for t in doc.types], "score": round(hit.score, 4),
-                     "snippet": doc.text[:200]})
+                     "snippet": doc.text[:200], "description": first_sentence(doc.text)})
         if topped is not None:
             rows[-1]["filler"] = hit.iri in topped
     return rows

@@ -15,6 +15,7 @@ runs it with uvicorn. Routes:
   by a real SPARQL parser, and queries over the size limits get 400 (:mod:`kqe_rdf.kb.sparql_guard`).
 * ``/update``: SPARQL Update, off unless the server has an update token and the
   request sends it (``Authorization: Bearer TOKEN``).
+* ``/complete``: names of nodes, relations and classes completed as they are typed (:mod:`.complete`).
 * ``/search``, ``/triplets``, ``/expand``, ``/answer``: JSON with provenance;
   ``/openapi.json`` describes them. ``/`` is the web page (``kqe_rdf/service/web``).
 
@@ -99,6 +100,7 @@ def create_app(kb, settings, writable: bool | None = None):
         *(Route(f"/{kind}", _rest_endpoint(kind, settings, pool), methods=methods)
           for kind in ("search", "triplets", "expand", "answer")),
         Route("/node", _node_endpoint(kb, settings, pool), methods=["GET"]),
+        Route("/complete", _rest_endpoint("complete", settings, pool), methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
         Mount("/static", _with_headers(StaticFiles(directory=WEB), PAGE_HEADERS), name="static"),
@@ -387,6 +389,17 @@ def openapi_description(settings) -> dict:
                 [text, {"name": "source", "in": "query", "explode": True,
                         "schema": {"type": "array", "items": {"type": "string", "enum": ["kg", "text", "tables"]}}}],
                 {"type": "object"})
+    complete = op("Names of nodes, relations and classes completed as they are typed (best first)", [
+        {"name": "q", "in": "query", "schema": {"type": "string", "maxLength": 300}},
+        {"name": "class", "in": "query", "schema": {"type": "string"}},
+        {"name": "relations_of", "in": "query", "schema": {"type": "string"}},
+        {"name": "kind", "in": "query", "explode": True,
+         "schema": {"type": "array", "items": {"type": "string", "enum": ["node", "relation", "class"]}}},
+        {"name": "limit", "in": "query", "schema": {"type": "integer", "default": 10, "minimum": 1, "maximum": 100}}],
+        {"type": "object", "properties": {"q": {"type": "string"}, "completions": {"type": "array", "items": {
+            "type": "object", "properties": {"kind": {"type": "string"}, "iri": {"type": "string"},
+                                             "prefixed": {"type": ["string", "null"]}, "name": {"type": "string"},
+                                             "how": {"type": "string"}}}}}})
     sparql = {"summary": "SPARQL 1.1 Protocol query endpoint (kqe:bm25, kqe:similarity, SERVICE <urn:kqe:search>)",
               "parameters": [{"name": "query", "in": "query", "schema": {"type": "string"}},
                              {"name": "default-graph-uri", "in": "query", "schema": {"type": "string"}},
@@ -395,6 +408,7 @@ def openapi_description(settings) -> dict:
                                                     "N-Triples, JSON-LD)"}, **errors, "403": error, "406": error}}
     paths = {"/search": {"get": search, "post": search}, "/triplets": {"get": triplets, "post": triplets},
              "/expand": {"get": expand, "post": expand}, "/answer": {"get": answer, "post": answer},
+             "/complete": {"get": complete},
              "/sparql": {"get": sparql, "post": sparql}}
     return {"openapi": "3.1.0", "info": {"title": "kqe-rdf knowledge service", "version": "0.1.0"}, "paths": paths}
 

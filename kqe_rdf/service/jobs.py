@@ -131,8 +131,17 @@ def node_job(context, params: dict) -> dict:
     return page
 
 
+def complete_job(context, params: dict) -> dict:
+    """Names completed (:func:`.complete.complete`): the search box's and the SPARQL editor's suggestions."""
+    from .complete import LIMIT, complete
+
+    return complete(context.kb, one(params, "q", ""), params.get("class", [None])[0],
+                    params.get("relations_of", [None])[0], one(params, "limit", LIMIT, int),
+                    [str(k) for k in params.get("kind", [])] or None)
+
+
 REST_JOBS = {"search": search_job, "triplets": triplets_job, "expand": expand_job, "answer": answer_job,
-             "node": node_job}
+             "node": node_job, "complete": complete_job}
 
 
 @contextlib.contextmanager

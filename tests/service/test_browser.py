@@ -333,3 +333,174 @@ def test_a_result_opens_its_node_page_whose_query_this_button_fills_the_editor(p
     wait_until(tab, f"window.kqeYasgui && window.kqeYasgui.getTab().getYasqe().getValue().includes({iri!r})")
     assert tab.outside == []
     tab.close()
+
+
+# ---------------------------------------------------------------- issue 71: completion, paging, values
+
+
+def test_a_name_completes_in_the_search_box(page):
+    """Typed key by key, the request's last words complete to the KB's names (a click or the arrow keys and Enter
+    put one in their place); the results' text marks the request's words, as text."""
+    page.fill("#search-text", "")
+    page.fill("#search-type", "")
+    page.click("#search-text")
+    page.keyboard.type("Which disease has Sei", delay=40)
+    page.wait_for_selector("#search-suggestions li.suggestion")
+    names = page.locator("#search-suggestions li .name").all_text_contents()
+    assert names[0] == "Seizure" and "Focal-onset seizure" in names, names
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "search-completion.png"
+    page.locator("#search-panel").screenshot(path=str(shot))
+    print(f"screenshot saved: {shot}")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")  # picks the suggestion: no search yet
+    assert page.input_value("#search-text") == "Which disease has Seizure"
+    assert page.locator("#search-suggestions").is_hidden()
+    # a class in the type box keeps its nodes
+    page.fill("#search-type", "Disease")
+    page.fill("#search-text", "")
+    page.click("#search-text")
+    page.keyboard.type("generalized epi", delay=40)
+    page.wait_for_selector("#search-suggestions li.suggestion")
+    page.locator("#search-suggestions li.suggestion").first.dispatch_event("mousedown")
+    assert page.input_value("#search-text") == "Generalized epilepsy with forehead anomaly"
+    page.select_option("#search-method", "bm25")
+    page.click("#search-button")
+    page.wait_for_selector("#search-results li.result .snippet mark")
+    marks = {m.lower() for m in page.locator("#search-results li.result .snippet mark").all_text_contents()}
+    assert marks and marks <= {"generalized", "epilepsy", "forehead", "anomaly"}, marks
+    assert page.outside == []
+
+
+def test_a_name_and_a_relation_complete_in_the_editor(page):
+    """In the SPARQL editor, a prefixed name completes to the KB's relations where a predicate goes, and "<" with
+    the start of a name to the node's IRI (the list shows the names); nothing is asked of another site."""
+    page.evaluate("text => { window.kqeYasgui.getTab().setQuery(text); }", "SELECT ?d WHERE {\n  ?d \n}")
+    editor = "window.kqeYasgui.getTab().getYasqe()"
+    page.evaluate(f"() => {{ const y = {editor}; y.focus(); y.getDoc().setCursor({{line: 1, ch: 5}}); }}")
+    page.keyboard.type("bio:hasP", delay=60)
+    page.wait_for_selector(".CodeMirror-hints li")
+    hints = page.locator(".CodeMirror-hints li").all_text_contents()
+    assert hints and hints[0].startswith("bio:hasPhenotype") and "has phenotype" in hints[0], hints
+    page.keyboard.press("Enter")
+    page.keyboard.type(" <seiz", delay=60)
+    wait_until(page, "document.querySelector('.CodeMirror-hints li') && "
+                     "document.querySelector('.CodeMirror-hints li').textContent.includes('Seizure')")
+    hints = page.locator(".CodeMirror-hints li").all_text_contents()
+    assert hints[0] == "<http://purl.obolibrary.org/obo/HP_0001250>  Seizure", hints
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "editor-completion.png"
+    page.locator("#sparql-panel").screenshot(path=str(shot))
+    print(f"screenshot saved: {shot}")
+    page.keyboard.press("Enter")
+    query = page.evaluate(f"{editor}.getValue()")
+    assert "?d bio:hasPhenotype <http://purl.obolibrary.org/obo/HP_0001250>" in query, query
+    page.keyboard.type(" .")
+    wait_until(page, f"{editor}.queryValid === true")
+    assert page.outside == []
+
+
+#: 5,000 rows from VALUES alone (10 × 10 × 10 × 5), numbered 0 … 4999 in order.
+FIVE_THOUSAND = ("SELECT (STR(?i) AS ?n) WHERE { VALUES ?a { 0 1 2 3 4 5 6 7 8 9 } VALUES ?b { 0 1 2 3 4 5 6 7 8 9 } "
+                 "VALUES ?c { 0 1 2 3 4 5 6 7 8 9 } VALUES ?d { 0 1 2 3 4 } "
+                 "BIND(?a * 500 + ?b * 50 + ?c * 5 + ?d AS ?i) } ORDER BY ?i")
+
+
+FIRST_CELL = "document.querySelector('.yasr table.dataTable tbody td:nth-child(2)').textContent.trim()"
+
+
+def test_a_5000_row_sparql_result_is_shown_a_page_at_a_time(page):
+    run_query(page, FIVE_THOUSAND)
+    wait_until(page, "document.querySelector('.yasr table.dataTable tbody td:nth-child(2)') && "
+                     "document.querySelector('.yasr table.dataTable tbody td:nth-child(2)').textContent.trim() === '0'")
+    rows = page.locator(".yasr table.dataTable tbody tr")
+    assert rows.count() == 50  # one page of the table is in the document, not 5,000 rows
+    assert "5000 results" in page.text_content(".yasr")  # the table says how many there are
+    page.locator(".yasr .dt-paging-button.next").click()
+    wait_until(page, f"{FIRST_CELL} === '50'")
+    assert rows.count() == 50
+    page.locator(".yasr .dt-paging-button.last").click()
+    wait_until(page, f"{FIRST_CELL} === '4950'")
+    assert page.locator(".yasr table.dataTable tbody tr").last.locator("td").nth(1).text_content().strip() == "4999"
+
+
+#: Albums with release years (the reader answers "Salt Roads's release year" with the value), and 45 widgets.
+VALUES_KB = """\
+@prefix ex: <http://music.example/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+ex:Album a rdfs:Class ; rdfs:label "Album" .
+ex:Person a rdfs:Class ; rdfs:label "Person" .
+ex:Widget a rdfs:Class ; rdfs:label "Widget" .
+ex:salt_roads a ex:Album ; rdfs:label "Salt Roads" ; ex:producer ex:nora_vale ; ex:releaseYear "2021"^^xsd:gYear .
+ex:weather_maps a ex:Album ; rdfs:label "Weather Maps" ; ex:producer ex:nora_vale ; ex:releaseYear "2019"^^xsd:gYear .
+ex:nora_vale a ex:Person ; rdfs:label "Nora Vale" .
+""" + "".join(f'ex:widget_{n} a ex:Widget ; rdfs:label "Widget {n}" ; rdfs:comment "A blue <b>widget</b>, number {n}. '
+              f'It works." .\n' for n in range(45))
+
+
+@pytest.fixture(scope="module")
+def values_page(page, tmp_path_factory):
+    """The page over :data:`VALUES_KB`, in a tab of the same browser."""
+    from support.fixtures_kb import turtle_kb
+
+    kb = turtle_kb(tmp_path_factory.mktemp("values"), VALUES_KB)
+    with serving(create_app(kb, Settings())) as url:
+        tab = new_tab(page.context.browser)
+        tab.outside = []
+        try:
+            tab.route("**/*", lambda route: route.continue_() if route.request.url.startswith(url)
+                      else (tab.outside.append(route.request.url), route.abort()))
+            tab.goto(url + "/")
+            yield tab
+        finally:
+            tab.close()
+
+
+def test_search_results_are_shown_a_page_at_a_time(values_page):
+    page = values_page
+    page.fill("#search-text", "blue widget")
+    page.select_option("#search-method", "bm25")
+    page.fill("#search-k", "100")
+    page.click("#search-button")
+    page.wait_for_selector("#search-results li.result")
+    assert page.locator("#search-results li.result").count() == 20
+    assert page.text_content("#search-page") == "results 1–20 of 45"
+    assert page.is_disabled("#search-previous")
+    page.click("#search-next")
+    assert page.text_content("#search-page") == "results 21–40 of 45"
+    page.click("#search-next")
+    assert page.locator("#search-results li.result").count() == 5 and page.is_disabled("#search-next")
+    page.click("#search-previous")
+    assert page.text_content("#search-page") == "results 21–40 of 45"
+    # a result's line: its description's first sentence, the request's words marked, its markup shown as text
+    snippet = page.locator("#search-results li.result .snippet").first
+    assert snippet.text_content().startswith("A blue <b>widget</b>, number")
+    assert [m.lower() for m in snippet.locator("mark").all_text_contents()] == ["blue", "widget"]
+    assert page.locator("#search-results b").count() == 0
+    assert page.outside == []
+
+
+def test_a_value_answer_is_shown_as_a_value_with_its_datatype_and_fact(values_page):
+    page = values_page
+    page.fill("#search-text", "Salt Roads's release year")
+    page.select_option("#search-method", "4step-offline")
+    page.fill("#search-k", "10")
+    page.click("#search-button")
+    page.wait_for_selector("#search-results li.result")
+    first = page.locator("#search-results li.result").first
+    assert "value" in first.get_attribute("class")
+    assert first.locator(".name").text_content() == "2021"
+    assert first.locator(".datatype").text_content() == "xsd:gYear"
+    assert "filler" not in first.text_content() and "fallback" not in first.text_content()
+    fact = first.locator(".fact")
+    assert fact.text_content() == "from the fact Salt Roads release year 2021", fact.text_content()
+    assert fact.locator("a.of").get_attribute("href") == "/node?iri=" + "http%3A%2F%2Fmusic.example%2Fsalt_roads"
+    figure = page.locator("#provenance-graph")
+    assert figure.is_visible() and figure.locator("svg").count() == 0
+    assert "topped up" not in figure.text_content() and "Salt Roads release year 2021" in figure.text_content()
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "value-answer.png"
+    page.locator("#search-panel").screenshot(path=str(shot))
+    print(f"screenshot saved: {shot}")
+    assert page.outside == []

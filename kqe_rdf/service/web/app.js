@@ -43,8 +43,41 @@ async function readError(response) {
   }
 }
 
+// ---------------------------------------------------------------- search results, a page at a time
+// A search may return up to 1,000 results (k): they are kept here and drawn PAGE at a time.
+const PAGE = 20;
+const shownSearch = { data: null, page: 0, words: [] };
+
+// The words of a request that a result's text is marked with: folded, three letters or more, not a question's
+// or a sentence's small words ("which", "has").
+const SMALL_WORDS = new Set(("the and for with without which what who whom whose when where how has have had having " +
+  "are was were been being does did that this these those from into not any all its his her their there than " +
+  "then can could should would will may might about also").split(" "));
+function requestWords(text) {
+  return [...new Set((String(text).toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || []))].filter((w) => !SMALL_WORDS.has(w));
+}
+
+// ``text`` as text nodes, with the words of the request (as a word's start: "seizure" marks "seizures") in
+// <mark> elements: built with the DOM, never parsed as HTML, so a result's text stays inert.
+function marked(text, words) {
+  const out = document.createDocumentFragment();
+  if (!words.length) {
+    out.append(String(text));
+    return out;
+  }
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(${words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`, "giu");
+  let last = 0;
+  for (const match of String(text).matchAll(pattern)) {
+    out.append(text.slice(last, match.index), element("mark", match[0]));
+    last = match.index + match[0].length;
+  }
+  out.append(text.slice(last));
+  return out;
+}
+
 async function search(event) {
   event.preventDefault();
+  closeSuggestions();
   const params = new URLSearchParams({
     q: $("search-text").value,
     method: $("search-method").value,
@@ -53,8 +86,8 @@ async function search(event) {
   const type = $("search-type").value.trim();
   if (type) params.append("type", type);
   history.replaceState(null, "", "#" + params.toString());  // a shareable link: the search is in the URL
-  const list = $("search-results");
-  list.replaceChildren();
+  $("search-results").replaceChildren();
+  $("search-pager").hidden = true;
   $("provenance-graph").replaceChildren();
   $("provenance-graph").hidden = true;
   $("search-provenance-body").textContent = "";
@@ -66,30 +99,85 @@ async function search(event) {
   }
   const data = await response.json();
   $("search-status").textContent = `${data.results.length} result(s) in ${data.elapsed_ms} ms (${data.provenance.pipeline})`;
-  const explain = data.provenance.explain;
-  for (const row of data.results) {
-    const item = element("li", undefined, "result");
-    item.append(nodeElement(row.name, row.iri, "name"), element("span", row.types.join(", "), "types"),
-                element("span", row.score.toFixed(3), "score"));
-    if (row.filler) {  // topped up from the fallback search, not an answer of the structural reading
-      item.classList.add("filler");
-      item.append(element("span", "filler: from the fallback search, not an answer of the reading", "filler-note"));
-    }
-    if (explain && explain.triplets) {
-      const why = element("button", "why?", "why");
-      why.type = "button";
-      why.title = "draw how this result was reached";
-      why.addEventListener("click", async () => {
-        await showProvenance(explain, row);
-        $("provenance-graph").scrollIntoView({ block: "nearest" });
-      });
-      item.append(why);
-    }
-    item.append(element("div", row.snippet, "snippet"), iriElement(row.iri));
-    list.append(item);
-  }
+  Object.assign(shownSearch, { data, page: 0, words: requestWords(data.query) });
+  showPage(0);
   $("search-provenance-body").textContent = JSON.stringify(data.provenance, null, 2);
-  if (explain && explain.triplets && data.results.length) showProvenance(explain, data.results[0]);
+  const explain = data.provenance.explain;
+  const first = data.results[0];
+  if (first && "value" in first) showFact(first);
+  else if (explain && explain.triplets && first) showProvenance(explain, first);
+}
+
+function showPage(page) {
+  const { data, words } = shownSearch;
+  const pages = Math.max(1, Math.ceil(data.results.length / PAGE));
+  shownSearch.page = page = Math.min(Math.max(0, page), pages - 1);
+  const explain = data.provenance.explain;
+  const rows = data.results.slice(page * PAGE, (page + 1) * PAGE);
+  $("search-results").start = page * PAGE + 1;
+  $("search-results").replaceChildren(...rows.map((row) => ("value" in row ? valueItem(row) : resultItem(row, explain, words))));
+  $("search-pager").hidden = pages < 2;
+  $("search-page").textContent = `results ${page * PAGE + 1}–${page * PAGE + rows.length} of ${data.results.length}`;
+  $("search-previous").disabled = page === 0;
+  $("search-next").disabled = page >= pages - 1;
+}
+
+// A node: its name (a link to its page), classes and score; its description's first sentence with the request's
+// words marked; its IRI.
+function resultItem(row, explain, words) {
+  const item = element("li", undefined, "result");
+  item.append(nodeElement(row.name, row.iri, "name"), element("span", row.types.join(", "), "types"),
+              element("span", row.score.toFixed(3), "score"));
+  if (row.filler) {  // topped up from the fallback search, not an answer of the structural reading
+    item.classList.add("filler");
+    item.append(element("span", "filler: from the fallback search, not an answer of the reading", "filler-note"));
+  }
+  if (explain && explain.triplets) {
+    const why = element("button", "why?", "why");
+    why.type = "button";
+    why.title = "draw how this result was reached";
+    why.addEventListener("click", async () => {
+      await showProvenance(explain, row);
+      $("provenance-graph").scrollIntoView({ block: "nearest" });
+    });
+    item.append(why);
+  }
+  const snippet = element("div", undefined, "snippet");
+  snippet.append(marked(row.description !== undefined ? row.description : row.snippet, words));
+  item.append(snippet, iriElement(row.iri));
+  return item;
+}
+
+const XSD = "http://www.w3.org/2001/XMLSchema#";
+const datatypeName = (iri) => (String(iri).startsWith(XSD) ? "xsd:" + iri.slice(XSD.length) : localName(iri));
+
+// A value the request asked for ("when was X released"): the literal with its datatype, and the fact it comes
+// from (the node it is of, linked to its page; the relation), not a node of its own.
+function valueItem(row) {
+  const item = element("li", undefined, "result value");
+  item.append(element("span", row.value, "name literal"), element("span", datatypeName(row.datatype), "datatype"),
+              element("span", row.score.toFixed(3), "score"));
+  const fact = element("div", undefined, "fact");
+  if (row.fact) {
+    fact.append("from the fact ", nodeElement(row.fact.of_name, row.fact.of, "of"), ` ${row.fact.relation} `,
+                element("span", row.value, "literal"));
+  } else {
+    fact.append(row.snippet);  // a count: the answers it counts
+  }
+  item.append(fact);
+  return item;
+}
+
+// A value answer's provenance is one fact, said in words (there is no path of request terms to draw).
+function showFact(row) {
+  const figure = $("provenance-graph");
+  const caption = element("figcaption");
+  caption.append(element("strong", row.value), ` (${datatypeName(row.datatype)}): the value the request asks for`);
+  const fact = element("p", undefined, "fact");
+  if (row.fact) fact.append(nodeElement(row.fact.of_name, row.fact.of, "of"), ` ${row.fact.relation} `, element("span", row.value, "literal"));
+  else fact.append(row.snippet);
+  figure.replaceChildren(caption, fact);
+  figure.hidden = false;
 }
 
 // ---------------------------------------------------------------- provenance as a small graph
@@ -298,6 +386,11 @@ async function showProvenance(explain, result) {
                        (row) => ("term" in row ? [row.ancestor, ...row.annotations] : Object.values(row)))]);
   const model = provenanceModel(explain, result);  // again, now with the names fetched
   const figure = $("provenance-graph");
+  if (!model.nodes.length) {  // nothing was read as a path: no graph (an empty one has no size)
+    figure.replaceChildren();
+    figure.hidden = true;
+    return;
+  }
   const caption = element("figcaption");
   caption.append(element("strong", result.name), document.createTextNode(
     model.found ? ": the request's constants, the relation path, the answer (solid: paths this answer satisfies)"
@@ -353,9 +446,47 @@ Yasqe.forkAutocompleter("prefixes", {
   persistenceId: null,
   get: () => Object.entries(KB_PREFIXES).map(([name, iri]) => `${name}: <${iri}>`).sort(),
 }, false);
+// IRIs and prefixed names complete from the KB (/complete): a relation where a predicate goes ("bio:hasP"), a node
+// or a class elsewhere ("bio:Dis"), an IRI by its start ("<http://purl.obolibrary.org/obo/HP_00012"), and a node by
+// its name after a "<" ("<seiz" → <http://purl.obolibrary.org/obo/HP_0001250>); the list shows each one's name.
+const TERM_NAMES = new Map();
+Yasqe.forkAutocompleter("property", {
+  name: "kbTerms",
+  persistenceId: null,
+  bulk: false,
+  autoShow: true,
+  isValidCompletionPosition: (yasqe) => {
+    const text = yasqe.getCompleteToken().string || "";
+    const cursor = yasqe.getDoc().getCursor();
+    if (/^\s*(PREFIX|BASE)\b/i.test(yasqe.getDoc().getLine(cursor.line))) return false;
+    if (text.startsWith("<")) return !text.endsWith(">") && text.length >= 3;
+    const pname = /^([A-Za-z][\w.-]*)?:([\w.-]*)$/.exec(text);
+    return Boolean(pname && (pname[1] || "") in KB_PREFIXES && pname[2].length >= 1);
+  },
+  preProcessToken: (_yasqe, token) => token,
+  postProcessSuggestion: (_yasqe, _token, suggestion) => suggestion,
+  get: async (_yasqe, token) => {
+    const possible = (token.state && token.state.possibleCurrent) || [];
+    const params = new URLSearchParams({ q: token.string, limit: "15" });
+    for (const kind of possible.indexOf("a") >= 0 ? ["relation"] : ["node", "class"]) params.append("kind", kind);
+    try {
+      const response = await fetch("/complete?" + params.toString(), { headers: { Accept: "application/json" } });
+      if (!response.ok) return [];
+      return (await response.json()).completions.map((c) => {
+        const text = c.prefixed || `<${c.iri}>`;
+        TERM_NAMES.set(text, c.name);
+        return text;
+      });
+    } catch (_) {
+      return [];
+    }
+  },
+  postprocessHints: (_yasqe, hints) => hints.map((hint) => ({
+    ...hint, displayText: TERM_NAMES.has(hint.text) ? `${hint.text}  ${TERM_NAMES.get(hint.text)}` : hint.text })),
+}, false);
 // Exactly these completers: a list in the config is merged index by index into the defaults, not put in their place.
 for (const defaults of [Yasqe.defaults, Yasgui.defaults.yasqe].filter(Boolean)) {
-  defaults.autocompleters = ["variables", "kbPrefixes"];
+  defaults.autocompleters = ["variables", "kbPrefixes", "kbTerms"];
   defaults.prefixCcApi = null;
 }
 
@@ -406,6 +537,114 @@ function showExamples(examples) {
 }
 
 $("search-form").addEventListener("submit", search);
+$("search-previous").addEventListener("click", () => showPage(shownSearch.page - 1));
+$("search-next").addEventListener("click", () => showPage(shownSearch.page + 1));
+
+// ---------------------------------------------------------------- names completed in the search box
+// The search box completes the name being typed (the last one to three words after a comma or an "and") from
+// /complete: the KB's nodes, best first (of the type box's class when there is one). Picking one (a click, or
+// the arrow keys and Enter) puts its name in place of those words; Escape closes the list.
+const suggestions = { items: [], active: -1, asked: 0, timer: null };
+
+// The text's last three, two and one words (after its last separator), each with where it starts.
+function typedFragments(text) {
+  if (/\s$/.test(text)) return [];
+  const separators = [...text.matchAll(/[,;]|\b(?:and|with|or|plus)\b/gi)];
+  const tail = separators.length ? separators[separators.length - 1].index + separators[separators.length - 1][0].length : 0;
+  const words = [...text.slice(tail).matchAll(/\S+/g)].map((m) => tail + m.index);
+  const out = [];
+  for (let n = Math.min(3, words.length); n >= 1; n -= 1) {
+    const start = words[words.length - n];
+    out.push({ text: text.slice(start), start });
+  }
+  return out.filter((f) => f.text.replace(/[^\p{L}\p{N}]/gu, "").length >= 2);
+}
+
+async function completionsOf(fragment, type) {
+  const params = new URLSearchParams({ q: fragment, kind: "node", limit: "8" });
+  if (type) params.append("class", type);
+  try {
+    const response = await fetch("/complete?" + params.toString(), { headers: { Accept: "application/json" } });
+    return response.ok ? (await response.json()).completions : [];
+  } catch (_) {
+    return [];
+  }
+}
+
+async function suggest() {
+  const asked = ++suggestions.asked;
+  const text = $("search-text").value;
+  const fragments = typedFragments(text);
+  const answers = await Promise.all(fragments.map((f) => completionsOf(f.text, $("search-type").value.trim())));
+  if (asked !== suggestions.asked) return;  // the text changed meanwhile: a newer request answers
+  // the longest words that start a name (or a word of one); else the longest that are inside one
+  let chosen = answers.findIndex((found) => found.some((c) => c.how !== "contains"));
+  if (chosen < 0) chosen = answers.findIndex((found) => found.length);
+  if (chosen < 0) return closeSuggestions();
+  const fragment = fragments[chosen];
+  suggestions.items = answers[chosen].map((c) => ({ ...c, before: text.slice(0, fragment.start) }));
+  suggestions.active = -1;
+  $("search-suggestions").replaceChildren(...suggestions.items.map((c, i) => {
+    const option = element("li", undefined, "suggestion");
+    option.id = `suggestion-${i}`;
+    option.setAttribute("role", "option");
+    option.append(element("span", c.name, "name"), element("span", c.types.join(", "), "types"));
+    if (c.matched && c.matched !== c.name.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, " ").trim()) {
+      option.append(element("span", `(${c.matched})`, "matched"));
+    }
+    option.addEventListener("mousedown", (event) => { event.preventDefault(); pickSuggestion(i); });
+    return option;
+  }));
+  $("search-suggestions").hidden = false;
+  $("search-text").setAttribute("aria-expanded", "true");
+}
+
+function pickSuggestion(i) {
+  const picked = suggestions.items[i];
+  if (!picked) return;
+  $("search-text").value = picked.before + picked.name;
+  closeSuggestions();
+  $("search-text").focus();
+}
+
+function closeSuggestions() {
+  suggestions.asked += 1;  // an answer still on its way is not shown
+  suggestions.items = [];
+  suggestions.active = -1;
+  $("search-suggestions").replaceChildren();
+  $("search-suggestions").hidden = true;
+  $("search-text").setAttribute("aria-expanded", "false");
+  $("search-text").removeAttribute("aria-activedescendant");
+}
+
+function moveSuggestion(step) {
+  const count = suggestions.items.length;
+  let next = suggestions.active + step;  // -1: the text as typed
+  if (next < -1) next = count - 1;
+  if (next >= count) next = -1;
+  suggestions.active = next;
+  [...$("search-suggestions").children].forEach((li, i) => li.classList.toggle("active", i === suggestions.active));
+  if (suggestions.active >= 0) $("search-text").setAttribute("aria-activedescendant", `suggestion-${suggestions.active}`);
+  else $("search-text").removeAttribute("aria-activedescendant");
+}
+
+$("search-text").addEventListener("input", () => {
+  clearTimeout(suggestions.timer);
+  suggestions.timer = setTimeout(suggest, 80);
+});
+$("search-text").addEventListener("keydown", (event) => {
+  if ($("search-suggestions").hidden) return;
+  if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+    event.preventDefault();
+    moveSuggestion(event.key === "ArrowDown" ? 1 : -1);
+  } else if (event.key === "Enter" && suggestions.active >= 0) {
+    event.preventDefault();  // a pick, not a search
+    pickSuggestion(suggestions.active);
+  } else if (event.key === "Escape") {
+    closeSuggestions();
+  }
+});
+$("search-text").addEventListener("blur", () => setTimeout(closeSuggestions, 100));
 
 // An IRI in the SPARQL table opens its node page on this server (which sends an IRI the KB holds no fact about on
 // to itself): the link is pointed there as it is followed, so YASR's table and its sorting stay as they are.
