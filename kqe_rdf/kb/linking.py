@@ -92,21 +92,23 @@ def sub_names(name: str) -> set[str]:
         out.add(base)  # a disambiguation in parentheses, on any name: "Rumours (album)" is written "Rumours"
     if "," in base:
         head = base.split(",", 1)[0].strip()
-        if head.split() and all(_titled(w) or w.lower() in NAME_PARTICLES for w in head.split()) \
-                and _titled(head.split()[0]):
+        if head.split() and _titled(head.split()[0]) and _proper(head.split()):
             out.add(head)  # a proper name's qualifier after a comma: "Calais, Pas-de-Calais" is written "Calais"
         base = head
     words = base.split()
     while words and words[0].lower().rstrip(".") in HONORIFICS and len(words) > 2:
         words = words[1:]
     # First and last word first: most names (titles, terms, products) fail there, before every word is read.
-    if not 2 <= len(words) <= 6 or not (_titled(words[0]) and _titled(words[-1])) \
-            or not all(_titled(w) or w.lower() in NAME_PARTICLES for w in words):
-        return {n for n in out if normalise_name(n) != normalise_name(name)}
-    out.add(" ".join(words))
-    if len(words) >= 3:
-        out.add(f"{words[0]} {words[-1]}")
+    if 2 <= len(words) <= 6 and _titled(words[0]) and _titled(words[-1]) and _proper(words):
+        out.add(" ".join(words))
+        if len(words) >= 3:
+            out.add(f"{words[0]} {words[-1]}")
     return {n for n in out if normalise_name(n) != normalise_name(name)}
+
+
+def _proper(words: list[str]) -> bool:
+    """Words written as a proper name's: each capitalised, or a particle ("van", "de")."""
+    return all(_titled(w) or w.lower() in NAME_PARTICLES for w in words)
 
 
 def _titled(word: str) -> bool:
@@ -415,12 +417,13 @@ class Linker:
         exact = self.index.nodes(key, wanted)
         if exact:
             return [Candidate(i, self._name(i), 1.0, "exact") for i in exact[: self.alternatives]]
-        short = [i for i in self.index.short_nodes(key) if wanted is None or self.index.types.get(i, frozenset()) & wanted]
-        if short:  # a name written without its disambiguation or a person's middle names, as :meth:`mentions` links it
-            return [Candidate(i, self._name(i), 0.9, "short name") for i in short[: self.alternatives]]
 
         def of_type(iri: str) -> bool:
             return wanted is None or bool(self.index.types.get(iri, frozenset()) & wanted)
+
+        short = [i for i in self.index.short_nodes(key) if of_type(i)]
+        if short:  # a name written without its disambiguation or a person's middle names, as :meth:`mentions` links it
+            return [Candidate(i, self._name(i), 0.9, "short name") for i in short[: self.alternatives]]
 
         made = [c for c in self.made.get(key, ()) if of_type(c.iri)]
         if made:

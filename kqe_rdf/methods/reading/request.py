@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from pyoxigraph import NamedNode
 
+from ...kb import queries
 from ...kb.lexicon import base_forms, is_adjective, is_inflected_verb, is_noun
 from ...kb.context import affirmed_sentences
 from ...kb.linking import Linker, Mention, list_items, singular
@@ -383,10 +385,6 @@ class RequestReader:
 
     def _reached(self, relation: str) -> set[str]:
         if relation not in self._ranges:
-            from pyoxigraph import NamedNode
-
-            from ...kb import queries
-
             text = queries.with_values(queries.load("reader_relation_range"), relation=[NamedNode(relation)])
             self._ranges[relation] = {row["class"].value for row in
                                       self.kb.store.query(text, use_default_graph_as_union=True)
